@@ -1,0 +1,37 @@
+# compilekit: `make help` lists the targets. Variables: VARIANT MODE SHAPE DTYPE DEVICE OUT FRESH RUN
+PYTHON ?= python3
+VARIANT ?= naive
+MODE ?= default
+DEVICE ?= auto
+OUT ?= runs
+SHAPE ?=
+DTYPE ?=
+FRESH ?=
+RUN ?=
+KERNEL ?=
+
+.PHONY: help install test test-gpu experiment list kernels
+
+help:  ## this list
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+
+install:  ## install compilekit and its test deps (CPU torch 2.13 on CPU machines)
+	$(PYTHON) -m pip install -q torch==2.13.0 || $(PYTHON) -m pip install -q torch
+	$(PYTHON) -m pip install -q -e '.[dev]'
+
+test:  ## run the CPU test suite (GPU tests skip with a reason)
+	$(PYTHON) -m pytest -q -x tests
+
+test-gpu:  ## run only the GPU-marked tests (on a CUDA machine)
+	$(PYTHON) -m pytest -q -m gpu tests
+
+experiment:  ## one cell: VARIANT=naive MODE=default [SHAPE=BxHxSxD DTYPE= DEVICE=auto OUT=runs FRESH=1]
+	$(PYTHON) -m compilekit run --variant '$(VARIANT)' --mode '$(MODE)' --device '$(DEVICE)' \
+	  --out '$(OUT)' $(if $(SHAPE),--shape '$(SHAPE)') $(if $(DTYPE),--dtype '$(DTYPE)') \
+	  $(if $(FRESH),--fresh)
+
+list:  ## variants and modes, one line each
+	$(PYTHON) -m compilekit list
+
+kernels:  ## kernel map of a run: RUN=runs/<cell> [KERNEL=name]
+	$(PYTHON) -m compilekit kernels '$(RUN)' $(if $(KERNEL),--kernel '$(KERNEL)')

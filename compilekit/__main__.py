@@ -1,0 +1,3 @@
+from compilekit.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,131 @@
+"""compilekit's command line: argparse subcommands over plain functions.
+
+Every user error ends here as one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from compilekit.spec import Cell, UserError, parse_device, parse_dtype, parse_shape
+
+DEFAULT_SHAPES = {"cuda": "8x16x1024x64", "cpu": "1x8x512x64"}
+DEFAULT_DTYPES = {"cuda": "bfloat16", "cpu": "float32"}
+
+
+def resolve_device(name: str) -> str:
+    """`auto` -> cuda when torch sees a GPU, else cpu; `cuda` without a GPU is a user error."""
+    import torch
+
+    name = parse_device(name)
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError("device 'cuda' asked for but torch sees no CUDA GPU: use DEVICE=cpu "
+                        "(or DEVICE=auto)")
+    return name
+
+
+def make_cell(variant: str, mode: str, shape: str | None, dtype: str | None, device: str,
+              seed: int = 0) -> Cell:
+    """Validate every field a user typed and fill the per-device defaults."""
+    from compilekit.modes import check_mode
+    from compilekit.variant import load_variant
+
+    load_variant(variant)
+    check_mode(mode)
+    shape_obj = parse_shape(shape) if shape else None
+    dtype_name = parse_dtype(dtype) if dtype else None
+    device = resolve_device(device)
+    return Cell(variant, mode, shape_obj or parse_shape(DEFAULT_SHAPES[device]),
+                dtype_name or DEFAULT_DTYPES[device], device, seed)
+
+
+def cmd_run(args) -> int:
+    from compilekit import report, runner
+
+    cell = make_cell(args.variant, args.mode, args.shape, args.dtype, args.device, args.seed)
+    result = runner.launch(cell, args.out, fresh=args.fresh, timeout_s=args.timeout)
+    if result.get("unsupported"):
+        raise UserError(f"{result['unsupported']} (choose another variant, mode, dtype or device; "
+                        "`compilekit list` shows them)")
+    print(report.cell_table([result]))
+    for line in report.cell_notes(result):
+        print(line)
+    print(f"run directory: {result['run_dir']}")
+    return 0 if result.get("ok") else 1
+
+
+def cmd_list(args) -> int:
+    from tabulate import tabulate
+
+    from compilekit.modes import MODES
+    from compilekit.variant import describe_all
+
+    print(tabulate(describe_all(), headers=["variant", "what it is"]))
+    print()
+    print(tabulate([(m, d) for m, (_, d) in MODES.items()], headers=["mode", "what it does"]))
+    print("\nA variant of your own: VARIANT=path/to/file.py:callable (signature (q, k, v) -> out, "
+          "[B, H, S, D]).")
+    return 0
+
+
+def cmd_kernels(args) -> int:
+    from compilekit import report
+
+    print(report.kernels_view(args.run_dir, args.kernel))
+    return 0
+
+
+def cmd_diff(args) -> int:
+    from compilekit import report
+
+    print(report.diff_view(args.run_a, args.run_b))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="compilekit", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="measure one cell: variant x mode x shape x dtype x device")
+    run.add_argument("--variant", default="naive", help="registry name or path/to/file.py:callable")
+    run.add_argument("--mode", default="default")
+    run.add_argument("--shape", default=None, help="BxHxSxD (default: 8x16x1024x64 on cuda, "
+                     "1x8x512x64 on cpu)")
+    run.add_argument("--dtype", default=None, help="default: bfloat16 on cuda, float32 on cpu")
+    run.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    run.add_argument("--out", default="runs", help="the run directory goes under this one")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--fresh", action="store_true", help="empty this cell's compile cache first "
+                     "(re-measures the cold compile)")
+    run.add_argument("--timeout", type=float, default=1800, help="seconds before the cell is killed")
+    run.set_defaults(func=cmd_run)
+
+    lst = sub.add_parser("list", help="variants and modes, one line each")
+    lst.set_defaults(func=cmd_list)
+
+    kernels = sub.add_parser("kernels", help="the kernel map of a run directory")
+    kernels.add_argument("run_dir")
+    kernels.add_argument("--kernel", default=None, help="print this kernel's source and origin")
+    kernels.set_defaults(func=cmd_kernels)
+
+    diff = sub.add_parser("diff", help="kernels that appear, vanish or change time between runs")
+    diff.add_argument("run_a")
+    diff.add_argument("run_b")
+    diff.set_defaults(func=cmd_diff)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except UserError as exc:
+        print(f"compilekit: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("compilekit: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,78 @@
+"""Step 9: why the fast path was or was not taken.
+
+Graph breaks, recompiles, CUDA graphs skipped (with torch's own reason), the SDPA backend that
+actually ran, and which Inductor pattern rewrites fired.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+SDPA_BACKENDS = (("cudnn", "cudnn"), ("flash", "flash"), ("fmha", "efficient"),
+                 ("efficient", "efficient"), ("_scaled_dot_product_attention_math", "math"),
+                 ("math", "math"))
+
+
+class _Collect(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def cudagraph_skip_reasons():
+    """Collect torch's 'skipping cudagraphs due to ...' messages, which it logs and then hides.
+
+    Yields the list the messages land in. The logger is restored on exit.
+    """
+    import torch._inductor.cudagraph_utils as cg
+
+    logger = cg.cudagraphs_log
+    handler = _Collect()
+    saved = (logger.disabled, logger.level)
+    logger.disabled = False
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
+        logger.disabled, logger.level = saved[0], saved[1]
+
+
+def dynamo_counters() -> dict:
+    """Graph breaks, compiled frames and Inductor counters from torch._dynamo.utils.counters."""
+    from torch._dynamo.utils import counters
+
+    return {"graph_breaks": dict(counters["graph_break"]),
+            "unique_graphs": counters["stats"].get("unique_graphs", 0),
+            "calls_captured": counters["stats"].get("calls_captured", 0),
+            "recompiles": dict(counters["recompiles"]) if "recompiles" in counters else {},
+            "inductor": {k: v for k, v in counters["inductor"].items() if v}}
+
+
+def sdpa_backend(kernel_records: list[dict]) -> str | None:
+    """The SDPA backend that ran, read off the kernels and their launching ops; None if no SDPA."""
+    names = " ".join(f"{r['name']} {r['launcher']}" for r in kernel_records).lower()
+    if "scaled_dot_product" not in names and not any(k in names for k in ("flash", "fmha", "cudnn")):
+        return None
+    for needle, backend in SDPA_BACKENDS:
+        if needle in names:
+            return backend
+    return "unknown"
+
+
+def cudagraph_status(mode_uses_cudagraphs: bool, device: str, skips: int, reasons: list[str]) -> dict:
+    """Whether CUDA graphs were asked for, applied, and if not, torch's reason."""
+    if not mode_uses_cudagraphs:
+        return {"requested": False, "applied": False, "note": "mode does not use CUDA graphs"}
+    if skips or reasons:
+        reason = "; ".join(dict.fromkeys(reasons)) or f"{skips} cudagraph skip(s) counted"
+        return {"requested": True, "applied": False,
+                "note": f"CUDA graphs requested but skipped on {device}: {reason}"}
+    return {"requested": True, "applied": device == "cuda",
+            "note": "CUDA graphs applied" if device == "cuda" else "no CUDA device"}

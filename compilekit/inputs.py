@@ -1,0 +1,63 @@
+"""Step 1 and 3: seeded inputs, the float64 reference, and the correctness check."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+# max|out - ref| / max|ref| allowed per dtype: a few ulps of the output scale after two matmuls
+# and a softmax. fp32 leaves room for TF32 matmuls when a user enables them.
+ERROR_BOUNDS = {"float64": 1e-9, "float32": 1e-3, "float16": 5e-3, "bfloat16": 3e-2}
+
+# Bytes of float64 scores a reference chunk may hold; keeps S=16384 references off the OOM path.
+_REFERENCE_CHUNK_BYTES = 1 << 30
+
+
+def make_inputs(shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
+    """Seeded q, k, v of `shape` ([B, H, S, D]); drawn in float32 so every dtype sees the same values."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
+    return tuple(torch.randn(dims, generator=gen).to(device=device, dtype=getattr(torch, dtype))
+                 for _ in range(3))
+
+
+def causal_reference(q, k, v) -> torch.Tensor:
+    """Causal softmax(q kT / sqrt(D)) v in float64, chunked over batch*heads to bound memory."""
+    batch, heads, seq, dim = q.shape
+    q, k, v = (t.to(torch.float64).reshape(batch * heads, seq, dim) for t in (q, k, v))
+    mask = torch.ones(seq, seq, dtype=torch.bool, device=q.device).triu(1)
+    out = torch.empty_like(q)
+    step = max(1, _REFERENCE_CHUNK_BYTES // (seq * seq * 8))
+    for start in range(0, batch * heads, step):
+        sl = slice(start, start + step)
+        scores = q[sl] @ k[sl].transpose(-2, -1) / math.sqrt(dim)
+        out[sl] = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v[sl]
+    return out.reshape(batch, heads, seq, dim)
+
+
+def reference_output(variant, q, k, v) -> torch.Tensor:
+    """The float64 truth for a variant: its own `reference` if it has one, else causal attention."""
+    if variant.reference is None:
+        return causal_reference(q, k, v)
+    return variant.reference(*(t.to(torch.float64) for t in (q, k, v)))
+
+
+def max_rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """max|out - ref| / max|ref|; NaN or inf anywhere in `out` gives inf, so it never passes."""
+    if out.shape != ref.shape:
+        return math.inf
+    out = out.to(torch.float64)
+    if not torch.isfinite(out).all():
+        return math.inf
+    return float((out - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
+
+
+def dtype_probe(dtype: str, device: str) -> str | None:
+    """Ask torch whether this device runs matmul and softmax in this dtype; the reason if not."""
+    try:
+        x = torch.ones(16, 16, dtype=getattr(torch, dtype), device=device)
+        torch.softmax(x @ x, dim=-1).sum().item()
+    except (RuntimeError, TypeError) as exc:
+        return f"{dtype} is not supported on {device}: {str(exc).splitlines()[0]}"
+    return None

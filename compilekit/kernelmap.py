@@ -1,0 +1,162 @@
+"""Step 8: one record per kernel of a forward, joined with its ATen ops, source lines and time.
+
+Pure functions over text and dicts, so they are testable without a compile. Source of truth, in
+order: Inductor's provenance artifacts (torch >= 2.9, a real compile), else the comments Inductor
+writes into Triton kernels joined with the FX graph's `# File:` comments. Each record says which.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import torch
+
+TORCH_DIR = os.path.dirname(torch.__file__)
+COMPILEKIT_DIR = os.path.dirname(os.path.abspath(__file__))
+FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)')
+NODE_RE = re.compile(r'^\s*(?P<node>\w+): "[^"]*" = torch\.ops\.(?P<target>[\w.]+?)(?:\.default|\.Tensor|\.Scalar|\.\w+)?\(', re.M)
+FILE_COMMENT_RE = re.compile(r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<func>\S+), code: (?P<code>.*)$")
+TRITON_COMMENT_RE = re.compile(r"# Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\], "
+                               r"Original ATen: \[(?P<aten>[^\]]*)\]")
+LIBRARY_RE = re.compile(r"flash|fmha|cudnn|cutlassF|efficient_attention|sdpa", re.I)
+
+
+def parse_graph_code(code: str) -> dict[str, dict]:
+    """{node: {"target": "aten.mul", "file", "line", "code"}} from printed FX graph code."""
+    nodes, where = {}, None
+    for line in code.splitlines():
+        comment = FILE_COMMENT_RE.match(line)
+        if comment:
+            where = {"file": comment["file"], "line": int(comment["line"]), "code": comment["code"].strip()}
+            continue
+        node = NODE_RE.match(line)
+        if node:
+            nodes[node["node"]] = {"target": node["target"], **(where or {})}
+    return nodes
+
+
+def user_frames(stack_text: str) -> list[dict]:
+    """Frames of a formatted stack outside torch and compilekit, innermost first."""
+    frames = []
+    for m in FRAME_RE.finditer(stack_text):
+        path = os.path.abspath(m["file"])
+        if path.startswith(TORCH_DIR) or path.startswith(COMPILEKIT_DIR):
+            continue
+        frames.append({"file": m["file"], "line": int(m["line"]), "code": m["code"].strip()})
+    return frames[::-1]
+
+
+def _dedupe(lines: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for ln in lines:
+        if (ln["file"], ln["line"]) not in seen:
+            seen.add((ln["file"], ln["line"]))
+            out.append(ln)
+    return out
+
+
+def _key_base(key: str) -> str:
+    """`extern_kernels.bmm:3` -> `bmm`; `triton_per_fused_x_0:2` -> `triton_per_fused_x_0`."""
+    base = key.rsplit(":", 1)[0]
+    for prefix in ("extern_kernels.", "torch.ops.aten.", "aten."):
+        base = base.removeprefix(prefix)
+    return base.removesuffix(".default")
+
+
+def provenance_index(graph: dict) -> dict[str, dict]:
+    """{kernel or extern op: {"aten_ops", "source_lines"}} from one graph's provenance artifacts."""
+    stacks = graph.get("kernel_stack_traces") or {}
+    mappings = (graph.get("node_mappings") or {})
+    code_to_post = mappings.get("cppCodeToPost") or {}
+    post_nodes = parse_graph_code(graph.get("post_grad_graph", ""))
+    index: dict[str, dict] = {}
+    for key in set(stacks) | set(code_to_post):
+        rec = index.setdefault(_key_base(key), {"aten_ops": [], "source_lines": []})
+        for node in code_to_post.get(key, []):
+            target = post_nodes.get(node, {}).get("target")
+            if target and target not in rec["aten_ops"]:
+                rec["aten_ops"].append(target)
+        for stack in stacks.get(key, []):
+            rec["source_lines"] = _dedupe(rec["source_lines"] + user_frames(stack))
+    return index
+
+
+def comment_index(graph: dict, kernel_sources: dict[str, str]) -> dict[str, dict]:
+    """The fallback: Triton kernels' `Source Nodes` comments joined with the Dynamo graph's lines."""
+    dynamo_nodes = parse_graph_code(graph.get("dynamo_graph", ""))
+    index = {}
+    for name, src in kernel_sources.items():
+        m = TRITON_COMMENT_RE.search(src)
+        if not m:
+            continue
+        nodes = [n.strip() for n in m["nodes"].split(",") if n.strip()]
+        lines = [{k: dynamo_nodes[n][k] for k in ("file", "line", "code")}
+                 for n in nodes if "file" in dynamo_nodes.get(n, {})]
+        index[name] = {"aten_ops": [a.strip() for a in m["aten"].split(",") if a.strip()],
+                       "source_lines": _dedupe(lines)}
+    return index
+
+
+def classify(name: str, launcher: str, source: str | None, compiled: bool) -> str:
+    """generated | template | extern | library | memcpy | aten (an eager op)."""
+    if name.startswith("triton_tem_") or (source and "micro_gemm" in source.lower()):
+        return "template"
+    if name.startswith(("triton_", "cpp_fused", "cpp_")):
+        return "generated"
+    if name.lower().startswith(("memcpy", "memset")):
+        return "memcpy"
+    if LIBRARY_RE.search(name) or LIBRARY_RE.search(launcher):
+        return "library"
+    return "extern" if compiled else "aten"
+
+
+def build_map(forward: dict, graphs: dict, kernel_files: dict[str, str], run_dir: str,
+              compiled: bool) -> list[dict]:
+    """Join the profiled kernels of one forward with what the compile recorded about each."""
+    sources = {}
+    for name, path in kernel_files.items():
+        with open(os.path.join(run_dir, path)) as f:
+            sources[name] = f.read()
+    by_provenance, by_comments = {}, {}
+    for graph in graphs.values():
+        by_provenance.update(provenance_index(graph))
+        by_comments.update(comment_index(graph, sources))
+    total_ms = forward["forward_device_ms"] or 1.0
+    records = []
+    for k in forward["kernels"]:
+        op = k["launcher"].removeprefix("aten::")
+        keys = [k["name"], op] if compiled else []
+        found, via = None, "none"
+        for key in keys:
+            if key in by_provenance:
+                found, via = by_provenance[key], "inductor provenance"
+                break
+            if key in by_comments:
+                found, via = by_comments[key], "kernel comments"
+                break
+        if found is None and not compiled:
+            via = "eager (no compile: see the launching op)"
+        records.append({
+            "name": k["name"], "kind": classify(k["name"], k["launcher"], sources.get(k["name"]), compiled),
+            "launcher": k["launcher"], "aten_ops": (found or {}).get("aten_ops") or ([k["launcher"]] if k["launcher"] else []),
+            "source_lines": (found or {}).get("source_lines", []), "source_via": via,
+            "source_file": kernel_files.get(k["name"]), "calls_per_forward": k["calls_per_forward"],
+            "device_ms": k["device_ms"], "share": k["device_ms"] * k["calls_per_forward"] / total_ms})
+    return records
+
+
+def by_source_line(records: list[dict]) -> list[dict]:
+    """The inverse view: per source line, the kernels it landed in and the time attributed to it.
+
+    A kernel fed by several lines splits its time evenly between them (there is no finer truth
+    in a fused kernel); `kernel_ms` keeps each kernel's whole time beside that share.
+    """
+    lines: dict[tuple, dict] = {}
+    for rec in records:
+        per_forward_ms = rec["device_ms"] * rec["calls_per_forward"]
+        for ln in rec["source_lines"]:
+            row = lines.setdefault((ln["file"], ln["line"]), {**ln, "kernels": [], "attributed_ms": 0.0})
+            row["kernels"].append(rec["name"])
+            row["attributed_ms"] += per_forward_ms / len(rec["source_lines"])
+    return sorted(lines.values(), key=lambda r: (r["file"], r["line"]))

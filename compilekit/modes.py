@@ -1,0 +1,51 @@
+"""Step 2: the mode registry. Every compile setting the toolkit uses is set here, in one place."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+# name -> (torch.compile kwargs or None for eager, one-line description)
+MODES = {
+    "eager": (None, "no compile: the variant as written"),
+    "default": ({}, "torch.compile(): Dynamo + Inductor, fused Triton (GPU) or C++ (CPU) kernels"),
+    "reduce-overhead": ({"mode": "reduce-overhead"}, "Inductor + CUDA graphs (CUDA only; "
+                        "skipped on CPU, and the run says so)"),
+    "max-autotune": ({"mode": "max-autotune"}, "Inductor + autotuned GEMM/template choices + "
+                     "CUDA graphs"),
+    "max-autotune-no-cudagraphs": ({"mode": "max-autotune-no-cudagraphs"},
+                                   "Inductor + autotuned GEMM/template choices, no CUDA graphs"),
+    "cudagraphs": ({"backend": "cudagraphs"}, "Dynamo + CUDA graph capture, no Inductor "
+                   "(CUDA only)"),
+}
+
+# Modes that ask for CUDA graphs: on a CPU device torch drops them and says so only in a counter.
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune", "cudagraphs")
+
+
+def check_mode(name: str) -> None:
+    from compilekit.spec import UserError
+
+    if name not in MODES:
+        raise UserError(f"unknown mode {name!r}: choose one of {', '.join(MODES)}")
+
+
+def unsupported_reason(name: str, device: str) -> str | None:
+    """Why this mode cannot run on this device, asking torch; None if it can."""
+    if name == "cudagraphs" and not (device == "cuda" and torch.cuda.is_available()):
+        return ("mode 'cudagraphs' captures CUDA graphs and needs a CUDA device; "
+                "use mode 'default' (or 'eager') on cpu")
+    return None
+
+
+def build(name: str, fn: Callable) -> Callable:
+    """The variant wrapped by the mode (a fresh torch.compile wrapper for compiled modes)."""
+    kwargs, _ = MODES[name]
+    if kwargs is None:
+        return fn
+    return torch.compile(fn, **kwargs)
+
+
+def uses_cudagraphs(name: str) -> bool:
+    return name in CUDAGRAPH_MODES

@@ -1,0 +1,72 @@
+"""Step 4 and 5: first-call (compile) time and steady-state latency.
+
+GPU: device events after warm-up, through triton.testing.do_bench (which also flushes L2 between
+calls), median and spread. CPU: perf_counter around each call after burn-in.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def first_call_s(fn: Callable, args, device: str) -> tuple[float, torch.Tensor]:
+    """Wall seconds of one call, synchronized: under torch.compile this is the compile time."""
+    synchronize(device)
+    start = time.perf_counter()
+    out = fn(*args)
+    synchronize(device)
+    return time.perf_counter() - start, out
+
+
+def _summary(samples_ms: list[float]) -> dict:
+    samples_ms = sorted(samples_ms)
+    pick = lambda p: samples_ms[min(len(samples_ms) - 1, int(p * len(samples_ms)))]  # noqa: E731
+    return {"median_ms": statistics.median(samples_ms), "p10_ms": pick(0.1),
+            "p90_ms": pick(0.9), "min_ms": samples_ms[0], "samples": len(samples_ms)}
+
+
+def bench(fn: Callable, args, device: str, budget_s: float = 1.0) -> dict:
+    """Steady-state latency of fn(*args): median, p10, p90, min in ms and the sample count."""
+    if device == "cuda":
+        return _bench_cuda(fn, args, budget_s)
+    for _ in range(3):  # burn-in: allocator, caches, lazy init
+        fn(*args)
+    samples, deadline = [], time.perf_counter() + budget_s
+    while len(samples) < 5 or (time.perf_counter() < deadline and len(samples) < 200):
+        start = time.perf_counter()
+        fn(*args)
+        samples.append((time.perf_counter() - start) * 1e3)
+    return _summary(samples)
+
+
+def _bench_cuda(fn: Callable, args, budget_s: float) -> dict:
+    try:
+        from triton.testing import do_bench
+    except ImportError:  # a CUDA torch without triton: plain events, no L2 flush
+        return _bench_events(fn, args, budget_s)
+    samples = do_bench(lambda: fn(*args), warmup=25, rep=int(budget_s * 1e3), return_mode="all")
+    return _summary(list(samples))
+
+
+def _bench_events(fn: Callable, args, budget_s: float) -> dict:
+    for _ in range(10):
+        fn(*args)
+    torch.cuda.synchronize()
+    samples, deadline = [], time.perf_counter() + budget_s
+    while len(samples) < 10 or (time.perf_counter() < deadline and len(samples) < 1000):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(*args)
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end))
+    return _summary(samples)

@@ -1,0 +1,25 @@
+"""The blog's step 3: F.scaled_dot_product_attention, letting PyTorch pick the backend (04_c)."""
+
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+DESCRIPTION = "F.scaled_dot_product_attention(is_causal=True), backend picked by PyTorch"
+
+
+def attention(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def pinned(backend: SDPBackend):
+    """An SDPA attention callable restricted to one backend, as the blog's --backend flag does.
+
+    If the backend cannot run these inputs, PyTorch raises (with warnings that say why); the
+    runner records that reason instead of guessing from a list of its own.
+    """
+
+    def attention(q, k, v):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    attention.__name__ = f"sdpa_{backend.name.lower()}"
+    return attention

@@ -1,0 +1,9 @@
+"""SDPA pinned to the cudnn backend with torch.nn.attention.sdpa_kernel (the blog's --backend cudnn)."""
+
+from torch.nn.attention import SDPBackend
+
+from variants.sdpa import pinned
+
+DESCRIPTION = "F.scaled_dot_product_attention pinned to SDPBackend.CUDNN_ATTENTION"
+
+attention = pinned(SDPBackend.CUDNN_ATTENTION)

@@ -1,0 +1,9 @@
+"""SDPA pinned to the efficient backend with torch.nn.attention.sdpa_kernel (the blog's --backend efficient)."""
+
+from torch.nn.attention import SDPBackend
+
+from variants.sdpa import pinned
+
+DESCRIPTION = "F.scaled_dot_product_attention pinned to SDPBackend.EFFICIENT_ATTENTION"
+
+attention = pinned(SDPBackend.EFFICIENT_ATTENTION)

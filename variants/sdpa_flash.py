@@ -1,0 +1,9 @@
+"""SDPA pinned to the flash backend with torch.nn.attention.sdpa_kernel (the blog's --backend flash)."""
+
+from torch.nn.attention import SDPBackend
+
+from variants.sdpa import pinned
+
+DESCRIPTION = "F.scaled_dot_product_attention pinned to SDPBackend.FLASH_ATTENTION"
+
+attention = pinned(SDPBackend.FLASH_ATTENTION)

@@ -1,0 +1,9 @@
+"""SDPA pinned to the math backend with torch.nn.attention.sdpa_kernel (the blog's --backend math)."""
+
+from torch.nn.attention import SDPBackend
+
+from variants.sdpa import pinned
+
+DESCRIPTION = "F.scaled_dot_product_attention pinned to SDPBackend.MATH"
+
+attention = pinned(SDPBackend.MATH)
