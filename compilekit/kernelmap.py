@@ -64,15 +64,21 @@ def _key_base(key: str) -> str:
     return base.removesuffix(".default")
 
 
-def provenance_index(graph: dict) -> dict[str, dict]:
-    """{kernel or extern op: {"aten_ops", "source_lines"}} from one graph's provenance artifacts."""
+def provenance_index(graph: dict) -> dict[str, list[dict]]:
+    """{kernel or extern op: [{"aten_ops", "source_lines"}] per call site, in graph order}.
+
+    From one graph's provenance artifacts: `extern_kernels.bmm:1` and `:3` are the first and
+    second bmm of the graph.
+    """
     stacks = graph.get("kernel_stack_traces") or {}
     mappings = (graph.get("node_mappings") or {})
     code_to_post = mappings.get("cppCodeToPost") or {}
     post_nodes = parse_graph_code(graph.get("post_grad_graph", ""))
-    index: dict[str, dict] = {}
-    for key in set(stacks) | set(code_to_post):
-        rec = index.setdefault(_key_base(key), {"aten_ops": [], "source_lines": []})
+    index: dict[str, list] = {}
+    by_number = lambda key: int(key.rsplit(":", 1)[1]) if key.rsplit(":", 1)[-1].isdigit() else 0  # noqa: E731
+    for key in sorted(set(stacks) | set(code_to_post), key=by_number):
+        rec = {"aten_ops": [], "source_lines": []}
+        index.setdefault(_key_base(key), []).append(rec)
         for node in code_to_post.get(key, []):
             target = post_nodes.get(node, {}).get("target")
             if target and target not in rec["aten_ops"]:
@@ -82,7 +88,7 @@ def provenance_index(graph: dict) -> dict[str, dict]:
     return index
 
 
-def comment_index(graph: dict, kernel_sources: dict[str, str]) -> dict[str, dict]:
+def comment_index(graph: dict, kernel_sources: dict[str, str]) -> dict[str, list[dict]]:
     """The fallback: Triton kernels' `Source Nodes` comments joined with the Dynamo graph's lines."""
     dynamo_nodes = parse_graph_code(graph.get("dynamo_graph", ""))
     index = {}
@@ -93,8 +99,8 @@ def comment_index(graph: dict, kernel_sources: dict[str, str]) -> dict[str, dict
         nodes = [n.strip() for n in m["nodes"].split(",") if n.strip()]
         lines = [{k: dynamo_nodes[n][k] for k in ("file", "line", "code")}
                  for n in nodes if "file" in dynamo_nodes.get(n, {})]
-        index[name] = {"aten_ops": [a.strip() for a in m["aten"].split(",") if a.strip()],
-                       "source_lines": _dedupe(lines)}
+        index[name] = [{"aten_ops": [a.strip() for a in m["aten"].split(",") if a.strip()],
+                       "source_lines": _dedupe(lines)}]
     return index
 
 
@@ -129,11 +135,13 @@ def build_map(forward: dict, graphs: dict, kernel_files: dict[str, str], run_dir
         keys = [k["name"], op] if compiled else []
         found, via = None, "none"
         for key in keys:
-            if key in by_provenance:
-                found, via = by_provenance[key], "inductor provenance"
-                break
-            if key in by_comments:
-                found, via = by_comments[key], "kernel comments"
+            for index, how in ((by_provenance, "inductor provenance"), (by_comments, "kernel comments")):
+                sites = index.get(key)
+                if sites:
+                    # the n-th call of an op in the forward is its n-th call site in the graph
+                    found, via = sites[min(k.get("launcher_index", 0), len(sites) - 1)], how
+                    break
+            if found:
                 break
         if found is None and not compiled:
             via = "eager (no compile: see the launching op)"

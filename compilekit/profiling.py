@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import re
+import statistics
 from typing import Callable
 
 import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-WAIT, WARMUP, ACTIVE = 1, 1, 3
+WAIT, WARMUP, ACTIVE = 1, 2, 5
 # Frames torch.compile wraps around the real work; on CPU we descend through them to the kernels.
 WRAPPER_RE = re.compile(r"^(Torch-Compiled Region|TorchDynamo Cache Lookup|## |AOTDispatcher|"
                         r"CompiledFunction|Pregraph|Inductor|cudagraph|CUDAGraph|## Call)")
@@ -67,42 +68,57 @@ def _cpu_kernels(event, out: list) -> None:
             _cpu_kernels(child, out)
 
 
+def _descendants(event) -> list:
+    out = []
+    for child in event.cpu_children:
+        out.append(child)
+        out += _descendants(child)
+    return out
+
+
+def _step_launches(step, device: str) -> list[tuple[str, str, int, float]]:
+    """(kernel, launching op, op instance id, ms) in launch order for one profiled step.
+
+    On CUDA the profiler links each kernel to the innermost CPU op that launched it (by
+    correlation id), so two bmm calls stay apart even when cuBLAS picks the same kernel.
+    """
+    if device != "cuda":
+        leaves: list = []
+        _cpu_kernels(step, leaves)
+        return [(CPU_KERNEL_RE.sub(r"\1", e.name), e.name, id(e), e.cpu_time_total / 1e3)
+                for e in leaves]
+    ops = sorted((e for e in _descendants(step) if e.kernels), key=lambda e: e.time_range.start)
+    return [(k.name, e.name, id(e), k.duration / 1e3) for e in ops for k in e.kernels]
+
+
 def forward_kernels(prof, label: str, device: str) -> dict:
     """Kernels of one forward, in launch order, with per-call time and who launched them.
 
-    Returns {"kernels": [{"name", "launcher", "calls_per_forward", "device_ms"}],
-    "forward_device_ms": device busy time per forward, "forward_cpu_ms": CPU time per forward}.
-    Device time is a kernel's duration on the GPU, or its CPU time where the CPU is the device.
+    Returns {"kernels": [{"name", "launcher", "launcher_index", "calls_per_forward",
+    "device_ms"}], "kernels_per_forward", "forward_device_ms" (busy time per forward),
+    "forward_cpu_ms"}. `launcher_index` counts earlier launches by an op of the same name in the
+    forward (the second bmm is 1). Device time is a kernel's duration on the GPU, or its CPU
+    time where the CPU is the device.
     """
-    events = prof.events()
-    steps = [e for e in events if e.name == label and e.device_type == DeviceType.CPU]
-    forward_cpu_ms = sum(e.cpu_time_total for e in steps) / 1e3 / max(1, len(steps))
-    launched: list[tuple[float, str, str, float]] = []  # (start, name, launcher, ms)
-    if device == "cuda":
-        launcher = {}
-        for e in events:
-            for k in e.kernels:
-                launcher.setdefault(k.name, e.name)
-        for e in events:
-            if e.device_type == DeviceType.CUDA and not e.is_user_annotation and e.name != label:
-                ms = (e.time_range.end - e.time_range.start) / 1e3
-                launched.append((e.time_range.start, e.name, launcher.get(e.name, ""), ms))
-    else:
-        for step in steps:
-            leaves: list = []
-            _cpu_kernels(step, leaves)
-            launched += [(e.time_range.start, CPU_KERNEL_RE.sub(r"\1", e.name), e.name,
-                          e.cpu_time_total / 1e3) for e in leaves]
-    launched.sort()
-    per_name: dict[str, dict] = {}
-    for _, name, who, ms in launched:
-        rec = per_name.setdefault(name, {"name": name, "launcher": who, "count": 0, "total_ms": 0.0})
-        rec["count"] += 1
-        rec["total_ms"] += ms
+    steps = [e for e in prof.events() if e.name == label and e.device_type == DeviceType.CPU]
     n_steps = max(1, len(steps))
-    kernels = [{"name": r["name"], "launcher": r["launcher"],
-                "calls_per_forward": r["count"] / n_steps, "device_ms": r["total_ms"] / r["count"]}
-               for r in per_name.values()]
-    return {"kernels": kernels, "kernels_per_forward": len(launched) / n_steps,
-            "forward_device_ms": sum(ms for *_, ms in launched) / n_steps,
-            "forward_cpu_ms": forward_cpu_ms}
+    per_key: dict[tuple, dict] = {}
+    n_launches = 0
+    for step in steps:
+        instances: dict[str, list] = {}  # launcher name -> its op instances so far, in order
+        for name, launcher, instance, ms in _step_launches(step, device):
+            seen = instances.setdefault(launcher, [])
+            if instance not in seen:
+                seen.append(instance)
+            index = seen.index(instance)
+            rec = per_key.setdefault((name, launcher, index), {
+                "name": name, "launcher": launcher, "launcher_index": index, "samples_ms": []})
+            rec["samples_ms"].append(ms)
+            n_launches += 1
+    # Medians, not means: one slow step (a page fault, a preempted core) should not own the map.
+    kernels = [{"name": r["name"], "launcher": r["launcher"], "launcher_index": r["launcher_index"],
+                "calls_per_forward": len(r["samples_ms"]) / n_steps,
+                "device_ms": statistics.median(r["samples_ms"])} for r in per_key.values()]
+    return {"kernels": kernels, "kernels_per_forward": n_launches / n_steps,
+            "forward_device_ms": sum(k["device_ms"] * k["calls_per_forward"] for k in kernels),
+            "forward_cpu_ms": sum(e.cpu_time_total for e in steps) / 1e3 / n_steps}

@@ -10,6 +10,7 @@ result.json), anything else a crash the parent records.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -19,8 +20,19 @@ import time
 import traceback
 import warnings
 
+PROCESS_START = time.perf_counter()
 EXIT_UNSUPPORTED = 3
 RESULT_VERSION = 1
+
+
+@contextlib.contextmanager
+def _step(result: dict, name: str):
+    """Record how long one step of the cell took, in result["steps_s"][name]."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        result.setdefault("steps_s", {})[name] = round(time.perf_counter() - start, 3)
 
 
 def _write_json(path: str, data) -> None:
@@ -110,7 +122,8 @@ def run_cell(cell, stage_dir: str, cache_dir: str) -> int:
     from compilekit.variant import load_variant
 
     result = {"format_version": RESULT_VERSION, **cell.to_dict(), "torch_version": torch.__version__,
-              "ok": False, "unsupported": None, "error": None}
+              "ok": False, "unsupported": None, "error": None,
+              "steps_s": {"start_and_import": round(time.perf_counter() - PROCESS_START, 3)}}
     if reason := inputs.dtype_probe(cell.dtype, cell.device):
         return _unsupported(result, stage_dir, reason)
     if reason := modes.unsupported_reason(cell.mode, cell.device):
@@ -119,12 +132,14 @@ def run_cell(cell, stage_dir: str, cache_dir: str) -> int:
         # C++ kernels appear in the profiler only when Inductor wraps them in RECORD_FUNCTION.
         torch._inductor.config.cpp.enable_kernel_profile = True
     variant = load_variant(cell.variant)
-    args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
-    eager_out, reason = _eager_probe(variant.attention, args)
+    with _step(result, "inputs"):
+        args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+        eager_out, reason = _eager_probe(variant.attention, args)
     if reason:
         return _unsupported(result, stage_dir, f"variant {cell.variant!r} cannot run on "
                             f"{cell.device} {cell.dtype} at {cell.shape}: {reason}")
-    ref = inputs.reference_output(variant, *args)
+    with _step(result, "reference"):
+        ref = inputs.reference_output(variant, *args)
     bound = inputs.ERROR_BOUNDS[cell.dtype]
     result.update(eager_max_rel_err=inputs.max_rel_err(eager_out, ref), error_bound=bound)
     del eager_out
@@ -132,14 +147,16 @@ def run_cell(cell, stage_dir: str, cache_dir: str) -> int:
     compiled, graphs = variant.attention, {}
     result.update(compile_cold_s=0.0, compile_warm_s=0.0)
     if cell.mode != "eager":
-        compiled, graphs = _compile(cell, variant, args, stage_dir, cache_dir, result)
+        with _step(result, "compile"):
+            compiled, graphs = _compile(cell, variant, args, stage_dir, cache_dir, result)
     out = compiled(*args)
     result["max_rel_err"] = inputs.max_rel_err(out, ref)
     result["ok"] = result["max_rel_err"] <= bound and result["eager_max_rel_err"] <= bound
     del out, ref
 
-    eager = timing.bench(variant.attention, args, cell.device)
-    steady = eager if cell.mode == "eager" else timing.bench(compiled, args, cell.device)
+    with _step(result, "time"):
+        eager = timing.bench(variant.attention, args, cell.device)
+        steady = eager if cell.mode == "eager" else timing.bench(compiled, args, cell.device)
     result.update(eager_ms=eager["median_ms"], compiled_ms=steady["median_ms"],
                   eager_timing=eager, compiled_timing=steady,
                   speedup=eager["median_ms"] / steady["median_ms"],
@@ -152,15 +169,19 @@ def run_cell(cell, stage_dir: str, cache_dir: str) -> int:
         result["peak_memory_mb"] = torch.cuda.max_memory_allocated() / 2**20
 
     label = f"{cell.variant}/{cell.mode}"
-    prof = profiling.run_profiler(compiled, args, label, cell.device, stage_dir)
-    forward = profiling.forward_kernels(prof, label, cell.device)
-    _write_json(os.path.join(stage_dir, "ops.json"), profiling.op_table(prof, cell.device))
-    kernel_files = capture.write_kernels(graphs, stage_dir)
-    records = kernelmap.build_map(forward, graphs, kernel_files, stage_dir, cell.mode != "eager")
-    _write_json(os.path.join(stage_dir, "kernels.json"), {
-        "forward_device_ms": forward["forward_device_ms"], "forward_cpu_ms": forward["forward_cpu_ms"],
-        "kernels_per_forward": forward["kernels_per_forward"], "kernels": records,
-        "by_source_line": kernelmap.by_source_line(records)})
+    with _step(result, "profile"):
+        prof = profiling.run_profiler(compiled, args, label, cell.device, stage_dir)
+        forward = profiling.forward_kernels(prof, label, cell.device)
+        _write_json(os.path.join(stage_dir, "ops.json"), profiling.op_table(prof, cell.device))
+    with _step(result, "map"):
+        kernel_files = capture.write_kernels(graphs, stage_dir)
+        records = kernelmap.build_map(forward, graphs, kernel_files, stage_dir,
+                                      cell.mode != "eager")
+        _write_json(os.path.join(stage_dir, "kernels.json"), {
+            "forward_device_ms": forward["forward_device_ms"],
+            "forward_cpu_ms": forward["forward_cpu_ms"],
+            "kernels_per_forward": forward["kernels_per_forward"], "kernels": records,
+            "by_source_line": kernelmap.by_source_line(records)})
     result.update(kernels_per_forward=forward["kernels_per_forward"],
                   profiled_forward_device_ms=forward["forward_device_ms"],
                   profiled_forward_cpu_ms=forward["forward_cpu_ms"],
