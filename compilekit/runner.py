@@ -90,6 +90,12 @@ def _compile(cell, variant, args, stage_dir: str, cache_dir: str, result: dict):
                 cold = json.load(f)
         compiled = modes.build(cell.mode, variant.attention)
         warm_s, _ = _first_call(compiled, args, cell.device)
+    # Inductor's compile workers keep cores busy after the compile; on a 2-core machine they
+    # would be timed along with the kernels.
+    from torch._inductor import async_compile
+
+    if hasattr(async_compile, "shutdown_compile_workers"):
+        async_compile.shutdown_compile_workers()
     from torch._dynamo.utils import counters
 
     result.update(compile_cold_s=cold["compile_cold_s"], compile_warm_s=warm_s,

@@ -1,0 +1,174 @@
+"""The kernel map: pure functions on inline text, then real CPU runs mapped to source lines."""
+
+import json
+import os
+
+import pytest
+
+from compilekit import capture, kernelmap
+from tests.conftest import CPU_SHAPE, ROOT
+
+TRITON_OUTPUT_CODE = """
+triton_per_fused__softmax_masked_fill_mul_0 = async_compile.triton('triton_per_fused__softmax_masked_fill_mul_0', '''
+import triton
+@triton.jit
+def triton_per_fused__softmax_masked_fill_mul_0(in_ptr0, out_ptr2, xnumel, r0_numel):
+    # Topologically Sorted Source Nodes: [scores_1, scores_2, attn], Original ATen: [aten.mul, aten.masked_fill, aten._softmax]
+    pass
+''', device_str='cuda')
+
+cpp_fused_add_1 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''
+extern "C" void kernel(const float* in_ptr0, float* out_ptr0) {}
+''')
+"""
+DYNAMO_GRAPH = """
+class GraphModule(torch.nn.Module):
+    def forward(self, L_q_: "bf16[8, 16, 1024, 64]"):
+         # File: /home/me/attn.py:12 in attention, code: scores = scores * scale
+        scores_1: "bf16[8, 16, 1024, 1024]" = scores * 0.125;  scores = None
+         # File: /home/me/attn.py:13 in attention, code: scores = scores.masked_fill(mask, -inf)
+        scores_2: "bf16[8, 16, 1024, 1024]" = torch.ops.aten.masked_fill.Scalar(scores_1, l_mask_, -inf)
+         # File: /home/me/attn.py:14 in attention, code: attn = torch.softmax(scores, dim=-1)
+        attn: "bf16[8, 16, 1024, 1024]" = torch.ops.aten._softmax.default(scores_2, -1, False)
+"""
+
+
+def test_split_kernels_finds_triton_and_cpp():
+    kernels = capture.split_kernels(TRITON_OUTPUT_CODE)
+    assert kernels["triton_per_fused__softmax_masked_fill_mul_0"]["lang"] == "triton"
+    assert "@triton.jit" in kernels["triton_per_fused__softmax_masked_fill_mul_0"]["source"]
+    assert kernels["cpp_fused_add_1"]["lang"] == "cpp"
+    assert 'extern "C"' in kernels["cpp_fused_add_1"]["source"]
+
+
+def test_comment_fallback_maps_triton_kernel_to_lines():
+    sources = {n: k["source"] for n, k in capture.split_kernels(TRITON_OUTPUT_CODE).items()}
+    index = kernelmap.comment_index({"dynamo_graph": DYNAMO_GRAPH}, sources)
+    rec = index["triton_per_fused__softmax_masked_fill_mul_0"][0]
+    assert rec["aten_ops"] == ["aten.mul", "aten.masked_fill", "aten._softmax"]
+    # scores_1 is a python-level mul (no torch.ops target), so only the two aten nodes map
+    assert [ln["line"] for ln in rec["source_lines"]] == [13, 14]
+
+
+def test_user_frames_drop_torch_and_put_innermost_first():
+    torch_file = os.path.join(kernelmap.TORCH_DIR, "nn", "functional.py")
+    stack = (f'  File "/home/me/model.py", line 3, in forward\n    y = attn(x)\n'
+             f'  File "/home/me/attn.py", line 9, in attn\n    return softmax(s)\n'
+             f'  File "{torch_file}", line 2000, in softmax\n    ret = input.softmax(dim)\n')
+    frames = kernelmap.user_frames(stack)
+    assert [(os.path.basename(f["file"]), f["line"]) for f in frames] == [("attn.py", 9),
+                                                                          ("model.py", 3)]
+    assert frames[0]["code"] == "return softmax(s)"
+
+
+def test_by_source_line_splits_a_fused_kernel_evenly():
+    line = lambda n: {"file": "a.py", "line": n, "code": f"line {n}"}  # noqa: E731
+    records = [{"name": "fused", "device_ms": 2.0, "calls_per_forward": 1,
+                "source_lines": [line(1), line(2)]},
+               {"name": "bmm", "device_ms": 1.0, "calls_per_forward": 2, "source_lines": [line(1)]}]
+    rows = {r["line"]: r for r in kernelmap.by_source_line(records)}
+    assert rows[1]["attributed_ms"] == pytest.approx(3.0) and rows[1]["kernels"] == ["fused", "bmm"]
+    assert rows[2]["attributed_ms"] == pytest.approx(1.0)
+
+
+def test_depyf_shim_survives_torchs_new_keyword(tmp_path):
+    """torch 2.13 calls load_by_key_path(..., set_sys_modules=...): depyf 0.20 alone raises."""
+    from torch._inductor.codecache import PyCodeCache
+
+    before = PyCodeCache.load_by_key_path
+    with capture.depyf_dump(str(tmp_path)):
+        module = PyCodeCache.load("VALUE = 42\n")  # passes set_sys_modules on torch >= 2.13
+        assert module.VALUE == 42
+    assert PyCodeCache.load_by_key_path == before
+    dumped = [f for f in os.listdir(tmp_path) if ".kernel_" in f]
+    assert any("VALUE = 42" in open(tmp_path / f).read() for f in dumped)
+
+
+def _line_of(path, needle):
+    with open(path) as f:
+        return next(i for i, text in enumerate(f, 1) if needle in text)
+
+
+def _kernels(result):
+    with open(os.path.join(result["run_dir"], "kernels.json")) as f:
+        return json.load(f)
+
+
+def test_naive_default_maps_fused_kernel_to_scale_mask_softmax(run_cell):
+    result = run_cell("naive", "default", shape=CPU_SHAPE)
+    kmap = _kernels(result)
+    naive = os.path.join(ROOT, "variants", "naive.py")
+    wanted = {_line_of(naive, "scores * (1.0"), _line_of(naive, "masked_fill(mask"),
+              _line_of(naive, "torch.softmax(")}
+    fused = [k for k in kmap["kernels"] if k["kind"] == "generated"]
+    assert len(fused) == 1 and fused[0]["name"].startswith("cpp_fused")
+    lines = {ln["line"] for ln in fused[0]["source_lines"] if ln["file"].endswith("naive.py")}
+    assert wanted <= lines
+    assert fused[0]["source_via"] == "inductor provenance"
+    assert "aten.amax" in fused[0]["aten_ops"]
+    assert os.path.isfile(os.path.join(result["run_dir"], fused[0]["source_file"]))
+    # the two matmuls are extern calls, each mapped to its own line
+    externs = sorted((k for k in kmap["kernels"] if k["kind"] == "extern"),
+                     key=lambda k: k["launcher_index"] if "launcher_index" in k else 0)
+    extern_lines = sorted(k["source_lines"][0]["line"] for k in externs)
+    assert extern_lines == sorted([_line_of(naive, "torch.matmul(q"), _line_of(naive, "torch.matmul(attn")])
+
+
+def test_kernel_times_add_up_to_the_forward(run_cell):
+    result = run_cell("naive", "default", shape=CPU_SHAPE)
+    kmap = _kernels(result)
+    total = sum(k["device_ms"] * k["calls_per_forward"] for k in kmap["kernels"])
+    assert total == pytest.approx(result["compiled_ms"], rel=0.15)
+    assert sum(k["share"] for k in kmap["kernels"]) == pytest.approx(1.0)
+
+
+def test_user_variant_maps_to_its_own_lines(run_cell, tmp_path_factory):
+    from tests.test_cells import USER_VARIANT
+
+    path = tmp_path_factory.getbasetemp() / "user0" / "capped.py"
+    if not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(USER_VARIANT)
+    result = run_cell(f"{path}:capped_attention", "default")
+    kmap = _kernels(result)
+    tanh_line = _line_of(path, "torch.tanh")
+    mapped = {(os.path.basename(ln["file"]), ln["line"]) for k in kmap["kernels"]
+              for ln in k["source_lines"]}
+    assert ("capped.py", tanh_line) in mapped
+    fused = next(k for k in kmap["kernels"] if any(ln["line"] == tanh_line for ln in k["source_lines"]))
+    assert "aten.tanh" in fused["aten_ops"]
+    rows = {r["line"]: r for r in kmap["by_source_line"]}
+    assert rows[tanh_line]["attributed_ms"] > 0
+
+
+def test_depyf_dump_complete_under_max_autotune(run_cell):
+    result = run_cell("naive", "max-autotune")
+    assert result["error"] is None, result["error"]
+    files = os.listdir(os.path.join(result["run_dir"], "depyf"))
+    for pattern in ("full_code_for_attention", "__transformed_code_", "Forward_graph",
+                    "AFTER_POST_GRAD", ".kernel_"):
+        assert any(pattern in f for f in files), (pattern, files)
+    assert any(f.endswith(".cpp") for f in os.listdir(os.path.join(result["run_dir"], "kernels")))
+
+
+def test_kernels_cli_table_one_kernel_and_diff(run_cell, cli):
+    default, autotune = run_cell("naive", "default"), run_cell("naive", "max-autotune")
+    proc = cli("kernels", default["run_dir"])
+    assert proc.returncode == 0, proc.stderr
+    assert "cpp_fused" in proc.stdout and "naive.py:" in proc.stdout
+    name = next(k["name"] for k in _kernels(default)["kernels"] if k["kind"] == "generated")
+    proc = cli("kernels", default["run_dir"], "--kernel", name)
+    assert proc.returncode == 0 and 'extern "C"' in proc.stdout and "softmax" in proc.stdout
+    proc = cli("diff", default["run_dir"], autotune["run_dir"])
+    assert proc.returncode == 0, proc.stderr
+    assert "naive/default" in proc.stdout and "naive/max-autotune" in proc.stdout
+
+
+def test_bad_run_dir_is_one_line(cli, tmp_path):
+    proc = cli("kernels", str(tmp_path / "nowhere"))
+    assert proc.returncode == 2 and "not a run directory" in proc.stderr
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "result.json").write_text(json.dumps({"format_version": 0}))
+    proc = cli("kernels", str(tmp_path / "old"))
+    assert proc.returncode == 2 and "another compilekit format" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
