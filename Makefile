@@ -35,3 +35,19 @@ list:  ## variants and modes, one line each
 
 kernels:  ## kernel map of a run: RUN=runs/<cell> [KERNEL=name]
 	$(PYTHON) -m compilekit kernels '$(RUN)' $(if $(KERNEL),--kernel '$(KERNEL)')
+
+EXPERIMENT ?= experiments/cpu_small.toml
+GPUS ?=
+FORCE ?=
+DIR ?=
+
+.PHONY: sweep report env
+sweep:  ## every cell of EXPERIMENT=experiments/x.toml [OUT=dir GPUS=0,1 FORCE=1], resumable
+	$(PYTHON) -m compilekit sweep '$(EXPERIMENT)' $(if $(filter-out runs,$(OUT)),--out '$(OUT)') \
+	  $(if $(GPUS),--gpus '$(GPUS)') $(if $(FORCE),--force) $(if $(FRESH),--fresh)
+
+report:  ## REPORT.md, table and plots of a sweep: DIR=runs/<experiment>
+	$(PYTHON) -m compilekit report '$(DIR)'
+
+env:  ## versions and the device's measured ceilings (cached)
+	$(PYTHON) -m compilekit env

@@ -86,6 +86,54 @@ def cmd_diff(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    import json
+
+    from compilekit import envinfo, runner, sweep, sweepreport
+    from compilekit.spec import load_experiment
+
+    experiment = load_experiment(args.experiment, device_resolver=resolve_device)
+    out_dir = args.out or os.path.join("runs", experiment.name)
+    devices = {cell.device for cell in experiment.cells}
+    gpus = None
+    if "cuda" in devices:
+        import torch
+
+        available = [str(i) for i in range(torch.cuda.device_count())]
+        gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else available
+        unknown = [g for g in gpus if g not in available]
+        if unknown:
+            raise UserError(f"GPUs {','.join(unknown)} not visible (torch sees "
+                            f"{','.join(available) or 'none'}): set GPUS= to some of those")
+    os.makedirs(out_dir, exist_ok=True)
+    env = envinfo.environment("cuda" if "cuda" in devices else "cpu", runner.default_cache_root())
+    with open(os.path.join(out_dir, "env.json"), "w") as f:
+        json.dump(env, f, indent=2)
+    results = sweep.run_sweep(experiment, out_dir, gpus=gpus, force=args.force,
+                              retry_failed=args.retry_failed, fresh=args.fresh,
+                              per_gpu=args.per_gpu)
+    print(sweepreport.report(out_dir))
+    return 0 if all(r.get("ok") or r.get("unsupported") for r in results) else 1
+
+
+def cmd_report(args) -> int:
+    from compilekit import sweepreport
+
+    print(sweepreport.report(args.dir))
+    return 0
+
+
+def cmd_env(args) -> int:
+    import json
+
+    from compilekit import envinfo, runner
+
+    device = resolve_device(args.device)
+    print(json.dumps(envinfo.environment(device, runner.default_cache_root(), args.remeasure),
+                     indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="compilekit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -116,6 +164,26 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("run_a")
     diff.add_argument("run_b")
     diff.set_defaults(func=cmd_diff)
+
+    sw = sub.add_parser("sweep", help="every cell of an experiment TOML, resumable")
+    sw.add_argument("experiment", help="e.g. experiments/blog_part3.toml")
+    sw.add_argument("--out", default=None, help="default: runs/<experiment name>")
+    sw.add_argument("--gpus", default=None, help="CUDA device indices, e.g. 0,1 (default: all)")
+    sw.add_argument("--force", action="store_true", help="re-run cells already done")
+    sw.add_argument("--retry-failed", action="store_true", help="re-run cells that failed")
+    sw.add_argument("--fresh", action="store_true", help="empty each cell's compile cache first")
+    sw.add_argument("--per-gpu", type=int, default=2, help="cell processes per GPU; they start "
+                    "up side by side but take turns on the GPU (default 2)")
+    sw.set_defaults(func=cmd_sweep)
+
+    rep = sub.add_parser("report", help="tables, REPORT.md and plots for a sweep directory")
+    rep.add_argument("dir")
+    rep.set_defaults(func=cmd_report)
+
+    env = sub.add_parser("env", help="versions and the device's measured ceilings (cached)")
+    env.add_argument("--device", default="auto")
+    env.add_argument("--remeasure", action="store_true")
+    env.set_defaults(func=cmd_env)
     return parser
 
 

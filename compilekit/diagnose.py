@@ -55,9 +55,10 @@ def dynamo_counters() -> dict:
             "inductor": {k: v for k, v in counters["inductor"].items() if v}}
 
 
-def sdpa_backend(kernel_records: list[dict]) -> str | None:
-    """The SDPA backend that ran, read off the kernels and their launching ops; None if no SDPA."""
-    names = " ".join(f"{r['name']} {r['launcher']}" for r in kernel_records).lower()
+def sdpa_backend(kernel_records: list[dict], op_names: list[str] = ()) -> str | None:
+    """The SDPA backend that ran, read off the kernels, their launching ops and the profiled op
+    names (on CPU the backend shows only as a nested op); None if no SDPA ran."""
+    names = " ".join([f"{r['name']} {r['launcher']}" for r in kernel_records] + list(op_names)).lower()
     if "scaled_dot_product" not in names and not any(k in names for k in ("flash", "fmha", "cudnn")):
         return None
     for needle, backend in SDPA_BACKENDS:

@@ -35,6 +35,45 @@ def _step(result: dict, name: str):
         result.setdefault("steps_s", {})[name] = round(time.perf_counter() - start, 3)
 
 
+def _prewarm(device: str) -> None:
+    """Pay the one-time costs that put no work on the GPU before taking the GPU's lock: the
+    CUDA context, Inductor's and depyf's imports, and CUPTI's start (seconds, in the first
+    profiler session of a process)."""
+    import torch
+    import torch._inductor.compile_fx  # noqa: F401  (the heaviest import of a compile)
+    from torch.profiler import ProfilerActivity, profile
+
+    import depyf  # noqa: F401
+
+    if device == "cuda":
+        torch.cuda.init()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+            pass
+
+
+@contextlib.contextmanager
+def gpu_lock(result: dict):
+    """Hold the GPU alone while this cell uses it (compile, check, time, profile).
+
+    A sweep that runs several cell processes per GPU sets COMPILEKIT_GPU_LOCK to one file per
+    GPU: their start-up overlaps, their GPU work never does. Without it, no lock is taken.
+    """
+    path = os.environ.get("COMPILEKIT_GPU_LOCK")
+    if not path:
+        yield
+        return
+    import fcntl
+
+    start = time.perf_counter()
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        result["gpu_lock_wait_s"] = round(time.perf_counter() - start, 3)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _write_json(path: str, data) -> None:
     with open(path + ".tmp", "w") as f:
         json.dump(data, f, indent=2, default=str)
@@ -64,38 +103,55 @@ def _eager_probe(fn, args):
             return None, "; ".join([head] + why[:4])
 
 
-def _compile(cell, variant, args, stage_dir: str, cache_dir: str, result: dict):
-    """Cold compile (captured) if the cache is empty, then a warm compile; returns the callable."""
+def _cold_compile(cell, variant, args, cache_dir: str) -> dict:
+    """First compile into an empty cache, with the depyf dump and provenance capture on.
+
+    Stores in cache_dir: cold.json (the measurement) and capture/ (depyf dump, graphs.json with
+    what TORCH_TRACE recorded), so later runs of this cell reuse both.
+    """
     import torch
 
-    from compilekit import capture, diagnose, modes
+    from compilekit import capture, modes
+
+    capture_dir = os.path.join(cache_dir, "capture")
+    shutil.rmtree(capture_dir, ignore_errors=True)
+    os.makedirs(capture_dir)
+    with capture.capture(os.path.join(capture_dir, "depyf")):
+        cold_s, _ = _first_call(modes.build(cell.mode, variant.attention), args, cell.device)
+    _write_json(os.path.join(capture_dir, "graphs.json"),
+                capture.read_trace(os.environ.get("TORCH_TRACE", "")))
+    cold = {"compile_cold_s": cold_s, "with_capture": True,
+            "measured_at": datetime.datetime.now().isoformat(timespec="seconds")}
+    _write_json(os.path.join(cache_dir, "cold.json"), cold)
+    torch._dynamo.reset()  # the next compile starts from Dynamo's scratch, caches filled
+    return cold
+
+
+def _compile(cell, variant, args, stage_dir: str, cache_dir: str, result: dict):
+    """Cold compile (captured) if the cache is empty, then a warm compile; returns the callable
+    and the captured graphs."""
+    from compilekit import diagnose, modes
 
     cold_path = os.path.join(cache_dir, "cold.json")
     capture_dir = os.path.join(cache_dir, "capture")
     measured_now = not os.path.exists(cold_path)
     with diagnose.cudagraph_skip_reasons() as skip_reasons:
         if measured_now:
-            shutil.rmtree(capture_dir, ignore_errors=True)
-            os.makedirs(capture_dir)
-            with capture.capture(os.path.join(capture_dir, "depyf")):
-                cold_s, _ = _first_call(modes.build(cell.mode, variant.attention), args, cell.device)
-            graphs = capture.read_trace(os.environ.get("TORCH_TRACE", ""))
-            _write_json(os.path.join(capture_dir, "graphs.json"), graphs)
-            cold = {"compile_cold_s": cold_s, "measured_at": datetime.datetime.now().isoformat(
-                timespec="seconds"), "with_capture": True}
-            _write_json(cold_path, cold)
-            torch._dynamo.reset()  # the next compile starts from Dynamo's scratch, caches filled
+            with _step(result, "compile_cold"):
+                cold = _cold_compile(cell, variant, args, cache_dir)
         else:
             with open(cold_path) as f:
                 cold = json.load(f)
-        compiled = modes.build(cell.mode, variant.attention)
-        warm_s, _ = _first_call(compiled, args, cell.device)
-    # Inductor's compile workers keep cores busy after the compile; on a 2-core machine they
-    # would be timed along with the kernels.
-    from torch._inductor import async_compile
+        with _step(result, "compile_warm"):
+            compiled = modes.build(cell.mode, variant.attention)
+            warm_s, _ = _first_call(compiled, args, cell.device)
+    with _step(result, "compile_workers_stop"):
+        # Inductor's compile workers keep cores busy after the compile; on a 2-core machine
+        # they would be timed along with the kernels.
+        from torch._inductor import async_compile
 
-    if hasattr(async_compile, "shutdown_compile_workers"):
-        async_compile.shutdown_compile_workers()
+        if hasattr(async_compile, "shutdown_compile_workers"):
+            async_compile.shutdown_compile_workers()
     from torch._dynamo.utils import counters
 
     result.update(compile_cold_s=cold["compile_cold_s"], compile_warm_s=warm_s,
@@ -104,14 +160,17 @@ def _compile(cell, variant, args, stage_dir: str, cache_dir: str, result: dict):
                                      if measured_now else
                                      "from the first run of this cell (cache kept in "
                                      f"{cache_dir}); FRESH=1 measures it again"),
+                  compile_warm_note=("same process as the cold compile, after torch._dynamo.reset()"
+                                     if measured_now else "a new process, caches filled"),
                   cudagraphs=diagnose.cudagraph_status(
                       modes.uses_cudagraphs(cell.mode), cell.device,
                       counters["inductor"].get("cudagraph_skips", 0), skip_reasons),
                   dynamo=diagnose.dynamo_counters())
-    if os.path.isdir(os.path.join(capture_dir, "depyf")):
-        shutil.copytree(os.path.join(capture_dir, "depyf"), os.path.join(stage_dir, "depyf"))
-    with open(os.path.join(capture_dir, "graphs.json")) as f:
-        return compiled, json.load(f)
+    with _step(result, "capture_copy"):
+        if os.path.isdir(os.path.join(capture_dir, "depyf")):
+            shutil.copytree(os.path.join(capture_dir, "depyf"), os.path.join(stage_dir, "depyf"))
+        with open(os.path.join(capture_dir, "graphs.json")) as f:
+            return compiled, json.load(f)
 
 
 def _first_call(fn, args, device):
@@ -124,20 +183,32 @@ def run_cell(cell, stage_dir: str, cache_dir: str) -> int:
     """Measure one cell into stage_dir; returns the process exit code."""
     import torch
 
-    from compilekit import capture, diagnose, inputs, kernelmap, modes, profiling, timing
+    from compilekit import modes
     from compilekit.variant import load_variant
 
     result = {"format_version": RESULT_VERSION, **cell.to_dict(), "torch_version": torch.__version__,
               "ok": False, "unsupported": None, "error": None,
               "steps_s": {"start_and_import": round(time.perf_counter() - PROCESS_START, 3)}}
-    if reason := inputs.dtype_probe(cell.dtype, cell.device):
-        return _unsupported(result, stage_dir, reason)
     if reason := modes.unsupported_reason(cell.mode, cell.device):
         return _unsupported(result, stage_dir, reason)
     if cell.device == "cpu":
         # C++ kernels appear in the profiler only when Inductor wraps them in RECORD_FUNCTION.
         torch._inductor.config.cpp.enable_kernel_profile = True
     variant = load_variant(cell.variant)
+    with _step(result, "prewarm"):
+        _prewarm(cell.device)
+    with gpu_lock(result):
+        return _measure(cell, variant, result, stage_dir, cache_dir)
+
+
+def _measure(cell, variant, result: dict, stage_dir: str, cache_dir: str) -> int:
+    """Steps 1-10 for one cell, once the device is ours."""
+    import torch
+
+    from compilekit import capture, diagnose, inputs, kernelmap, profiling, timing
+
+    if reason := inputs.dtype_probe(cell.dtype, cell.device):
+        return _unsupported(result, stage_dir, reason)
     with _step(result, "inputs"):
         args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
         eager_out, reason = _eager_probe(variant.attention, args)
@@ -178,7 +249,8 @@ def run_cell(cell, stage_dir: str, cache_dir: str) -> int:
     with _step(result, "profile"):
         prof = profiling.run_profiler(compiled, args, label, cell.device, stage_dir)
         forward = profiling.forward_kernels(prof, label, cell.device)
-        _write_json(os.path.join(stage_dir, "ops.json"), profiling.op_table(prof, cell.device))
+        op_rows = profiling.op_table(prof, cell.device)
+        _write_json(os.path.join(stage_dir, "ops.json"), op_rows)
     with _step(result, "map"):
         kernel_files = capture.write_kernels(graphs, stage_dir)
         records = kernelmap.build_map(forward, graphs, kernel_files, stage_dir,
@@ -191,7 +263,7 @@ def run_cell(cell, stage_dir: str, cache_dir: str) -> int:
     result.update(kernels_per_forward=forward["kernels_per_forward"],
                   profiled_forward_device_ms=forward["forward_device_ms"],
                   profiled_forward_cpu_ms=forward["forward_cpu_ms"],
-                  sdpa_backend=diagnose.sdpa_backend(records))
+                  sdpa_backend=diagnose.sdpa_backend(records, [row["name"] for row in op_rows]))
     _write_json(os.path.join(stage_dir, "result.json"), result)
     return 0
 
@@ -259,6 +331,10 @@ def launch(cell, out_dir: str, cache_root: str | None = None, fresh: bool = Fals
     os.makedirs(stage_dir)
     child_env = {**os.environ, **(env or {}), "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_dir, "inductor"),
                  "TORCH_TRACE": os.path.join(stage_dir, "torch_trace"), "PYTHONUNBUFFERED": "1"}
+    if os.path.exists(os.path.join(cache_dir, "cold.json")):
+        # Warm: every kernel comes from the cache, so a pool of compile workers would only cost
+        # its start-up (seconds, and CPU taken from the timed calls).
+        child_env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, child_env.get("PYTHONPATH")]))
     cmd = [sys.executable, "-m", "compilekit.runner", json.dumps(cell.to_dict()), stage_dir, cache_dir]

@@ -86,3 +86,97 @@ class Cell:
     def from_dict(cls, data: dict) -> Cell:
         return cls(data["variant"], data["mode"], parse_shape(data["shape"]), data["dtype"],
                    data["device"], int(data.get("seed", 0)))
+
+
+# ---- experiments: a TOML file that expands to cells -------------------------------------------
+
+EXPERIMENT_KEYS = {"name": str, "description": str, "variants": list, "modes": list, "shapes": list,
+                   "dtype": str, "device": str, "seed": int, "timeout_s": (int, float),
+                   "matrix": list}
+MATRIX_KEYS = {"variants", "modes", "shapes", "dtype", "device", "seed", "timeout_s", "note"}
+
+
+@dataclasses.dataclass
+class Experiment:
+    name: str
+    description: str
+    cells: list  # list[Cell], in file order, duplicates removed
+    timeout_s: dict  # cell label -> seconds
+    path: str
+
+
+def _where(text: str, needle: str) -> str:
+    """`line N` of the first occurrence of needle in the file's text, for error messages."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if needle in line:
+            return f"line {number}"
+    return "somewhere in the file"
+
+
+def load_experiment(path: str, device_resolver=None) -> Experiment:
+    """Parse and validate an experiment file; every problem is a UserError naming its place."""
+    import os
+    import tomllib
+
+    from compilekit.modes import check_mode
+    from compilekit.variant import load_variant
+
+    if not os.path.isfile(path):
+        raise UserError(f"experiment file {path!r} not found: give a TOML file such as "
+                        "experiments/blog_part3.toml")
+    with open(path, "rb") as f:
+        raw = f.read()
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: malformed TOML: {exc}") from None
+    for key, value in data.items():
+        if key not in EXPERIMENT_KEYS:
+            raise UserError(f"{path}:{_where(text, key)}: unknown key {key!r}: allowed are "
+                            f"{', '.join(EXPERIMENT_KEYS)}")
+        if not isinstance(value, EXPERIMENT_KEYS[key]):
+            raise UserError(f"{path}:{_where(text, key)}: {key!r} has the wrong type "
+                            f"({type(value).__name__})")
+    groups = data.get("matrix") or [{}]
+    base = {k: v for k, v in data.items() if k in MATRIX_KEYS}
+    cells, timeouts = [], {}
+    for number, group in enumerate(groups, 1):
+        place = f"[[matrix]] #{number}" if "matrix" in data else "top level"
+        if not isinstance(group, dict):
+            raise UserError(f"{path}: {place} must be a table")
+        for key in group:
+            if key not in MATRIX_KEYS:
+                raise UserError(f"{path}:{_where(text, key)}: unknown key {key!r} in {place}: "
+                                f"allowed are {', '.join(sorted(MATRIX_KEYS))}")
+        merged = {**base, **group}
+        for key in ("variants", "modes", "shapes"):
+            if not merged.get(key):
+                raise UserError(f"{path}: {place} has no {key}: the matrix is empty; list at "
+                                f"least one in {key} = [...]")
+        for variant in merged["variants"]:
+            try:
+                load_variant(variant)
+            except UserError as exc:
+                raise UserError(f"{path}:{_where(text, variant)}: {exc}") from None
+        for mode in merged["modes"]:
+            try:
+                check_mode(mode)
+            except UserError as exc:
+                raise UserError(f"{path}:{_where(text, mode)}: {exc}") from None
+        try:
+            shapes = [parse_shape(s) for s in merged["shapes"]]
+            dtype = parse_dtype(merged.get("dtype", "float32"))
+            device = parse_device(merged.get("device", "auto"))
+        except UserError as exc:
+            raise UserError(f"{path}: {place}: {exc}") from None
+        device = device_resolver(device) if device_resolver else device
+        for variant in merged["variants"]:
+            for mode in merged["modes"]:
+                for shape in shapes:
+                    cell = Cell(variant, mode, shape, dtype, device, int(merged.get("seed", 0)))
+                    if cell not in cells:
+                        cells.append(cell)
+                        timeouts[cell.label()] = float(merged.get("timeout_s", 900))
+    name = data.get("name") or os.path.splitext(os.path.basename(path))[0]
+    return Experiment(name, data.get("description", ""), cells, timeouts, path)

@@ -34,10 +34,16 @@ def _summary(samples_ms: list[float]) -> dict:
             "p90_ms": pick(0.9), "min_ms": samples_ms[0], "samples": len(samples_ms)}
 
 
-def bench(fn: Callable, args, device: str, budget_s: float = 1.0) -> dict:
-    """Steady-state latency of fn(*args): median, p10, p90, min in ms and the sample count."""
+def bench(fn: Callable, args, device: str, budget_s: float | None = None) -> dict:
+    """Steady-state latency of fn(*args): median, p10, p90, min in ms and the sample count.
+
+    budget_s: seconds of timed calls (default 0.5 on GPU, where that is hundreds of samples,
+    and 1.0 on CPU).
+    """
     if device == "cuda":
+        budget_s = budget_s or 0.5
         return _bench_cuda(fn, args, budget_s)
+    budget_s = budget_s or 1.0
     for _ in range(3):  # burn-in: allocator, caches, lazy init
         fn(*args)
     samples, deadline = [], time.perf_counter() + budget_s

@@ -17,7 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="session")
 def cache_root(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("compile_cache"))
+    """A fresh compile cache per session, or COMPILEKIT_CACHE's (to reuse a sweep's compiles)."""
+    return os.environ.get("COMPILEKIT_CACHE") or str(tmp_path_factory.mktemp("compile_cache"))
 
 
 @pytest.fixture(scope="session")
@@ -26,10 +27,10 @@ def run_cell(tmp_path_factory, cache_root):
     out = str(tmp_path_factory.mktemp("runs"))
     done = {}
 
-    def run(variant, mode, shape=SMALL_SHAPE, dtype="float32"):
-        key = (variant, mode, shape, dtype)
+    def run(variant, mode, shape=SMALL_SHAPE, dtype="float32", device="cpu"):
+        key = (variant, mode, shape, dtype, device)
         if key not in done:
-            cell = Cell(variant, mode, parse_shape(shape), dtype, "cpu")
+            cell = Cell(variant, mode, parse_shape(shape), dtype, device)
             done[key] = runner.launch(cell, out, cache_root=cache_root, timeout_s=900)
         return done[key]
 

@@ -1,0 +1,47 @@
+"""On a CUDA GPU (the H200): the blog's cells mapped and timed. Skipped, with the reason, on CPU."""
+
+import json
+import os
+
+import pytest
+import torch
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
+                                                  reason="needs a CUDA GPU")]
+BLOG = "8x16x1024x64"
+
+
+def _run(run_cell, variant, mode):
+    result = run_cell(variant, mode, shape=BLOG, dtype="bfloat16", device="cuda")
+    assert result["error"] is None, result["error"]
+    with open(os.path.join(result["run_dir"], "kernels.json")) as f:
+        return result, json.load(f)
+
+
+def test_naive_default_two_bmm_one_fused_kernel_all_mapped(run_cell):
+    result, kmap = _run(run_cell, "naive", "default")
+    real = [k for k in kmap["kernels"] if k["kind"] != "memcpy"]
+    assert sorted(k["kind"] for k in real) == ["extern", "extern", "generated"]
+    assert all(k["source_lines"] and k["device_ms"] > 0 for k in real)
+    fused = next(k for k in real if k["kind"] == "generated")
+    assert fused["name"].startswith("triton_") and fused["source_file"].endswith(".py")
+    total = sum(k["device_ms"] * k["calls_per_forward"] for k in kmap["kernels"])
+    assert total == pytest.approx(result["compiled_ms"], rel=0.10)
+
+
+def test_flex_template_kernel_maps_to_the_flex_call(run_cell):
+    _, kmap = _run(run_cell, "flex", "default")
+    template = [k for k in kmap["kernels"] if k["name"].startswith("triton_tem_fused")]
+    assert len(template) == 1 and template[0]["kind"] == "template"
+    assert any("flex_attention(" in ln["code"] for ln in template[0]["source_lines"])
+
+
+def test_sdpa_cudnn_names_its_kernel(run_cell):
+    result, kmap = _run(run_cell, "sdpa-cudnn", "eager")
+    assert result["sdpa_backend"] == "cudnn"
+    assert any("cudnn" in k["name"] and k["kind"] == "library" for k in kmap["kernels"])
+
+
+def test_reduce_overhead_applies_cuda_graphs(run_cell):
+    result, _ = _run(run_cell, "naive", "reduce-overhead")
+    assert result["cudagraphs"]["applied"], result["cudagraphs"]
