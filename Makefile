@@ -17,7 +17,7 @@ help:  ## this list
 
 install:  ## install compilekit and its test deps (CPU torch 2.13 on CPU machines)
 	$(PYTHON) -m pip install -q torch==2.13.0 || $(PYTHON) -m pip install -q torch
-	$(PYTHON) -m pip install -q -e '.[dev]'
+	$(PYTHON) -m pip install -q -e '.[dev,plot]'
 
 test:  ## run the CPU test suite (GPU tests skip with a reason)
 	$(PYTHON) -m pytest -q -x tests

@@ -172,8 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--force", action="store_true", help="re-run cells already done")
     sw.add_argument("--retry-failed", action="store_true", help="re-run cells that failed")
     sw.add_argument("--fresh", action="store_true", help="empty each cell's compile cache first")
-    sw.add_argument("--per-gpu", type=int, default=2, help="cell processes per GPU; they start "
-                    "up side by side but take turns on the GPU (default 2)")
+    sw.add_argument("--per-gpu", type=int, default=3, help="cell processes per GPU; they start "
+                    "up side by side but take turns on the GPU (default 3)")
     sw.set_defaults(func=cmd_sweep)
 
     rep = sub.add_parser("report", help="tables, REPORT.md and plots for a sweep directory")

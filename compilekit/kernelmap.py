@@ -19,6 +19,7 @@ NODE_RE = re.compile(r'^\s*(?P<node>\w+): "[^"]*" = torch\.ops\.(?P<target>[\w.]
 FILE_COMMENT_RE = re.compile(r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<func>\S+), code: (?P<code>.*)$")
 TRITON_COMMENT_RE = re.compile(r"# Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\], "
                                r"Original ATen: \[(?P<aten>[^\]]*)\]")
+GENERATED_PREFIXES = ("triton_", "cpp_")
 LIBRARY_RE = re.compile(r"flash|fmha|cudnn|cutlassF|efficient_attention|sdpa", re.I)
 
 
@@ -77,7 +78,7 @@ def provenance_index(graph: dict) -> dict[str, list[dict]]:
     index: dict[str, list] = {}
     by_number = lambda key: int(key.rsplit(":", 1)[1]) if key.rsplit(":", 1)[-1].isdigit() else 0  # noqa: E731
     for key in sorted(set(stacks) | set(code_to_post), key=by_number):
-        rec = {"aten_ops": [], "source_lines": []}
+        rec = {"aten_ops": [], "source_lines": [], "order": by_number(key)}
         index.setdefault(_key_base(key), []).append(rec)
         for node in code_to_post.get(key, []):
             target = post_nodes.get(node, {}).get("target")
@@ -108,7 +109,7 @@ def classify(name: str, launcher: str, source: str | None, compiled: bool) -> st
     """generated | template | extern | library | memcpy | aten (an eager op)."""
     if name.startswith("triton_tem_") or (source and "micro_gemm" in source.lower()):
         return "template"
-    if name.startswith(("triton_", "cpp_fused", "cpp_")):
+    if name.startswith(GENERATED_PREFIXES):
         return "generated"
     if name.lower().startswith(("memcpy", "memset")):
         return "memcpy"
@@ -129,6 +130,12 @@ def build_map(forward: dict, graphs: dict, kernel_files: dict[str, str], run_dir
         by_provenance.update(provenance_index(graph))
         by_comments.update(comment_index(graph, sources))
     total_ms = forward["forward_device_ms"] or 1.0
+    # Extern/library call sites in graph order. Under a CUDA-graph replay the profiler cannot tell
+    # which op launched a cuBLAS kernel (the launcher is the replay), but the replay keeps the
+    # graph's order, so the n-th unmatched extern kernel is the n-th unused extern call site.
+    extern_sites = sorted((rec for base, recs in by_provenance.items() if not base.startswith(
+        GENERATED_PREFIXES) for rec in recs), key=lambda rec: rec["order"])
+    used: list = []
     records = []
     for k in forward["kernels"]:
         op = k["launcher"].removeprefix("aten::")
@@ -143,10 +150,16 @@ def build_map(forward: dict, graphs: dict, kernel_files: dict[str, str], run_dir
                     break
             if found:
                 break
+        kind = classify(k["name"], k["launcher"], sources.get(k["name"]), compiled)
+        if found is None and compiled and kind in ("extern", "library"):
+            found = next((rec for rec in extern_sites if not any(rec is u for u in used)), None)
+            via = "inductor provenance (by launch order in a CUDA-graph replay)" if found else via
+        if found is not None:
+            used.append(found)
         if found is None and not compiled:
             via = "eager (no compile: see the launching op)"
         records.append({
-            "name": k["name"], "kind": classify(k["name"], k["launcher"], sources.get(k["name"]), compiled),
+            "name": k["name"], "kind": kind,
             "launcher": k["launcher"], "aten_ops": (found or {}).get("aten_ops") or ([k["launcher"]] if k["launcher"] else []),
             "source_lines": (found or {}).get("source_lines", []), "source_via": via,
             "source_file": kernel_files.get(k["name"]), "calls_per_forward": k["calls_per_forward"],

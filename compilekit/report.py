@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from tabulate import tabulate
 
@@ -50,6 +51,11 @@ def cell_notes(result: dict) -> list[str]:
         notes.append(f"cudagraphs: {cg['note']}")
     if result.get("compile_cold_note") and result.get("mode") != "eager":
         notes.append(f"cold compile: {result['compile_cold_note']}")
+    busy, latency = result.get("profiled_forward_device_ms"), result.get("compiled_ms")
+    if result.get("device") == "cuda" and busy and latency and busy < 0.8 * latency:
+        notes.append(f"the GPU is busy {busy:.3f} ms of the {latency:.3f} ms forward "
+                     f"({busy / latency:.0%}): the rest is CPU overhead (launches, guards, "
+                     "wrappers); see trace.json")
     if result.get("sdpa_backend"):
         notes.append(f"SDPA backend that ran: {result['sdpa_backend']}")
     breaks = (result.get("dynamo") or {}).get("graph_breaks")
@@ -125,11 +131,20 @@ def _one_kernel(run_dir: str, kmap: dict, kernel: str) -> str:
     return "\n".join(out)
 
 
+def _per_forward(kmap: dict) -> dict[str, float]:
+    """{kernel name: ms per forward}, names without Inductor's per-graph counter (`_0`, `_1`)
+    so the same fused kernel matches across runs; same-named kernels are summed."""
+    out: dict[str, float] = {}
+    for r in kmap["kernels"]:
+        name = re.sub(r"_\d+$", "", r["name"]) if r["name"].startswith(("triton_", "cpp_")) else r["name"]
+        out[name] = out.get(name, 0.0) + r["device_ms"] * r["calls_per_forward"]
+    return out
+
+
 def diff_view(run_a: str, run_b: str, rel_tol: float = 0.10) -> str:
     """Kernels that appear, vanish, or change per-forward time by more than rel_tol."""
     (ra, ka), (rb, kb) = load_run(run_a), load_run(run_b)
-    per_fwd = lambda k: {r["name"]: r["device_ms"] * r["calls_per_forward"] for r in k["kernels"]}  # noqa: E731
-    a, b = per_fwd(ka), per_fwd(kb)
+    a, b = _per_forward(ka), _per_forward(kb)
     rows = []
     for name in sorted(set(a) | set(b), key=lambda n: -max(a.get(n, 0), b.get(n, 0))):
         if name not in b:

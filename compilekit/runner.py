@@ -35,16 +35,17 @@ def _step(result: dict, name: str):
         result.setdefault("steps_s", {})[name] = round(time.perf_counter() - start, 3)
 
 
-def _prewarm(device: str) -> None:
+def _prewarm(device: str, compiles: bool, captures: bool) -> None:
     """Pay the one-time costs that put no work on the GPU before taking the GPU's lock: the
-    CUDA context, Inductor's and depyf's imports, and CUPTI's start (seconds, in the first
-    profiler session of a process)."""
+    CUDA context, CUPTI's start (seconds, in the first profiler session of a process) and, only
+    where this cell needs them, Inductor's and depyf's imports."""
     import torch
-    import torch._inductor.compile_fx  # noqa: F401  (the heaviest import of a compile)
     from torch.profiler import ProfilerActivity, profile
 
-    import depyf  # noqa: F401
-
+    if compiles:
+        import torch._inductor.compile_fx  # noqa: F401  (the heaviest import of a compile)
+    if captures:
+        import depyf  # noqa: F401
     if device == "cuda":
         torch.cuda.init()
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
@@ -145,13 +146,15 @@ def _compile(cell, variant, args, stage_dir: str, cache_dir: str, result: dict):
         with _step(result, "compile_warm"):
             compiled = modes.build(cell.mode, variant.attention)
             warm_s, _ = _first_call(compiled, args, cell.device)
-    with _step(result, "compile_workers_stop"):
-        # Inductor's compile workers keep cores busy after the compile; on a 2-core machine
-        # they would be timed along with the kernels.
-        from torch._inductor import async_compile
+    if cell.device == "cpu":
+        with _step(result, "compile_workers_stop"):
+            # Inductor's compile workers keep cores busy after the compile; on a 2-core machine
+            # they would be timed along with the kernels. (On a GPU they only sit idle, and
+            # stopping them cost 5-7 s per cell on the H200 machine.)
+            from torch._inductor import async_compile
 
-        if hasattr(async_compile, "shutdown_compile_workers"):
-            async_compile.shutdown_compile_workers()
+            if hasattr(async_compile, "shutdown_compile_workers"):
+                async_compile.shutdown_compile_workers()
     from torch._dynamo.utils import counters
 
     result.update(compile_cold_s=cold["compile_cold_s"], compile_warm_s=warm_s,
@@ -196,7 +199,9 @@ def run_cell(cell, stage_dir: str, cache_dir: str) -> int:
         torch._inductor.config.cpp.enable_kernel_profile = True
     variant = load_variant(cell.variant)
     with _step(result, "prewarm"):
-        _prewarm(cell.device)
+        compiles = cell.mode != "eager"
+        _prewarm(cell.device, compiles, compiles and not os.path.exists(
+            os.path.join(cache_dir, "cold.json")))
     with gpu_lock(result):
         return _measure(cell, variant, result, stage_dir, cache_dir)
 
@@ -252,6 +257,9 @@ def _measure(cell, variant, result: dict, stage_dir: str, cache_dir: str) -> int
         op_rows = profiling.op_table(prof, cell.device)
         _write_json(os.path.join(stage_dir, "ops.json"), op_rows)
     with _step(result, "map"):
+        # the two inputs of the map, kept so it can be read (and rebuilt) without a GPU
+        _write_json(os.path.join(stage_dir, "provenance.json"), graphs)
+        _write_json(os.path.join(stage_dir, "forward.json"), forward)
         kernel_files = capture.write_kernels(graphs, stage_dir)
         records = kernelmap.build_map(forward, graphs, kernel_files, stage_dir,
                                       cell.mode != "eager")

@@ -7,6 +7,7 @@ before any subprocess starts.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 
 DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16",
@@ -105,10 +106,12 @@ class Experiment:
     path: str
 
 
-def _where(text: str, needle: str) -> str:
-    """`line N` of the first occurrence of needle in the file's text, for error messages."""
+def _where(text: str, key: str | None = None, value: str | None = None) -> str:
+    """`line N` where `key = ...` is set, or where the string value "value" is written."""
+    pattern = (re.compile(rf"^\s*{re.escape(key)}\s*=") if key is not None
+               else re.compile(re.escape(json.dumps(value))))
     for number, line in enumerate(text.splitlines(), 1):
-        if needle in line:
+        if pattern.search(line):
             return f"line {number}"
     return "somewhere in the file"
 
@@ -133,10 +136,10 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
         raise UserError(f"{path}: malformed TOML: {exc}") from None
     for key, value in data.items():
         if key not in EXPERIMENT_KEYS:
-            raise UserError(f"{path}:{_where(text, key)}: unknown key {key!r}: allowed are "
+            raise UserError(f"{path}, {_where(text, key=key)}: unknown key {key!r}: allowed are "
                             f"{', '.join(EXPERIMENT_KEYS)}")
         if not isinstance(value, EXPERIMENT_KEYS[key]):
-            raise UserError(f"{path}:{_where(text, key)}: {key!r} has the wrong type "
+            raise UserError(f"{path}, {_where(text, key=key)}: {key!r} has the wrong type "
                             f"({type(value).__name__})")
     groups = data.get("matrix") or [{}]
     base = {k: v for k, v in data.items() if k in MATRIX_KEYS}
@@ -147,29 +150,29 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
             raise UserError(f"{path}: {place} must be a table")
         for key in group:
             if key not in MATRIX_KEYS:
-                raise UserError(f"{path}:{_where(text, key)}: unknown key {key!r} in {place}: "
+                raise UserError(f"{path}, {_where(text, key=key)}: unknown key {key!r} in {place}: "
                                 f"allowed are {', '.join(sorted(MATRIX_KEYS))}")
         merged = {**base, **group}
         for key in ("variants", "modes", "shapes"):
             if not merged.get(key):
-                raise UserError(f"{path}: {place} has no {key}: the matrix is empty; list at "
+                raise UserError(f"{path}, {place} has no {key}: the matrix is empty; list at "
                                 f"least one in {key} = [...]")
         for variant in merged["variants"]:
             try:
                 load_variant(variant)
             except UserError as exc:
-                raise UserError(f"{path}:{_where(text, variant)}: {exc}") from None
+                raise UserError(f"{path}, {_where(text, value=variant)}: {exc}") from None
         for mode in merged["modes"]:
             try:
                 check_mode(mode)
             except UserError as exc:
-                raise UserError(f"{path}:{_where(text, mode)}: {exc}") from None
+                raise UserError(f"{path}, {_where(text, value=mode)}: {exc}") from None
         try:
             shapes = [parse_shape(s) for s in merged["shapes"]]
             dtype = parse_dtype(merged.get("dtype", "float32"))
             device = parse_device(merged.get("device", "auto"))
         except UserError as exc:
-            raise UserError(f"{path}: {place}: {exc}") from None
+            raise UserError(f"{path}, {place}: {exc}") from None
         device = device_resolver(device) if device_resolver else device
         for variant in merged["variants"]:
             for mode in merged["modes"]:

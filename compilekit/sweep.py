@@ -19,6 +19,34 @@ from compilekit import runner
 from compilekit.spec import Experiment
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale(out_dir: str) -> None:
+    """Remove what a killed sweep left half-done: staging directories (`<cell>.tmp-<pid>`) of
+    processes that are gone; a replaced result (`<cell>.old-<pid>`) goes back into place if its
+    successor never arrived."""
+    import re
+    import shutil
+
+    for name in os.listdir(out_dir):
+        m = re.match(r"^(.*)\.(tmp|old)-(\d+)$", name)
+        if not m or _alive(int(m[3])):
+            continue
+        path, final = os.path.join(out_dir, name), os.path.join(out_dir, m[1])
+        if m[2] == "old" and not os.path.exists(final):
+            os.replace(path, final)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def cell_done(run_dir: str, retry_failed: bool) -> dict | None:
     """The stored result of a finished cell, or None if it must (re)run."""
     path = os.path.join(run_dir, "result.json")
@@ -45,7 +73,7 @@ def _status(result: dict) -> str:
 
 def run_sweep(experiment: Experiment, out_dir: str, gpus: list[str] | None = None,
               force: bool = False, retry_failed: bool = False, cache_root: str | None = None,
-              fresh: bool = False, per_gpu: int = 2, log=sys.stdout) -> list[dict]:
+              fresh: bool = False, per_gpu: int = 3, log=sys.stdout) -> list[dict]:
     """Run every missing cell of the experiment into out_dir; returns every cell's result.
 
     gpus: CUDA device indices to spread cells over; None or [] runs one cell at a time on the
@@ -54,6 +82,7 @@ def run_sweep(experiment: Experiment, out_dir: str, gpus: list[str] | None = Non
     up meanwhile, and every cell is timed with nothing else on its GPU.
     """
     os.makedirs(out_dir, exist_ok=True)
+    clean_stale(out_dir)
     results: dict[str, dict] = {}
     todo: queue.Queue = queue.Queue()
     for cell in experiment.cells:

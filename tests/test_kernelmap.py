@@ -172,3 +172,43 @@ def test_bad_run_dir_is_one_line(cli, tmp_path):
     proc = cli("kernels", str(tmp_path / "old"))
     assert proc.returncode == 2 and "another compilekit format" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def _stack(line, code):
+    return f'  File "/home/me/attn.py", line {line}, in attention\n    {code}\n'
+
+
+GRAPH_WITH_PROVENANCE = {
+    "post_grad_graph": ('        bmm: "bf16[128, 1024, 1024]" = torch.ops.aten.bmm.default(a, b)\n'
+                        '        amax: "f32[8, 16, 1024, 1]" = torch.ops.aten.amax.default(x, [-1], True)\n'
+                        '        bmm_1: "bf16[128, 1024, 64]" = torch.ops.aten.bmm.default(c, d)\n'),
+    "node_mappings": {"cppCodeToPost": {"extern_kernels.bmm:1": ["bmm"],
+                                        "triton_per_fused_softmax_0:2": ["amax"],
+                                        "extern_kernels.bmm:3": ["bmm_1"]}},
+    "kernel_stack_traces": {"extern_kernels.bmm:1": [_stack(5, "s = q @ k.T")],
+                            "triton_per_fused_softmax_0:2": [_stack(6, "p = s.softmax(-1)")],
+                            "extern_kernels.bmm:3": [_stack(7, "return p @ v")]},
+}
+
+
+def _forward(launcher_a, launcher_b, triton_launcher):
+    kernel = lambda name, launcher, index: {"name": name, "launcher": launcher,  # noqa: E731
+                                            "launcher_index": index, "calls_per_forward": 1,
+                                            "device_ms": 1.0}
+    return {"forward_device_ms": 3.0, "kernels": [
+        kernel("nvjet_gemm_A", launcher_a, 0), kernel("triton_per_fused_softmax_0", triton_launcher, 0),
+        kernel("nvjet_gemm_B", launcher_b, 1 if launcher_b == launcher_a else 0)]}
+
+
+@pytest.mark.parametrize("launchers", [
+    ("aten::bmm", "aten::bmm", "triton_per_fused_softmax_0"),  # eager launch: matched by op
+    ("## Call CompiledFxGraph abc", "## Call CompiledFxGraph abc",  # CUDA-graph replay
+     "## Call CompiledFxGraph abc")])
+def test_each_bmm_maps_to_its_own_line(launchers, tmp_path):
+    records = kernelmap.build_map(_forward(*launchers), {"0/0": GRAPH_WITH_PROVENANCE}, {},
+                                  str(tmp_path), compiled=True)
+    lines = {r["name"]: [ln["line"] for ln in r["source_lines"]] for r in records}
+    assert lines == {"nvjet_gemm_A": [5], "triton_per_fused_softmax_0": [6], "nvjet_gemm_B": [7]}
+    kinds = {r["name"]: r["kind"] for r in records}
+    assert kinds["nvjet_gemm_A"] == "extern" and kinds["triton_per_fused_softmax_0"] == "generated"
+    assert next(r for r in records if r["name"] == "triton_per_fused_softmax_0")["aten_ops"] == ["aten.amax"]

@@ -1,0 +1,153 @@
+"""Sweeps on the CPU: resumable, failures recorded, reports and plots, bad experiment files."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT
+
+EAGER_ONLY = '''name = "resume"
+variants = ["naive", "sdpa"]
+modes = ["eager"]
+shapes = ["1x2x64x32", "1x2x96x32", "1x2x128x32"]
+dtype = "float32"
+device = "cpu"
+'''
+
+
+def _sweep_cmd(path, out):
+    return [sys.executable, "-m", "compilekit", "sweep", str(path), "--out", str(out)]
+
+
+def _done(out):
+    return sorted(d for d in os.listdir(out) if os.path.isfile(os.path.join(out, d, "result.json"))
+                  and ".tmp-" not in d and ".old-" not in d)
+
+
+def test_killed_sweep_resumes_only_missing_cells(tmp_path, cache_root):
+    path = tmp_path / "resume.toml"
+    path.write_text(EAGER_ONLY)
+    out = tmp_path / "out"
+    env = {**os.environ, "COMPILEKIT_CACHE": cache_root}
+    proc = subprocess.Popen(_sweep_cmd(path, out), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and (not out.exists() or len(_done(out)) < 2):
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {d: os.path.getmtime(out / d / "result.json") for d in _done(out)}
+    assert 2 <= len(before) < 6
+    again = subprocess.run(_sweep_cmd(path, out), cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert f"{len(before)} already done, {6 - len(before)} to run" in again.stdout
+    assert len(_done(out)) == 6
+    assert all(os.path.getmtime(out / d / "result.json") == t for d, t in before.items())
+    assert not [d for d in os.listdir(out) if ".tmp-" in d]  # the killed cell left no half-run
+
+
+@pytest.fixture(scope="module")
+def small_sweep(tmp_path_factory, cache_root):
+    out = tmp_path_factory.mktemp("cpu_small")
+    env = {**os.environ, "COMPILEKIT_CACHE": cache_root}
+    proc = subprocess.run(_sweep_cmd(os.path.join(ROOT, "experiments", "cpu_small.toml"), out),
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    return proc, out
+
+
+def test_small_sweep_records_unsupported_and_completes_the_rest(small_sweep):
+    proc, out = small_sweep
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = [json.load(open(out / d / "result.json")) for d in _done(out)]
+    assert len(results) == 12
+    cudnn = [r for r in results if r["variant"] == "sdpa-cudnn"]
+    assert len(cudnn) == 4 and all("cannot run on cpu" in r["unsupported"] for r in cudnn)
+    others = [r for r in results if r["variant"] != "sdpa-cudnn"]
+    assert all(r["ok"] for r in others)
+    assert "[12/12]" in proc.stdout and "4 unsupported" in proc.stdout
+
+
+def test_report_markdown_and_break_even(small_sweep):
+    _, out = small_sweep
+    assert os.path.isfile(out / "REPORT.md") and os.path.isfile(out / "env.json")
+    md = (out / "REPORT.md").read_text()
+    assert "| naive " in md and "break_even_cold" in md and "Measured ceilings" in md
+    assert "sdpa-cudnn" in md and "unsupported" in md
+    from compilekit.sweepreport import break_even_calls
+
+    faster = {"eager_ms": 2.0, "compiled_ms": 1.0, "eager_timing": {"p10_ms": 1.9},
+              "compiled_timing": {"p90_ms": 1.1}}
+    assert break_even_calls(10.0, faster) == 10_000  # 10 s over 1 ms saved per call
+    noisy = {**faster, "compiled_timing": {"p90_ms": 2.5}}
+    assert break_even_calls(10.0, noisy) is None
+
+
+def test_plots_written_with_matplotlib(small_sweep):
+    pytest.importorskip("matplotlib")
+    from compilekit.sweepreport import report
+
+    _, out = small_sweep
+    report(str(out))
+    assert os.path.getsize(out / "speedup.png") > 1000
+    assert "![speedup.png](speedup.png)" in (out / "REPORT.md").read_text()
+
+
+def test_plots_skipped_with_a_note_without_matplotlib(small_sweep, monkeypatch, tmp_path):
+    import shutil
+
+    from compilekit.sweepreport import report
+
+    _, out = small_sweep
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("*.png"))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
+    text = report(str(copy))
+    assert "plots skipped" in text
+    assert "Plots: skipped" in (copy / "REPORT.md").read_text()
+    assert not list(copy.glob("*.png"))
+
+
+def test_scaling_exponent_fit():
+    from compilekit.sweepreport import scaling_series
+
+    cells = [{"variant": "v", "mode": "eager", "shape": f"1x1x{s}x64", "dtype": "float32",
+              "compiled_ms": 1e-6 * s**2} for s in (512, 1024, 2048, 4096)]
+    (xs, ys, slope), = scaling_series(cells).values()
+    assert xs == [512, 1024, 2048, 4096] and slope == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('variants = ["naive"\nmodes = ["eager"]', "malformed TOML"),
+    ('variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\nvariant = "x"\n',
+     "line 4: unknown key 'variant'"),
+    ('variants = ["naive", "nope"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n',
+     "line 1: unknown variant 'nope'"),
+    ('variants = ["naive"]\nmodes = ["eager",\n "turbo"]\nshapes = ["1x2x64x32"]\n',
+     "line 3: unknown mode 'turbo'"),
+    ('variants = []\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n', "no variants: the matrix is empty"),
+    ('variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64"]\n', "malformed shape"),
+    ('shapes = ["1x2x64x32"]\n[[matrix]]\nvariants = ["naive"]\nmodes = ["eager"]\nbogus = 1\n',
+     "line 5: unknown key 'bogus' in [[matrix]] #1"),
+])
+def test_bad_experiment_file_is_one_line_and_runs_nothing(text, needle, tmp_path, cli):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    out = tmp_path / "out"
+    proc = cli("sweep", str(path), "--out", str(out))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert needle in proc.stderr and str(path) in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+def test_missing_experiment_and_report_dir(cli, tmp_path):
+    proc = cli("sweep", str(tmp_path / "none.toml"))
+    assert proc.returncode == 2 and "not found" in proc.stderr
+    proc = cli("report", str(tmp_path))
+    assert proc.returncode == 2 and "no cell results" in proc.stderr
