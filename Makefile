@@ -15,9 +15,11 @@ KERNEL ?=
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
-install:  ## install compilekit and its test deps (CPU torch 2.13 on CPU machines)
+install:  ## install compilekit, test and plot deps, triton's interpreter (CPU torch 2.13 on CPU machines)
 	$(PYTHON) -m pip install -q torch==2.13.0 || $(PYTHON) -m pip install -q torch
 	$(PYTHON) -m pip install -q -e '.[dev,plot]'
+	@# Triton's interpreter runs triton-flash on the CPU; never replace a CUDA torch's own triton
+	$(PYTHON) -c "import triton, numpy" 2>/dev/null || $(PYTHON) -m pip install -q triton numpy
 
 test:  ## run the CPU test suite (GPU tests skip with a reason)
 	$(PYTHON) -m pytest -q -x tests

@@ -14,6 +14,7 @@ import torch
 
 TORCH_DIR = os.path.dirname(torch.__file__)
 COMPILEKIT_DIR = os.path.dirname(os.path.abspath(__file__))
+STDLIB_DIR = os.path.dirname(os.__file__)
 FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)')
 NODE_RE = re.compile(r'^\s*(?P<node>\w+): "[^"]*" = torch\.ops\.(?P<target>[\w.]+?)(?:\.default|\.Tensor|\.Scalar|\.\w+)?\(', re.M)
 FILE_COMMENT_RE = re.compile(r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<func>\S+), code: (?P<code>.*)$")
@@ -37,12 +38,18 @@ def parse_graph_code(code: str) -> dict[str, dict]:
     return nodes
 
 
+def is_user_file(path: str) -> bool:
+    """A frame worth showing: not torch, not compilekit, not Python's own library."""
+    if path.startswith("<"):  # <frozen runpy>, <stdin>, <string>: no file to show
+        return False
+    return not os.path.abspath(path).startswith((TORCH_DIR, COMPILEKIT_DIR, STDLIB_DIR))
+
+
 def user_frames(stack_text: str) -> list[dict]:
     """Frames of a formatted stack outside torch and compilekit, innermost first."""
     frames = []
     for m in FRAME_RE.finditer(stack_text):
-        path = os.path.abspath(m["file"])
-        if path.startswith(TORCH_DIR) or path.startswith(COMPILEKIT_DIR):
+        if not is_user_file(m["file"]):
             continue
         frames.append({"file": m["file"], "line": int(m["line"]), "code": m["code"].strip()})
     return frames[::-1]
@@ -85,7 +92,9 @@ def provenance_index(graph: dict) -> dict[str, list[dict]]:
             if target and target not in rec["aten_ops"]:
                 rec["aten_ops"].append(target)
         for stack in stacks.get(key, []):
-            rec["source_lines"] = _dedupe(rec["source_lines"] + user_frames(stack))
+            frames = user_frames(stack)
+            rec["source_lines"] = _dedupe(rec["source_lines"] + frames)
+            rec["origin_lines"] = _dedupe(rec.get("origin_lines", []) + frames[:1])
     return index
 
 
@@ -101,7 +110,7 @@ def comment_index(graph: dict, kernel_sources: dict[str, str]) -> dict[str, list
         lines = [{k: dynamo_nodes[n][k] for k in ("file", "line", "code")}
                  for n in nodes if "file" in dynamo_nodes.get(n, {})]
         index[name] = [{"aten_ops": [a.strip() for a in m["aten"].split(",") if a.strip()],
-                       "source_lines": _dedupe(lines)}]
+                        "source_lines": _dedupe(lines), "origin_lines": _dedupe(lines)}]
     return index
 
 
@@ -119,8 +128,9 @@ def classify(name: str, launcher: str, source: str | None, compiled: bool) -> st
 
 
 def build_map(forward: dict, graphs: dict, kernel_files: dict[str, str], run_dir: str,
-              compiled: bool) -> list[dict]:
-    """Join the profiled kernels of one forward with what the compile recorded about each."""
+              compiled: bool, eager_lines: dict | None = None) -> list[dict]:
+    """Join the profiled kernels of one forward with what the compile recorded about each
+    (or, for an eager run, with the stacks of the ops that launched them: `eager_lines`)."""
     sources = {}
     for name, path in kernel_files.items():
         with open(os.path.join(run_dir, path)) as f:
@@ -157,11 +167,17 @@ def build_map(forward: dict, graphs: dict, kernel_files: dict[str, str], run_dir
         if found is not None:
             used.append(found)
         if found is None and not compiled:
-            via = "eager (no compile: see the launching op)"
+            frames = (eager_lines or {}).get((k["launcher"], k.get("launcher_index", 0)), [])
+            found = {"aten_ops": [k["launcher"]], "source_lines": frames,
+                     "origin_lines": frames[:1]}
+            via = "call stack of the launching op (eager)"
         records.append({
             "name": k["name"], "kind": kind,
             "launcher": k["launcher"], "aten_ops": (found or {}).get("aten_ops") or ([k["launcher"]] if k["launcher"] else []),
-            "source_lines": (found or {}).get("source_lines", []), "source_via": via,
+            "source_lines": (found or {}).get("source_lines", []),
+            # the innermost line of each op fused into the kernel: what by_source_line charges
+            "origin_lines": (found or {}).get("origin_lines") or (found or {}).get("source_lines", [])[:1],
+            "source_via": via,
             "source_file": kernel_files.get(k["name"]), "calls_per_forward": k["calls_per_forward"],
             "device_ms": k["device_ms"], "share": k["device_ms"] * k["calls_per_forward"] / total_ms})
     return records
@@ -170,14 +186,16 @@ def build_map(forward: dict, graphs: dict, kernel_files: dict[str, str], run_dir
 def by_source_line(records: list[dict]) -> list[dict]:
     """The inverse view: per source line, the kernels it landed in and the time attributed to it.
 
-    A kernel fed by several lines splits its time evenly between them (there is no finer truth
-    in a fused kernel); `kernel_ms` keeps each kernel's whole time beside that share.
+    Each kernel is charged to its origin lines (the innermost user line of each op fused into
+    it), split evenly between them: there is no finer truth inside a fused kernel. Callers
+    further out (a model's forward calling the attention) are in `source_lines`, not charged.
     """
     lines: dict[tuple, dict] = {}
     for rec in records:
         per_forward_ms = rec["device_ms"] * rec["calls_per_forward"]
-        for ln in rec["source_lines"]:
+        origins = rec.get("origin_lines") or rec["source_lines"][:1]
+        for ln in origins:
             row = lines.setdefault((ln["file"], ln["line"]), {**ln, "kernels": [], "attributed_ms": 0.0})
             row["kernels"].append(rec["name"])
-            row["attributed_ms"] += per_forward_ms / len(rec["source_lines"])
+            row["attributed_ms"] += per_forward_ms / len(origins)
     return sorted(lines.values(), key=lambda r: (r["file"], r["line"]))

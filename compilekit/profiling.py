@@ -6,6 +6,7 @@ profiler's own table) and returns the op cost matrix and the kernels of one forw
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import statistics
@@ -76,8 +77,8 @@ def _descendants(event) -> list:
     return out
 
 
-def _step_launches(step, device: str) -> list[tuple[str, str, int, float]]:
-    """(kernel, launching op, op instance id, ms) in launch order for one profiled step.
+def _step_launches(step, device: str) -> list[tuple[str, object, float]]:
+    """(kernel, launching op event, ms) in launch order for one profiled step.
 
     On CUDA the profiler links each kernel to the innermost CPU op that launched it (by
     correlation id), so two bmm calls stay apart even when cuBLAS picks the same kernel.
@@ -85,10 +86,77 @@ def _step_launches(step, device: str) -> list[tuple[str, str, int, float]]:
     if device != "cuda":
         leaves: list = []
         _cpu_kernels(step, leaves)
-        return [(CPU_KERNEL_RE.sub(r"\1", e.name), e.name, id(e), e.cpu_time_total / 1e3)
-                for e in leaves]
+        return [(CPU_KERNEL_RE.sub(r"\1", e.name), e, e.cpu_time_total / 1e3) for e in leaves]
     ops = sorted((e for e in _descendants(step) if e.kernels), key=lambda e: e.time_range.start)
-    return [(k.name, e.name, id(e), k.duration / 1e3) for e in ops for k in e.kernels]
+    return [(k.name, e, k.duration / 1e3) for e in ops for k in e.kernels]
+
+
+def _indexed(launches) -> list[tuple[str, str, int, object, float]]:
+    """(kernel, launcher name, launcher_index, launcher event, ms): launcher_index counts the
+    earlier calls of an op of the same name in the step (the second bmm is 1)."""
+    instances: dict[str, list] = {}
+    out = []
+    for name, op, ms in launches:
+        seen = instances.setdefault(op.name, [])
+        if not any(op is e for e in seen):
+            seen.append(op)
+        index = next(i for i, e in enumerate(seen) if e is op)
+        out.append((name, op.name, index, op, ms))
+    return out
+
+
+def eager_source_lines(fn, args) -> dict[tuple[str, int], list[dict]]:
+    """{(op, n): user frames, innermost first} for the n-th call of each op in one eager
+    forward, recorded at call time (the profiler's own stacks name only the function, and
+    crash now and then on torch 2.13).
+
+    Ops are recorded twice: as ATen dispatches (`aten::bmm`, `aten::_softmax`: the ops that
+    launch GPU kernels) and as torch functions (`aten::matmul`, `aten::softmax`: the ops the CPU
+    profile shows), so either kind of launcher finds its line.
+    """
+    import traceback
+
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from compilekit.kernelmap import is_user_file
+
+    lines: dict[tuple[str, int], list[dict]] = {}
+    counts: dict[str, int] = {}
+
+    def record(name: str) -> None:
+        frames = [{"file": f.filename, "line": f.lineno, "code": (f.line or "").strip()}
+                  for f in reversed(traceback.extract_stack()) if is_user_file(f.filename)]
+        index = counts.get(name, 0)
+        counts[name] = index + 1
+        lines.setdefault((name, index), frames)
+
+    class Functions(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = getattr(func, "__name__", "").strip("_")
+            if name and not name.startswith("get"):
+                record(f"aten::{name}")
+            return func(*args, **(kwargs or {}))
+
+    class Dispatches(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            record(f"aten::{func.overloadpacket.__name__}")
+            return func(*args, **(kwargs or {}))
+
+    # A dispatch mode cannot see through some higher-order ops (flex_attention): then the
+    # function level alone, then nothing; attribution must never fail the cell.
+    for modes in ((Functions, Dispatches), (Functions,)):
+        lines.clear()
+        counts.clear()
+        try:
+            with contextlib.ExitStack() as stack:
+                for mode in modes:
+                    stack.enter_context(mode())
+                fn(*args)
+            return lines
+        except Exception:  # noqa: BLE001 (a variant's own op the modes cannot pass through)
+            continue
+    return {}
 
 
 def forward_kernels(prof, label: str, device: str) -> dict:
@@ -105,12 +173,7 @@ def forward_kernels(prof, label: str, device: str) -> dict:
     per_key: dict[tuple, dict] = {}
     n_launches = 0
     for step in steps:
-        instances: dict[str, list] = {}  # launcher name -> its op instances so far, in order
-        for name, launcher, instance, ms in _step_launches(step, device):
-            seen = instances.setdefault(launcher, [])
-            if instance not in seen:
-                seen.append(instance)
-            index = seen.index(instance)
+        for name, launcher, index, _, ms in _indexed(_step_launches(step, device)):
             rec = per_key.setdefault((name, launcher, index), {
                 "name": name, "launcher": launcher, "launcher_index": index, "samples_ms": []})
             rec["samples_ms"].append(ms)

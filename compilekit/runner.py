@@ -254,6 +254,8 @@ def _measure(cell, variant, result: dict, stage_dir: str, cache_dir: str) -> int
     with _step(result, "profile"):
         prof = profiling.run_profiler(compiled, args, label, cell.device, stage_dir)
         forward = profiling.forward_kernels(prof, label, cell.device)
+        eager_lines = (profiling.eager_source_lines(compiled, args)
+                       if cell.mode == "eager" else None)
         op_rows = profiling.op_table(prof, cell.device)
         _write_json(os.path.join(stage_dir, "ops.json"), op_rows)
     with _step(result, "map"):
@@ -262,7 +264,7 @@ def _measure(cell, variant, result: dict, stage_dir: str, cache_dir: str) -> int
         _write_json(os.path.join(stage_dir, "forward.json"), forward)
         kernel_files = capture.write_kernels(graphs, stage_dir)
         records = kernelmap.build_map(forward, graphs, kernel_files, stage_dir,
-                                      cell.mode != "eager")
+                                      cell.mode != "eager", eager_lines)
         _write_json(os.path.join(stage_dir, "kernels.json"), {
             "forward_device_ms": forward["forward_device_ms"],
             "forward_cpu_ms": forward["forward_cpu_ms"],

@@ -45,3 +45,27 @@ def test_sdpa_cudnn_names_its_kernel(run_cell):
 def test_reduce_overhead_applies_cuda_graphs(run_cell):
     result, _ = _run(run_cell, "naive", "reduce-overhead")
     assert result["cudagraphs"]["applied"], result["cudagraphs"]
+
+
+@pytest.mark.parametrize("shape", ["2x3x1000x64", "1x8x333x128", "3x5x77x64"])
+def test_triton_flash_bf16_awkward_shapes(shape):
+    from compilekit.inputs import max_rel_err
+    from compilekit.spec import parse_shape
+    from variants.masks import reference
+    from variants.triton_flash import flash_attention
+
+    b, h, s, d = (getattr(parse_shape(shape), f) for f in ("batch", "heads", "seq", "head_dim"))
+    for kv_heads, window in ((h, 0), (1, 0), (h, 7)):
+        q = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(b, kv_heads, s, d, device="cuda", dtype=torch.bfloat16) for _ in "kv")
+        out = flash_attention(q, k, v, causal=True, window=window)
+        assert max_rel_err(out, reference(q, k, v, causal=True, window=window)) < 3e-2
+
+
+def test_triton_flash_compiles_and_maps_to_its_call_line(run_cell):
+    result, kmap = _run(run_cell, "triton-flash", "default")
+    assert result["ok"]
+    names = [k["name"] for k in kmap["kernels"]]
+    assert any("attn_fwd" in n for n in names), names
+    lines = [ln for k in kmap["kernels"] for ln in k["source_lines"]]
+    assert any(ln["file"].endswith("triton_flash.py") for ln in lines), lines

@@ -61,14 +61,17 @@ def test_user_frames_drop_torch_and_put_innermost_first():
     assert frames[0]["code"] == "return softmax(s)"
 
 
-def test_by_source_line_splits_a_fused_kernel_evenly():
+def test_by_source_line_splits_a_fused_kernel_evenly_and_spares_callers():
     line = lambda n: {"file": "a.py", "line": n, "code": f"line {n}"}  # noqa: E731
     records = [{"name": "fused", "device_ms": 2.0, "calls_per_forward": 1,
-                "source_lines": [line(1), line(2)]},
-               {"name": "bmm", "device_ms": 1.0, "calls_per_forward": 2, "source_lines": [line(1)]}]
+                "source_lines": [line(1), line(2), line(9)], "origin_lines": [line(1), line(2)]},
+               # inner line 1, called from line 9 (a caller): only line 1 is charged
+               {"name": "bmm", "device_ms": 1.0, "calls_per_forward": 2,
+                "source_lines": [line(1), line(9)]}]
     rows = {r["line"]: r for r in kernelmap.by_source_line(records)}
     assert rows[1]["attributed_ms"] == pytest.approx(3.0) and rows[1]["kernels"] == ["fused", "bmm"]
     assert rows[2]["attributed_ms"] == pytest.approx(1.0)
+    assert 9 not in rows
 
 
 def test_depyf_shim_survives_torchs_new_keyword(tmp_path):
@@ -112,6 +115,17 @@ def test_naive_default_maps_fused_kernel_to_scale_mask_softmax(run_cell):
                      key=lambda k: k["launcher_index"] if "launcher_index" in k else 0)
     extern_lines = sorted(k["source_lines"][0]["line"] for k in externs)
     assert extern_lines == sorted([_line_of(naive, "torch.matmul(q"), _line_of(naive, "torch.matmul(attn")])
+
+
+def test_eager_run_maps_each_op_to_its_line(run_cell):
+    result = run_cell("naive", "eager")
+    kmap = _kernels(result)
+    naive = os.path.join(ROOT, "variants", "naive.py")
+    lines = {k["name"]: {ln["line"] for ln in k["source_lines"]} for k in kmap["kernels"]}
+    assert _line_of(naive, "masked_fill(mask") in lines["aten::masked_fill"]
+    assert _line_of(naive, "torch.softmax(") in lines["aten::softmax"]
+    charged = {r["line"] for r in kmap["by_source_line"]}
+    assert {_line_of(naive, "torch.matmul(q"), _line_of(naive, "torch.matmul(attn")} <= charged
 
 
 def test_kernel_times_add_up_to_the_forward(run_cell):

@@ -14,4 +14,10 @@ VARIANTS = {
     "sdpa-efficient": "variants.sdpa_efficient",
     "sdpa-cudnn": "variants.sdpa_cudnn",
     "flex": "variants.flex",
+    "triton-flash": "variants.triton_flash",
+    "triton-flash-gqa": "variants.triton_flash_gqa",
+    "triton-flash-window": "variants.triton_flash_window",
+    "sdpa-gqa": "variants.sdpa_gqa",
+    "flex-gqa": "variants.flex_gqa",
+    "flex-window": "variants.flex_window",
 }

@@ -1,0 +1,15 @@
+"""FlexAttention with grouped-query attention and the causal block mask."""
+
+from torch.nn.attention.flex_attention import flex_attention
+
+from variants.flex import causal_block_mask
+from variants.masks import gqa_reference as reference  # noqa: F401
+from variants.masks import shared_kv
+
+DESCRIPTION = "flex_attention(enable_gqa=True) with a causal BlockMask, 4 query heads per K/V head"
+
+
+def attention(q, k, v):
+    k, v = shared_kv(k, v)  # (B, H / 4, S, D)
+    return flex_attention(q, k, v, block_mask=causal_block_mask(q.shape[-2], q.device),
+                          enable_gqa=True)

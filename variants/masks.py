@@ -1,0 +1,46 @@
+"""What the GQA and sliding-window variants share: how K/V heads are shared, the window, and
+the float64 reference they are all checked against.
+
+A cell has one shape [B, H, S, D] for q, k and v, so a GQA variant keeps every GQA_GROUP-th K/V
+head (H / GQA_GROUP of them) and each implementation is handed the same reduced K/V.
+"""
+
+import math
+
+import torch
+
+GQA_GROUP = 4  # query heads per K/V head
+WINDOW = 256  # a query sees itself and the WINDOW - 1 keys before it
+
+
+def shared_kv(k, v, group: int = GQA_GROUP):
+    """K/V with H / group heads (every group-th head), as a GQA model would hold them."""
+    if k.shape[1] % group:
+        raise RuntimeError(f"GQA with groups of {group} needs heads divisible by {group}, "
+                           f"not {k.shape[1]}: pick a shape with H a multiple of {group}")
+    return k[:, ::group].contiguous(), v[:, ::group].contiguous()  # (B, H / group, S, D)
+
+
+def reference(q, k, v, causal: bool = True, window: int = 0):
+    """float64 truth: GQA by repeating K/V heads, causal and window masks written out."""
+    q, k, v = (t.to(torch.float64) for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    seq = q.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    i = torch.arange(seq, device=q.device)[:, None]
+    j = torch.arange(seq, device=q.device)[None, :]
+    keep = torch.ones(seq, seq, dtype=torch.bool, device=q.device)
+    if causal:
+        keep &= i >= j
+    if window:
+        keep &= (i - j) < window
+    return torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1) @ v
+
+
+def gqa_reference(q, k, v):
+    return reference(q, *shared_kv(k, v), causal=True)
+
+
+def window_reference(q, k, v):
+    return reference(q, k, v, causal=True, window=WINDOW)

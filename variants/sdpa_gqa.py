@@ -1,0 +1,13 @@
+"""SDPA with grouped-query attention (enable_gqa=True): K/V heads are not repeated in memory."""
+
+import torch.nn.functional as F
+
+from variants.masks import gqa_reference as reference  # noqa: F401
+from variants.masks import shared_kv
+
+DESCRIPTION = "F.scaled_dot_product_attention(is_causal=True, enable_gqa=True), 4 query heads per K/V head"
+
+
+def attention(q, k, v):
+    k, v = shared_kv(k, v)  # (B, H / 4, S, D)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)

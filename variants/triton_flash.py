@@ -1,0 +1,171 @@
+"""The blog's last step, written here: causal flash attention forward in Triton.
+
+Kernel, reference and the torch op it is exposed as, in that order (the shape of Triton's
+06-fused-attention.py). One program computes BLOCK_M query rows of one (batch, head) against
+every key block it may see, keeping a running max and sum (online softmax), so the S x S scores
+never reach memory. Supports causal and non-causal, GQA (K/V heads dividing Q heads), a causal
+sliding window, any sequence length (tail blocks masked) and head dims that are powers of two.
+
+Without a GPU it runs through Triton's interpreter when TRITON_INTERPRET=1 is set before import.
+FLOPs (causal): 4 * B * H * S^2 * D / 2.
+"""
+
+import math
+import os
+
+import torch
+
+from variants.masks import reference  # noqa: F401  (the variant's float64 truth)
+
+DESCRIPTION = "hand-written Triton flash attention (online softmax, causal, GQA, sliding window)"
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # CPU builds of torch come without triton
+    triton = None
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _configs():
+    if INTERPRET:  # every config would be interpreted in numpy: one small one
+        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=1, num_stages=1)]
+    # Hopper: 128-row query tiles with 4-8 warps keep the wgmma units fed; more stages hide the
+    # K/V loads. D=128 needs fewer stages to fit shared memory.
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
+            for m, n, w, s in [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3),
+                               (128, 32, 4, 4), (64, 64, 4, 3), (128, 64, 8, 4),
+                               (64, 32, 4, 2)]]
+
+
+if triton is not None:
+
+    @triton.autotune(configs=_configs(), key=["N_CTX", "HEAD_DIM", "CAUSAL", "WINDOW"])
+    @triton.jit
+    def _attn_fwd(Q, K, V, Out, sm_scale,
+                  stride_qz, stride_qh, stride_qm, stride_qk,
+                  stride_kz, stride_kh, stride_kn, stride_kk,
+                  stride_vz, stride_vh, stride_vn, stride_vk,
+                  stride_oz, stride_oh, stride_om, stride_ok,
+                  H, KV_GROUP, N_CTX,
+                  HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        start_m = tl.program_id(0)
+        off_hz = tl.program_id(1)
+        off_z = off_hz // H
+        off_h = off_hz % H
+        off_kvh = off_h // KV_GROUP  # GQA: KV_GROUP query heads share one K/V head
+
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = tl.arange(0, BLOCK_N)
+        offs_d = tl.arange(0, HEAD_DIM)
+        q_ptrs = (Q + off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
+                  + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk)
+        k_base = K + off_z.to(tl.int64) * stride_kz + off_kvh.to(tl.int64) * stride_kh
+        v_base = V + off_z.to(tl.int64) * stride_vz + off_kvh.to(tl.int64) * stride_vh
+
+        # -- load the query tile once; rows past the end are zeros and never stored --
+        q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
+        m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+        qk_scale = sm_scale * 1.44269504  # exp(x) = exp2(x * log2(e))
+
+        # -- the key blocks this query tile can see --
+        lo = 0
+        hi = N_CTX
+        if CAUSAL:
+            hi = tl.minimum((start_m + 1) * BLOCK_M, N_CTX)
+        if WINDOW > 0:
+            lo = tl.maximum(start_m * BLOCK_M - WINDOW + 1, 0) // BLOCK_N * BLOCK_N
+
+        for start_n in range(lo, hi, BLOCK_N):
+            cols = start_n + offs_n
+            # -- compute qk --
+            k = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None] * stride_kk,
+                        mask=cols[None, :] < N_CTX, other=0.0)
+            qk = tl.dot(q, k)
+            keep = cols[None, :] < N_CTX
+            if CAUSAL:
+                keep = keep & (offs_m[:, None] >= cols[None, :])
+            if WINDOW > 0:
+                keep = keep & (offs_m[:, None] - cols[None, :] < WINDOW)
+            qk = tl.where(keep, qk * qk_scale, float("-inf"))
+            # -- online softmax: rescale what came before to the new running max --
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # fully masked rows stay 0
+            p = tl.math.exp2(qk - m_safe[:, None])
+            alpha = tl.math.exp2(m_i - m_safe)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            # -- compute p @ v --
+            v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vk,
+                        mask=cols[:, None] < N_CTX, other=0.0)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+
+        # -- normalise and store the rows that exist --
+        acc = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
+        o_ptrs = (Out + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
+                  + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok)
+        tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
+
+
+def check_inputs(q, k, v, causal: bool, window: int) -> None:
+    """Refuse what the kernel does not compute, with the reason (never a wrong answer)."""
+    if triton is None:
+        raise RuntimeError("triton-flash needs Triton: a CUDA build of torch, or "
+                           "`pip install triton numpy` with TRITON_INTERPRET=1 on a CPU")
+    if q.device.type != "cuda" and not INTERPRET:
+        raise RuntimeError("triton-flash needs a CUDA GPU, or Triton's interpreter on the CPU "
+                           "(set TRITON_INTERPRET=1 before starting)")
+    if q.dim() != 4 or k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[2:] != k.shape[2:]:
+        raise RuntimeError(f"triton-flash wants q [B, H, S, D] and k, v [B, H_kv, S, D]; got "
+                           f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if q.shape[1] % k.shape[1]:
+        raise RuntimeError(f"K/V heads ({k.shape[1]}) must divide query heads ({q.shape[1]})")
+    dim = q.shape[-1]
+    if dim < 16 or dim > 256 or dim & (dim - 1):
+        raise RuntimeError(f"triton-flash supports head dims 16..256 that are powers of two, not {dim}")
+    if window and not causal:
+        raise RuntimeError("a sliding window is a causal window here: pass causal=True")
+    if INTERPRET and q.dtype == torch.bfloat16:
+        raise RuntimeError("Triton's interpreter computes bfloat16 wrongly (numpy has no "
+                           "bfloat16): use float16 or float32 with TRITON_INTERPRET=1")
+
+
+def _launch(q, k, v, causal: bool, window: int):
+    batch, heads, seq, dim = q.shape
+    out = torch.empty_like(q)
+
+    def grid(meta):
+        return (triton.cdiv(seq, meta["BLOCK_M"]), batch * heads)
+
+    launch = _attn_fwd
+    if not INTERPRET and hasattr(torch.library, "wrap_triton"):
+        launch = torch.library.wrap_triton(_attn_fwd)  # so Inductor sees the kernel, not a blob
+    launch[grid](q, k, v, out, 1.0 / math.sqrt(dim), *q.stride(), *k.stride(), *v.stride(),
+                 *out.stride(), heads, heads // k.shape[1], seq,
+                 HEAD_DIM=dim, CAUSAL=causal, WINDOW=window)
+    return out
+
+
+if hasattr(torch.library, "triton_op"):
+    @torch.library.triton_op("compilekit::flash_attention", mutates_args=())
+    def _flash_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                  window: int) -> torch.Tensor:
+        return _launch(q, k, v, causal, window)
+else:  # torch < 2.6: no triton_op; eager only
+    _flash_op = _launch
+
+
+def flash_attention(q, k, v, causal: bool = True, window: int = 0):
+    """softmax(q kT / sqrt(D) + mask) v for q [B, H, S, D], k/v [B, H_kv, S, D]."""
+    check_inputs(q, k, v, causal, window)
+    if INTERPRET:  # the interpreter runs on host tensors; skip the op layer it cannot trace
+        return _launch(q.contiguous(), k.contiguous(), v.contiguous(), causal, window)
+    return _flash_op(q, k, v, causal, window)
+
+
+def attention(q, k, v):
+    return flash_attention(q, k, v, causal=True)

@@ -1,0 +1,12 @@
+"""triton-flash with grouped-query attention: GQA_GROUP query heads per K/V head."""
+
+from variants.masks import gqa_reference as reference  # noqa: F401
+from variants.masks import shared_kv
+from variants.triton_flash import flash_attention
+
+DESCRIPTION = "triton-flash, causal, 4 query heads per K/V head (GQA)"
+
+
+def attention(q, k, v):
+    k, v = shared_kv(k, v)  # (B, H / 4, S, D)
+    return flash_attention(q, k, v, causal=True)
