@@ -16,11 +16,15 @@ import re
 
 import torch
 
-PROVENANCE_ARTIFACTS = ("inductor_provenance_tracking_node_mappings",
-                        "inductor_provenance_tracking_kernel_stack_traces")
-# `name = async_compile.triton('name', '''src''', ...)` / `async_compile.cpp_pybinding([...], r'''src''')`
+PROVENANCE_ARTIFACTS = (
+    "inductor_provenance_tracking_node_mappings",
+    "inductor_provenance_tracking_kernel_stack_traces",
+)
+# `name = async_compile.triton('name', '''src''', ...)` or
+# `name = async_compile.cpp_pybinding([...], r'''src''')`
 KERNEL_DEF_RE = re.compile(
-    r"^(?P<name>\w+) = async_compile\.(?P<how>\w+)\(.*?r?'''\n?(?P<src>.*?)'''", re.S | re.M)
+    r"^(?P<name>\w+) = async_compile\.(?P<how>\w+)\(.*?r?'''\n?(?P<src>.*?)'''", re.S | re.M
+)
 
 
 def _shim_load_by_key_path(key, path, linemap=None, attrs=None, **kwargs):
@@ -88,7 +92,7 @@ def _trace_records(trace_dir: str):
                     yield meta, "".join(payload)
                 start = line.find("] {")
                 try:
-                    meta = json.loads(line[start + 2:]) if start >= 0 else None
+                    meta = json.loads(line[start + 2 :]) if start >= 0 else None
                 except json.JSONDecodeError:
                     meta = None
                 payload = []

@@ -23,13 +23,15 @@ def resolve_device(name: str) -> str:
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
-        raise UserError("device 'cuda' asked for but torch sees no CUDA GPU: use DEVICE=cpu "
-                        "(or DEVICE=auto)")
+        raise UserError(
+            "device 'cuda' asked for but torch sees no CUDA GPU: use DEVICE=cpu (or DEVICE=auto)"
+        )
     return name
 
 
-def make_cell(variant: str, mode: str, shape: str | None, dtype: str | None, device: str,
-              seed: int = 0) -> Cell:
+def make_cell(
+    variant: str, mode: str, shape: str | None, dtype: str | None, device: str, seed: int = 0
+) -> Cell:
     """Validate every field a user typed and fill the per-device defaults."""
     from compilekit.modes import check_mode
     from compilekit.variant import load_variant
@@ -39,8 +41,14 @@ def make_cell(variant: str, mode: str, shape: str | None, dtype: str | None, dev
     shape_obj = parse_shape(shape) if shape else None
     dtype_name = parse_dtype(dtype) if dtype else None
     device = resolve_device(device)
-    return Cell(variant, mode, shape_obj or parse_shape(DEFAULT_SHAPES[device]),
-                dtype_name or DEFAULT_DTYPES[device], device, seed)
+    return Cell(
+        variant,
+        mode,
+        shape_obj or parse_shape(DEFAULT_SHAPES[device]),
+        dtype_name or DEFAULT_DTYPES[device],
+        device,
+        seed,
+    )
 
 
 def cmd_run(args) -> int:
@@ -49,8 +57,10 @@ def cmd_run(args) -> int:
     cell = make_cell(args.variant, args.mode, args.shape, args.dtype, args.device, args.seed)
     result = runner.launch(cell, args.out, fresh=args.fresh, timeout_s=args.timeout)
     if result.get("unsupported"):
-        raise UserError(f"{result['unsupported']} (choose another variant, mode, dtype or device; "
-                        "`compilekit list` shows them)")
+        raise UserError(
+            f"{result['unsupported']} (choose another variant, mode, dtype or device; "
+            "`compilekit list` shows them)"
+        )
     print(report.cell_table([result]))
     for line in report.cell_notes(result):
         print(line)
@@ -67,8 +77,10 @@ def cmd_list(args) -> int:
     print(tabulate(describe_all(), headers=["variant", "what it is"]))
     print()
     print(tabulate([(m, d) for m, (_, d) in MODES.items()], headers=["mode", "what it does"]))
-    print("\nA variant of your own: VARIANT=path/to/file.py:callable (signature (q, k, v) -> out, "
-          "[B, H, S, D]).")
+    print(
+        "\nA variant of your own: VARIANT=path/to/file.py:callable (signature (q, k, v) -> out, "
+        "[B, H, S, D])."
+    )
     return 0
 
 
@@ -103,15 +115,23 @@ def cmd_sweep(args) -> int:
         gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else available
         unknown = [g for g in gpus if g not in available]
         if unknown:
-            raise UserError(f"GPUs {','.join(unknown)} not visible (torch sees "
-                            f"{','.join(available) or 'none'}): set GPUS= to some of those")
+            raise UserError(
+                f"GPUs {','.join(unknown)} not visible (torch sees "
+                f"{','.join(available) or 'none'}): set GPUS= to some of those"
+            )
     os.makedirs(out_dir, exist_ok=True)
     env = envinfo.environment("cuda" if "cuda" in devices else "cpu", runner.default_cache_root())
     with open(os.path.join(out_dir, "env.json"), "w") as f:
         json.dump(env, f, indent=2)
-    results = sweep.run_sweep(experiment, out_dir, gpus=gpus, force=args.force,
-                              retry_failed=args.retry_failed, fresh=args.fresh,
-                              per_gpu=args.per_gpu)
+    results = sweep.run_sweep(
+        experiment,
+        out_dir,
+        gpus=gpus,
+        force=args.force,
+        retry_failed=args.retry_failed,
+        fresh=args.fresh,
+        per_gpu=args.per_gpu,
+    )
     print(sweepreport.report(out_dir))
     return 0 if all(r.get("ok") or r.get("unsupported") for r in results) else 1
 
@@ -129,8 +149,11 @@ def cmd_env(args) -> int:
     from compilekit import envinfo, runner
 
     device = resolve_device(args.device)
-    print(json.dumps(envinfo.environment(device, runner.default_cache_root(), args.remeasure),
-                     indent=2))
+    print(
+        json.dumps(
+            envinfo.environment(device, runner.default_cache_root(), args.remeasure), indent=2
+        )
+    )
     return 0
 
 
@@ -139,17 +162,25 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="measure one cell: variant x mode x shape x dtype x device")
-    run.add_argument("--variant", default="naive", help="registry name or path/to/file.py:callable")
+    run.add_argument(
+        "--variant", default="naive", help="registry name or path/to/file.py:callable"
+    )
     run.add_argument("--mode", default="default")
-    run.add_argument("--shape", default=None, help="BxHxSxD (default: 8x16x1024x64 on cuda, "
-                     "1x8x512x64 on cpu)")
+    run.add_argument(
+        "--shape", default=None, help="BxHxSxD (default: 8x16x1024x64 on cuda, 1x8x512x64 on cpu)"
+    )
     run.add_argument("--dtype", default=None, help="default: bfloat16 on cuda, float32 on cpu")
     run.add_argument("--device", default="auto", help="auto, cpu or cuda")
     run.add_argument("--out", default="runs", help="the run directory goes under this one")
     run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--fresh", action="store_true", help="empty this cell's compile cache first "
-                     "(re-measures the cold compile)")
-    run.add_argument("--timeout", type=float, default=1800, help="seconds before the cell is killed")
+    run.add_argument(
+        "--fresh",
+        action="store_true",
+        help="empty this cell's compile cache first (re-measures the cold compile)",
+    )
+    run.add_argument(
+        "--timeout", type=float, default=1800, help="seconds before the cell is killed"
+    )
     run.set_defaults(func=cmd_run)
 
     lst = sub.add_parser("list", help="variants and modes, one line each")
@@ -172,8 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--force", action="store_true", help="re-run cells already done")
     sw.add_argument("--retry-failed", action="store_true", help="re-run cells that failed")
     sw.add_argument("--fresh", action="store_true", help="empty each cell's compile cache first")
-    sw.add_argument("--per-gpu", type=int, default=3, help="cell processes per GPU; they start "
-                    "up side by side but take turns on the GPU (default 3)")
+    sw.add_argument(
+        "--per-gpu",
+        type=int,
+        default=3,
+        help="cell processes per GPU; they start "
+        "up side by side but take turns on the GPU (default 3)",
+    )
     sw.set_defaults(func=cmd_sweep)
 
     rep = sub.add_parser("report", help="tables, REPORT.md and plots for a sweep directory")
@@ -197,3 +233,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("compilekit: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `compilekit kernels RUN | head`: the reader left, not an error
+        sys.stderr.close()
+        return 0

@@ -9,9 +9,14 @@ from __future__ import annotations
 import contextlib
 import logging
 
-SDPA_BACKENDS = (("cudnn", "cudnn"), ("flash", "flash"), ("fmha", "efficient"),
-                 ("efficient", "efficient"), ("_scaled_dot_product_attention_math", "math"),
-                 ("math", "math"))
+SDPA_BACKENDS = (
+    ("cudnn", "cudnn"),
+    ("flash", "flash"),
+    ("fmha", "efficient"),
+    ("efficient", "efficient"),
+    ("_scaled_dot_product_attention_math", "math"),
+    ("math", "math"),
+)
 
 
 class _Collect(logging.Handler):
@@ -48,18 +53,24 @@ def dynamo_counters() -> dict:
     """Graph breaks, compiled frames and Inductor counters from torch._dynamo.utils.counters."""
     from torch._dynamo.utils import counters
 
-    return {"graph_breaks": dict(counters["graph_break"]),
-            "unique_graphs": counters["stats"].get("unique_graphs", 0),
-            "calls_captured": counters["stats"].get("calls_captured", 0),
-            "recompiles": dict(counters["recompiles"]) if "recompiles" in counters else {},
-            "inductor": {k: v for k, v in counters["inductor"].items() if v}}
+    return {
+        "graph_breaks": dict(counters["graph_break"]),
+        "unique_graphs": counters["stats"].get("unique_graphs", 0),
+        "calls_captured": counters["stats"].get("calls_captured", 0),
+        "recompiles": dict(counters["recompiles"]) if "recompiles" in counters else {},
+        "inductor": {k: v for k, v in counters["inductor"].items() if v},
+    }
 
 
 def sdpa_backend(kernel_records: list[dict], op_names: list[str] = ()) -> str | None:
     """The SDPA backend that ran, read off the kernels, their launching ops and the profiled op
     names (on CPU the backend shows only as a nested op); None if no SDPA ran."""
-    names = " ".join([f"{r['name']} {r['launcher']}" for r in kernel_records] + list(op_names)).lower()
-    if "scaled_dot_product" not in names and not any(k in names for k in ("flash", "fmha", "cudnn")):
+    names = " ".join(
+        [f"{r['name']} {r['launcher']}" for r in kernel_records] + list(op_names)
+    ).lower()
+    if "scaled_dot_product" not in names and not any(
+        k in names for k in ("flash", "fmha", "cudnn")
+    ):
         return None
     for needle, backend in SDPA_BACKENDS:
         if needle in names:
@@ -67,13 +78,41 @@ def sdpa_backend(kernel_records: list[dict], op_names: list[str] = ()) -> str | 
     return "unknown"
 
 
-def cudagraph_status(mode_uses_cudagraphs: bool, device: str, skips: int, reasons: list[str]) -> dict:
+def cudagraph_status(
+    mode_uses_cudagraphs: bool, device: str, skips: int, reasons: list[str]
+) -> dict:
     """Whether CUDA graphs were asked for, applied, and if not, torch's reason."""
     if not mode_uses_cudagraphs:
         return {"requested": False, "applied": False, "note": "mode does not use CUDA graphs"}
     if skips or reasons:
         reason = "; ".join(dict.fromkeys(reasons)) or f"{skips} cudagraph skip(s) counted"
-        return {"requested": True, "applied": False,
-                "note": f"CUDA graphs requested but skipped on {device}: {reason}"}
-    return {"requested": True, "applied": device == "cuda",
-            "note": "CUDA graphs applied" if device == "cuda" else "no CUDA device"}
+        return {
+            "requested": True,
+            "applied": False,
+            "note": f"CUDA graphs requested but skipped on {device}: {reason}",
+        }
+    return {
+        "requested": True,
+        "applied": device == "cuda",
+        "note": "CUDA graphs applied" if device == "cuda" else "no CUDA device",
+    }
+
+
+def attention_rewrite(dynamo: dict, kernel_records: list[dict]) -> str | None:
+    """Whether Inductor's fuse_attention pass turned a written-out attention into SDPA.
+
+    Only asked where the compiled graph still holds the pattern (a matmul and a softmax);
+    None otherwise.
+    """
+    fired = (dynamo.get("inductor") or {}).get("fuse_attention", 0)
+    if fired:
+        return f"Inductor's fuse_attention rewrite fired {fired} time(s): the pattern became SDPA"
+    ops = {op for r in kernel_records for op in r["aten_ops"]}
+    has_matmul = any(op.endswith(("bmm", "mm", "matmul")) for op in ops)
+    has_softmax = any(op.endswith(("amax", "_softmax", "softmax", "exp")) for op in ops)
+    if has_matmul and has_softmax:
+        return (
+            "Inductor's fuse_attention rewrite did not fire: the pattern stays matmul + "
+            "softmax + matmul (see kernels.json)"
+        )
+    return None

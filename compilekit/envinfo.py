@@ -15,9 +15,13 @@ def versions() -> dict:
     """torch, triton, depyf, CUDA, cuDNN, driver and GPU, as the running process sees them."""
     import torch
 
-    info = {"python": platform.python_version(), "torch": torch.__version__,
-            "cuda": torch.version.cuda, "cpu": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count()}
+    info = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+    }
     for name in ("triton", "depyf"):
         try:
             info[name] = __import__(name).__version__
@@ -25,16 +29,26 @@ def versions() -> dict:
             info[name] = None
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
-        info.update(gpu=props.name, gpu_count=torch.cuda.device_count(),
-                    gpu_memory_gb=round(props.total_memory / 1e9, 1),
-                    sm_count=props.multi_processor_count,
-                    cudnn=torch.backends.cudnn.version())
+        info.update(
+            gpu=props.name,
+            gpu_count=torch.cuda.device_count(),
+            gpu_memory_gb=round(props.total_memory / 1e9, 1),
+            sm_count=props.multi_processor_count,
+            cudnn=torch.backends.cudnn.version(),
+        )
         try:
             import subprocess
 
-            info["driver"] = subprocess.run(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
+            info["driver"] = (
+                subprocess.run(
+                    ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                    capture_output=True,
+                    text=True,
+                    timeout=20,
+                )
+                .stdout.strip()
+                .splitlines()[0]
+            )
         except (OSError, IndexError, subprocess.SubprocessError):
             info["driver"] = None
     return info
@@ -77,16 +91,22 @@ def measure_ceilings(device: str) -> dict:
     src = torch.randn(copy_bytes // 4, device=device)
     dst = torch.empty_like(src)
     copy_s = _median_time_s(lambda: dst.copy_(src), device, reps)
-    return {"matmul_dtype": str(dtype).replace("torch.", ""), "matmul_n": n,
-            "matmul_tflops": 2 * n**3 / matmul_s / 1e12,
-            "copy_gbps": 2 * copy_bytes / copy_s / 1e9, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    return {
+        "matmul_dtype": str(dtype).replace("torch.", ""),
+        "matmul_n": n,
+        "matmul_tflops": 2 * n**3 / matmul_s / 1e12,
+        "copy_gbps": 2 * copy_bytes / copy_s / 1e9,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
 
 
 def environment(device: str, cache_root: str, remeasure: bool = False) -> dict:
     """Versions plus ceilings for `device`; ceilings come from the cache when already measured."""
     info = versions()
     key = f"{info.get('gpu') if device == 'cuda' else info['cpu']}-{info['torch']}-{device}"
-    path = os.path.join(cache_root, "ceilings-" + "".join(c if c.isalnum() else "_" for c in key) + ".json")
+    path = os.path.join(
+        cache_root, "ceilings-" + "".join(c if c.isalnum() else "_" for c in key) + ".json"
+    )
     if os.path.exists(path) and not remeasure:
         with open(path) as f:
             ceilings = json.load(f)

@@ -15,11 +15,14 @@ _REFERENCE_CHUNK_BYTES = 1 << 30
 
 
 def make_inputs(shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
-    """Seeded q, k, v of `shape` ([B, H, S, D]); drawn in float32 so every dtype sees the same values."""
+    """Seeded q, k, v of `shape` ([B, H, S, D]), drawn in float32 so that every dtype sees
+    the same values."""
     gen = torch.Generator(device="cpu").manual_seed(seed)
     dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
-    return tuple(torch.randn(dims, generator=gen).to(device=device, dtype=getattr(torch, dtype))
-                 for _ in range(3))
+    return tuple(
+        torch.randn(dims, generator=gen).to(device=device, dtype=getattr(torch, dtype))
+        for _ in range(3)
+    )
 
 
 def causal_reference(q, k, v) -> torch.Tensor:
@@ -37,7 +40,8 @@ def causal_reference(q, k, v) -> torch.Tensor:
 
 
 def reference_output(variant, q, k, v) -> torch.Tensor:
-    """The float64 truth for a variant: its own `reference` if it has one, else causal attention."""
+    """The float64 truth for a variant: its own `reference` if it has one, else causal
+    attention."""
     if variant.reference is None:
         return causal_reference(q, k, v)
     return variant.reference(*(t.to(torch.float64) for t in (q, k, v)))

@@ -15,11 +15,21 @@ import torch
 TORCH_DIR = os.path.dirname(torch.__file__)
 COMPILEKIT_DIR = os.path.dirname(os.path.abspath(__file__))
 STDLIB_DIR = os.path.dirname(os.__file__)
-FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)')
-NODE_RE = re.compile(r'^\s*(?P<node>\w+): "[^"]*" = torch\.ops\.(?P<target>[\w.]+?)(?:\.default|\.Tensor|\.Scalar|\.\w+)?\(', re.M)
-FILE_COMMENT_RE = re.compile(r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<func>\S+), code: (?P<code>.*)$")
-TRITON_COMMENT_RE = re.compile(r"# Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\], "
-                               r"Original ATen: \[(?P<aten>[^\]]*)\]")
+FRAME_RE = re.compile(
+    r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)'
+)
+NODE_RE = re.compile(
+    r'^\s*(?P<node>\w+): "[^"]*" = torch\.ops\.'
+    r"(?P<target>[\w.]+?)(?:\.default|\.Tensor|\.Scalar|\.\w+)?\(",
+    re.M,
+)
+FILE_COMMENT_RE = re.compile(
+    r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<func>\S+), code: (?P<code>.*)$"
+)
+TRITON_COMMENT_RE = re.compile(
+    r"# Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\], "
+    r"Original ATen: \[(?P<aten>[^\]]*)\]"
+)
 GENERATED_PREFIXES = ("triton_", "cpp_")
 LIBRARY_RE = re.compile(r"flash|fmha|cudnn|cutlassF|efficient_attention|sdpa", re.I)
 
@@ -30,7 +40,11 @@ def parse_graph_code(code: str) -> dict[str, dict]:
     for line in code.splitlines():
         comment = FILE_COMMENT_RE.match(line)
         if comment:
-            where = {"file": comment["file"], "line": int(comment["line"]), "code": comment["code"].strip()}
+            where = {
+                "file": comment["file"],
+                "line": int(comment["line"]),
+                "code": comment["code"].strip(),
+            }
             continue
         node = NODE_RE.match(line)
         if node:
@@ -79,7 +93,7 @@ def provenance_index(graph: dict) -> dict[str, list[dict]]:
     second bmm of the graph.
     """
     stacks = graph.get("kernel_stack_traces") or {}
-    mappings = (graph.get("node_mappings") or {})
+    mappings = graph.get("node_mappings") or {}
     code_to_post = mappings.get("cppCodeToPost") or {}
     post_nodes = parse_graph_code(graph.get("post_grad_graph", ""))
     index: dict[str, list] = {}
@@ -99,7 +113,8 @@ def provenance_index(graph: dict) -> dict[str, list[dict]]:
 
 
 def comment_index(graph: dict, kernel_sources: dict[str, str]) -> dict[str, list[dict]]:
-    """The fallback: Triton kernels' `Source Nodes` comments joined with the Dynamo graph's lines."""
+    """The fallback: Triton kernels' `Source Nodes` comments joined with the Dynamo graph's
+    `# File:` lines."""
     dynamo_nodes = parse_graph_code(graph.get("dynamo_graph", ""))
     index = {}
     for name, src in kernel_sources.items():
@@ -107,10 +122,18 @@ def comment_index(graph: dict, kernel_sources: dict[str, str]) -> dict[str, list
         if not m:
             continue
         nodes = [n.strip() for n in m["nodes"].split(",") if n.strip()]
-        lines = [{k: dynamo_nodes[n][k] for k in ("file", "line", "code")}
-                 for n in nodes if "file" in dynamo_nodes.get(n, {})]
-        index[name] = [{"aten_ops": [a.strip() for a in m["aten"].split(",") if a.strip()],
-                        "source_lines": _dedupe(lines), "origin_lines": _dedupe(lines)}]
+        lines = [
+            {k: dynamo_nodes[n][k] for k in ("file", "line", "code")}
+            for n in nodes
+            if "file" in dynamo_nodes.get(n, {})
+        ]
+        index[name] = [
+            {
+                "aten_ops": [a.strip() for a in m["aten"].split(",") if a.strip()],
+                "source_lines": _dedupe(lines),
+                "origin_lines": _dedupe(lines),
+            }
+        ]
     return index
 
 
@@ -127,8 +150,14 @@ def classify(name: str, launcher: str, source: str | None, compiled: bool) -> st
     return "extern" if compiled else "aten"
 
 
-def build_map(forward: dict, graphs: dict, kernel_files: dict[str, str], run_dir: str,
-              compiled: bool, eager_lines: dict | None = None) -> list[dict]:
+def build_map(
+    forward: dict,
+    graphs: dict,
+    kernel_files: dict[str, str],
+    run_dir: str,
+    compiled: bool,
+    eager_lines: dict | None = None,
+) -> list[dict]:
     """Join the profiled kernels of one forward with what the compile recorded about each
     (or, for an eager run, with the stacks of the ops that launched them: `eager_lines`)."""
     sources = {}
@@ -143,8 +172,15 @@ def build_map(forward: dict, graphs: dict, kernel_files: dict[str, str], run_dir
     # Extern/library call sites in graph order. Under a CUDA-graph replay the profiler cannot tell
     # which op launched a cuBLAS kernel (the launcher is the replay), but the replay keeps the
     # graph's order, so the n-th unmatched extern kernel is the n-th unused extern call site.
-    extern_sites = sorted((rec for base, recs in by_provenance.items() if not base.startswith(
-        GENERATED_PREFIXES) for rec in recs), key=lambda rec: rec["order"])
+    extern_sites = sorted(
+        (
+            rec
+            for base, recs in by_provenance.items()
+            if not base.startswith(GENERATED_PREFIXES)
+            for rec in recs
+        ),
+        key=lambda rec: rec["order"],
+    )
     used: list = []
     records = []
     for k in forward["kernels"]:
@@ -152,7 +188,10 @@ def build_map(forward: dict, graphs: dict, kernel_files: dict[str, str], run_dir
         keys = [k["name"], op] if compiled else []
         found, via = None, "none"
         for key in keys:
-            for index, how in ((by_provenance, "inductor provenance"), (by_comments, "kernel comments")):
+            for index, how in (
+                (by_provenance, "inductor provenance"),
+                (by_comments, "kernel comments"),
+            ):
                 sites = index.get(key)
                 if sites:
                     # the n-th call of an op in the forward is its n-th call site in the graph
@@ -168,18 +207,30 @@ def build_map(forward: dict, graphs: dict, kernel_files: dict[str, str], run_dir
             used.append(found)
         if found is None and not compiled:
             frames = (eager_lines or {}).get((k["launcher"], k.get("launcher_index", 0)), [])
-            found = {"aten_ops": [k["launcher"]], "source_lines": frames,
-                     "origin_lines": frames[:1]}
+            found = {
+                "aten_ops": [k["launcher"]],
+                "source_lines": frames,
+                "origin_lines": frames[:1],
+            }
             via = "call stack of the launching op (eager)"
-        records.append({
-            "name": k["name"], "kind": kind,
-            "launcher": k["launcher"], "aten_ops": (found or {}).get("aten_ops") or ([k["launcher"]] if k["launcher"] else []),
-            "source_lines": (found or {}).get("source_lines", []),
-            # the innermost line of each op fused into the kernel: what by_source_line charges
-            "origin_lines": (found or {}).get("origin_lines") or (found or {}).get("source_lines", [])[:1],
-            "source_via": via,
-            "source_file": kernel_files.get(k["name"]), "calls_per_forward": k["calls_per_forward"],
-            "device_ms": k["device_ms"], "share": k["device_ms"] * k["calls_per_forward"] / total_ms})
+        records.append(
+            {
+                "name": k["name"],
+                "kind": kind,
+                "launcher": k["launcher"],
+                "aten_ops": (found or {}).get("aten_ops")
+                or ([k["launcher"]] if k["launcher"] else []),
+                "source_lines": (found or {}).get("source_lines", []),
+                # the innermost line of each op fused into the kernel: what by_source_line charges
+                "origin_lines": (found or {}).get("origin_lines")
+                or (found or {}).get("source_lines", [])[:1],
+                "source_via": via,
+                "source_file": kernel_files.get(k["name"]),
+                "calls_per_forward": k["calls_per_forward"],
+                "device_ms": k["device_ms"],
+                "share": k["device_ms"] * k["calls_per_forward"] / total_ms,
+            }
+        )
     return records
 
 
@@ -195,7 +246,9 @@ def by_source_line(records: list[dict]) -> list[dict]:
         per_forward_ms = rec["device_ms"] * rec["calls_per_forward"]
         origins = rec.get("origin_lines") or rec["source_lines"][:1]
         for ln in origins:
-            row = lines.setdefault((ln["file"], ln["line"]), {**ln, "kernels": [], "attributed_ms": 0.0})
+            row = lines.setdefault(
+                (ln["file"], ln["line"]), {**ln, "kernels": [], "attributed_ms": 0.0}
+            )
             row["kernels"].append(rec["name"])
             row["attributed_ms"] += per_forward_ms / len(origins)
     return sorted(lines.values(), key=lambda r: (r["file"], r["line"]))

@@ -10,14 +10,22 @@ import torch
 MODES = {
     "eager": (None, "no compile: the variant as written"),
     "default": ({}, "torch.compile(): Dynamo + Inductor, fused Triton (GPU) or C++ (CPU) kernels"),
-    "reduce-overhead": ({"mode": "reduce-overhead"}, "Inductor + CUDA graphs (CUDA only; "
-                        "skipped on CPU, and the run says so)"),
-    "max-autotune": ({"mode": "max-autotune"}, "Inductor + autotuned GEMM/template choices + "
-                     "CUDA graphs"),
-    "max-autotune-no-cudagraphs": ({"mode": "max-autotune-no-cudagraphs"},
-                                   "Inductor + autotuned GEMM/template choices, no CUDA graphs"),
-    "cudagraphs": ({"backend": "cudagraphs"}, "Dynamo + CUDA graph capture, no Inductor "
-                   "(CUDA only)"),
+    "reduce-overhead": (
+        {"mode": "reduce-overhead"},
+        "Inductor + CUDA graphs (CUDA only; skipped on CPU, and the run says so)",
+    ),
+    "max-autotune": (
+        {"mode": "max-autotune"},
+        "Inductor + autotuned GEMM/template choices + CUDA graphs",
+    ),
+    "max-autotune-no-cudagraphs": (
+        {"mode": "max-autotune-no-cudagraphs"},
+        "Inductor + autotuned GEMM/template choices, no CUDA graphs",
+    ),
+    "cudagraphs": (
+        {"backend": "cudagraphs"},
+        "Dynamo + CUDA graph capture, no Inductor (CUDA only)",
+    ),
 }
 
 # Modes that ask for CUDA graphs: on a CPU device torch drops them and says so only in a counter.
@@ -34,8 +42,10 @@ def check_mode(name: str) -> None:
 def unsupported_reason(name: str, device: str) -> str | None:
     """Why this mode cannot run on this device, asking torch; None if it can."""
     if name == "cudagraphs" and not (device == "cuda" and torch.cuda.is_available()):
-        return ("mode 'cudagraphs' captures CUDA graphs and needs a CUDA device; "
-                "use mode 'default' (or 'eager') on cpu")
+        return (
+            "mode 'cudagraphs' captures CUDA graphs and needs a CUDA device; "
+            "use mode 'default' (or 'eager') on cpu"
+        )
     return None
 
 

@@ -18,20 +18,26 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 WAIT, WARMUP, ACTIVE = 1, 2, 5
 # Frames torch.compile wraps around the real work; on CPU we descend through them to the kernels.
-WRAPPER_RE = re.compile(r"^(Torch-Compiled Region|TorchDynamo Cache Lookup|## |AOTDispatcher|"
-                        r"CompiledFunction|Pregraph|Inductor|cudagraph|CUDAGraph|## Call)")
+WRAPPER_RE = re.compile(
+    r"^(Torch-Compiled Region|TorchDynamo Cache Lookup|## |AOTDispatcher|"
+    r"CompiledFunction|Pregraph|Inductor|cudagraph|CUDAGraph|## Call)"
+)
 CPU_KERNEL_RE = re.compile(r"^graph_\d+_(cpp_\w+)$")
 
 
-def run_profiler(fn: Callable, args, label: str, device: str, run_dir: str,
-                 with_memory: bool = False):
+def run_profiler(
+    fn: Callable, args, label: str, device: str, run_dir: str, with_memory: bool = False
+):
     """Profile WAIT+WARMUP+ACTIVE steps of fn(*args), each step labelled `label`."""
     activities = [ProfilerActivity.CPU]
     if device == "cuda":
         activities.append(ProfilerActivity.CUDA)
     steps = WAIT + WARMUP + ACTIVE
-    with profile(activities=activities, schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE),
-                 profile_memory=with_memory) as prof:
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE),
+        profile_memory=with_memory,
+    ) as prof:
         for _ in range(steps):
             with record_function(label):
                 fn(*args)
@@ -50,20 +56,32 @@ def op_table(prof, device: str) -> list[dict]:
     rows = [a for a in prof.key_averages() if a.key != "ProfilerStep*"]
     key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
     total = sum(getattr(a, key) for a in rows) or 1.0
-    table = [{"name": a.key, "calls_per_forward": a.count / ACTIVE,
-              "self_device_ms": a.self_device_time_total / 1e3 / ACTIVE,
-              "self_cpu_ms": a.self_cpu_time_total / 1e3 / ACTIVE,
-              "share": getattr(a, key) / total,
-              **({"cpu_memory_mb": a.self_cpu_memory_usage / 2**20 / ACTIVE} if a.cpu_memory_usage
-                 else {})} for a in rows]
+    table = [
+        {
+            "name": a.key,
+            "calls_per_forward": a.count / ACTIVE,
+            "self_device_ms": a.self_device_time_total / 1e3 / ACTIVE,
+            "self_cpu_ms": a.self_cpu_time_total / 1e3 / ACTIVE,
+            "share": getattr(a, key) / total,
+            **(
+                {"cpu_memory_mb": a.self_cpu_memory_usage / 2**20 / ACTIVE}
+                if a.cpu_memory_usage
+                else {}
+            ),
+        }
+        for a in rows
+    ]
     return sorted(table, key=lambda r: -r["share"])
 
 
 def _cpu_kernels(event, out: list) -> None:
     """Leaves of the work under a step label: aten ops and Inductor's C++ kernels."""
     for child in event.cpu_children:
-        if CPU_KERNEL_RE.match(child.name) or child.name.startswith("aten::") or (
-                not child.cpu_children and not WRAPPER_RE.match(child.name)):
+        if (
+            CPU_KERNEL_RE.match(child.name)
+            or child.name.startswith("aten::")
+            or (not child.cpu_children and not WRAPPER_RE.match(child.name))
+        ):
             out.append(child)
         else:
             _cpu_kernels(child, out)
@@ -125,8 +143,11 @@ def eager_source_lines(fn, args) -> dict[tuple[str, int], list[dict]]:
     counts: dict[str, int] = {}
 
     def record(name: str) -> None:
-        frames = [{"file": f.filename, "line": f.lineno, "code": (f.line or "").strip()}
-                  for f in reversed(traceback.extract_stack()) if is_user_file(f.filename)]
+        frames = [
+            {"file": f.filename, "line": f.lineno, "code": (f.line or "").strip()}
+            for f in reversed(traceback.extract_stack())
+            if is_user_file(f.filename)
+        ]
         index = counts.get(name, 0)
         counts[name] = index + 1
         lines.setdefault((name, index), frames)
@@ -174,14 +195,26 @@ def forward_kernels(prof, label: str, device: str) -> dict:
     n_launches = 0
     for step in steps:
         for name, launcher, index, _, ms in _indexed(_step_launches(step, device)):
-            rec = per_key.setdefault((name, launcher, index), {
-                "name": name, "launcher": launcher, "launcher_index": index, "samples_ms": []})
+            rec = per_key.setdefault(
+                (name, launcher, index),
+                {"name": name, "launcher": launcher, "launcher_index": index, "samples_ms": []},
+            )
             rec["samples_ms"].append(ms)
             n_launches += 1
     # Medians, not means: one slow step (a page fault, a preempted core) should not own the map.
-    kernels = [{"name": r["name"], "launcher": r["launcher"], "launcher_index": r["launcher_index"],
-                "calls_per_forward": len(r["samples_ms"]) / n_steps,
-                "device_ms": statistics.median(r["samples_ms"])} for r in per_key.values()]
-    return {"kernels": kernels, "kernels_per_forward": n_launches / n_steps,
-            "forward_device_ms": sum(k["device_ms"] * k["calls_per_forward"] for k in kernels),
-            "forward_cpu_ms": sum(e.cpu_time_total for e in steps) / 1e3 / n_steps}
+    kernels = [
+        {
+            "name": r["name"],
+            "launcher": r["launcher"],
+            "launcher_index": r["launcher_index"],
+            "calls_per_forward": len(r["samples_ms"]) / n_steps,
+            "device_ms": statistics.median(r["samples_ms"]),
+        }
+        for r in per_key.values()
+    ]
+    return {
+        "kernels": kernels,
+        "kernels_per_forward": n_launches / n_steps,
+        "forward_device_ms": sum(k["device_ms"] * k["calls_per_forward"] for k in kernels),
+        "forward_cpu_ms": sum(e.cpu_time_total for e in steps) / 1e3 / n_steps,
+    }

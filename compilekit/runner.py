@@ -92,14 +92,20 @@ def _unsupported(result: dict, stage_dir: str, reason: str) -> int:
 
 
 def _eager_probe(fn, args):
-    """Run the variant once eagerly; torch's own error (and the warnings that explain it) if not."""
+    """Run the variant once eagerly; if it cannot, torch's own error and the warnings that
+    explain it."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             return fn(*args), None
         except Exception as exc:  # any failure here means "this device cannot run this variant"
-            why = [str(w.message).splitlines()[0] for w in caught if "kernel not used" in str(w.message)
-                   or "not supported" in str(w.message) or "requires" in str(w.message)]
+            why = [
+                str(w.message).splitlines()[0]
+                for w in caught
+                if "kernel not used" in str(w.message)
+                or "not supported" in str(w.message)
+                or "requires" in str(w.message)
+            ]
             head = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             return None, "; ".join([head] + why[:4])
 
@@ -119,10 +125,15 @@ def _cold_compile(cell, variant, args, cache_dir: str) -> dict:
     os.makedirs(capture_dir)
     with capture.capture(os.path.join(capture_dir, "depyf")):
         cold_s, _ = _first_call(modes.build(cell.mode, variant.attention), args, cell.device)
-    _write_json(os.path.join(capture_dir, "graphs.json"),
-                capture.read_trace(os.environ.get("TORCH_TRACE", "")))
-    cold = {"compile_cold_s": cold_s, "with_capture": True,
-            "measured_at": datetime.datetime.now().isoformat(timespec="seconds")}
+    _write_json(
+        os.path.join(capture_dir, "graphs.json"),
+        capture.read_trace(os.environ.get("TORCH_TRACE", "")),
+    )
+    cold = {
+        "compile_cold_s": cold_s,
+        "with_capture": True,
+        "measured_at": datetime.datetime.now().isoformat(timespec="seconds"),
+    }
     _write_json(os.path.join(cache_dir, "cold.json"), cold)
     torch._dynamo.reset()  # the next compile starts from Dynamo's scratch, caches filled
     return cold
@@ -157,18 +168,29 @@ def _compile(cell, variant, args, stage_dir: str, cache_dir: str, result: dict):
                 async_compile.shutdown_compile_workers()
     from torch._dynamo.utils import counters
 
-    result.update(compile_cold_s=cold["compile_cold_s"], compile_warm_s=warm_s,
-                  compile_cold_measured_at=cold["measured_at"],
-                  compile_cold_note=("measured in this run, with the depyf/provenance capture on"
-                                     if measured_now else
-                                     "from the first run of this cell (cache kept in "
-                                     f"{cache_dir}); FRESH=1 measures it again"),
-                  compile_warm_note=("same process as the cold compile, after torch._dynamo.reset()"
-                                     if measured_now else "a new process, caches filled"),
-                  cudagraphs=diagnose.cudagraph_status(
-                      modes.uses_cudagraphs(cell.mode), cell.device,
-                      counters["inductor"].get("cudagraph_skips", 0), skip_reasons),
-                  dynamo=diagnose.dynamo_counters())
+    result.update(
+        compile_cold_s=cold["compile_cold_s"],
+        compile_warm_s=warm_s,
+        compile_cold_measured_at=cold["measured_at"],
+        compile_cold_note=(
+            "measured in this run, with the depyf/provenance capture on"
+            if measured_now
+            else "from the first run of this cell (cache kept in "
+            f"{cache_dir}); FRESH=1 measures it again"
+        ),
+        compile_warm_note=(
+            "same process as the cold compile, after torch._dynamo.reset()"
+            if measured_now
+            else "a new process, caches filled"
+        ),
+        cudagraphs=diagnose.cudagraph_status(
+            modes.uses_cudagraphs(cell.mode),
+            cell.device,
+            counters["inductor"].get("cudagraph_skips", 0),
+            skip_reasons,
+        ),
+        dynamo=diagnose.dynamo_counters(),
+    )
     with _step(result, "capture_copy"):
         if os.path.isdir(os.path.join(capture_dir, "depyf")):
             shutil.copytree(os.path.join(capture_dir, "depyf"), os.path.join(stage_dir, "depyf"))
@@ -189,9 +211,15 @@ def run_cell(cell, stage_dir: str, cache_dir: str) -> int:
     from compilekit import modes
     from compilekit.variant import load_variant
 
-    result = {"format_version": RESULT_VERSION, **cell.to_dict(), "torch_version": torch.__version__,
-              "ok": False, "unsupported": None, "error": None,
-              "steps_s": {"start_and_import": round(time.perf_counter() - PROCESS_START, 3)}}
+    result = {
+        "format_version": RESULT_VERSION,
+        **cell.to_dict(),
+        "torch_version": torch.__version__,
+        "ok": False,
+        "unsupported": None,
+        "error": None,
+        "steps_s": {"start_and_import": round(time.perf_counter() - PROCESS_START, 3)},
+    }
     if reason := modes.unsupported_reason(cell.mode, cell.device):
         return _unsupported(result, stage_dir, reason)
     if cell.device == "cpu":
@@ -200,8 +228,11 @@ def run_cell(cell, stage_dir: str, cache_dir: str) -> int:
     variant = load_variant(cell.variant)
     with _step(result, "prewarm"):
         compiles = cell.mode != "eager"
-        _prewarm(cell.device, compiles, compiles and not os.path.exists(
-            os.path.join(cache_dir, "cold.json")))
+        _prewarm(
+            cell.device,
+            compiles,
+            compiles and not os.path.exists(os.path.join(cache_dir, "cold.json")),
+        )
     with gpu_lock(result):
         return _measure(cell, variant, result, stage_dir, cache_dir)
 
@@ -218,8 +249,12 @@ def _measure(cell, variant, result: dict, stage_dir: str, cache_dir: str) -> int
         args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
         eager_out, reason = _eager_probe(variant.attention, args)
     if reason:
-        return _unsupported(result, stage_dir, f"variant {cell.variant!r} cannot run on "
-                            f"{cell.device} {cell.dtype} at {cell.shape}: {reason}")
+        return _unsupported(
+            result,
+            stage_dir,
+            f"variant {cell.variant!r} cannot run on "
+            f"{cell.device} {cell.dtype} at {cell.shape}: {reason}",
+        )
     with _step(result, "reference"):
         ref = inputs.reference_output(variant, *args)
     bound = inputs.ERROR_BOUNDS[cell.dtype]
@@ -239,11 +274,15 @@ def _measure(cell, variant, result: dict, stage_dir: str, cache_dir: str) -> int
     with _step(result, "time"):
         eager = timing.bench(variant.attention, args, cell.device)
         steady = eager if cell.mode == "eager" else timing.bench(compiled, args, cell.device)
-    result.update(eager_ms=eager["median_ms"], compiled_ms=steady["median_ms"],
-                  eager_timing=eager, compiled_timing=steady,
-                  speedup=eager["median_ms"] / steady["median_ms"],
-                  tflops=_tflops(cell.shape, steady["median_ms"]),
-                  eager_tflops=_tflops(cell.shape, eager["median_ms"]))
+    result.update(
+        eager_ms=eager["median_ms"],
+        compiled_ms=steady["median_ms"],
+        eager_timing=eager,
+        compiled_timing=steady,
+        speedup=eager["median_ms"] / steady["median_ms"],
+        tflops=_tflops(cell.shape, steady["median_ms"]),
+        eager_tflops=_tflops(cell.shape, eager["median_ms"]),
+    )
     if cell.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
         compiled(*args)
@@ -254,8 +293,9 @@ def _measure(cell, variant, result: dict, stage_dir: str, cache_dir: str) -> int
     with _step(result, "profile"):
         prof = profiling.run_profiler(compiled, args, label, cell.device, stage_dir)
         forward = profiling.forward_kernels(prof, label, cell.device)
-        eager_lines = (profiling.eager_source_lines(compiled, args)
-                       if cell.mode == "eager" else None)
+        eager_lines = (
+            profiling.eager_source_lines(compiled, args) if cell.mode == "eager" else None
+        )
         op_rows = profiling.op_table(prof, cell.device)
         _write_json(os.path.join(stage_dir, "ops.json"), op_rows)
     with _step(result, "map"):
@@ -263,17 +303,28 @@ def _measure(cell, variant, result: dict, stage_dir: str, cache_dir: str) -> int
         _write_json(os.path.join(stage_dir, "provenance.json"), graphs)
         _write_json(os.path.join(stage_dir, "forward.json"), forward)
         kernel_files = capture.write_kernels(graphs, stage_dir)
-        records = kernelmap.build_map(forward, graphs, kernel_files, stage_dir,
-                                      cell.mode != "eager", eager_lines)
-        _write_json(os.path.join(stage_dir, "kernels.json"), {
-            "forward_device_ms": forward["forward_device_ms"],
-            "forward_cpu_ms": forward["forward_cpu_ms"],
-            "kernels_per_forward": forward["kernels_per_forward"], "kernels": records,
-            "by_source_line": kernelmap.by_source_line(records)})
-    result.update(kernels_per_forward=forward["kernels_per_forward"],
-                  profiled_forward_device_ms=forward["forward_device_ms"],
-                  profiled_forward_cpu_ms=forward["forward_cpu_ms"],
-                  sdpa_backend=diagnose.sdpa_backend(records, [row["name"] for row in op_rows]))
+        records = kernelmap.build_map(
+            forward, graphs, kernel_files, stage_dir, cell.mode != "eager", eager_lines
+        )
+        _write_json(
+            os.path.join(stage_dir, "kernels.json"),
+            {
+                "forward_device_ms": forward["forward_device_ms"],
+                "forward_cpu_ms": forward["forward_cpu_ms"],
+                "kernels_per_forward": forward["kernels_per_forward"],
+                "kernels": records,
+                "by_source_line": kernelmap.by_source_line(records),
+            },
+        )
+    result.update(
+        kernels_per_forward=forward["kernels_per_forward"],
+        profiled_forward_device_ms=forward["forward_device_ms"],
+        profiled_forward_cpu_ms=forward["forward_cpu_ms"],
+        sdpa_backend=diagnose.sdpa_backend(records, [row["name"] for row in op_rows]),
+        attention_rewrite=(
+            diagnose.attention_rewrite(result["dynamo"], records) if "dynamo" in result else None
+        ),
+    )
     _write_json(os.path.join(stage_dir, "result.json"), result)
     return 0
 
@@ -291,9 +342,16 @@ def main(argv: list[str]) -> int:
     except Exception as exc:
         traceback.print_exc()
         result_path = os.path.join(stage_dir, "result.json")
-        _write_json(result_path, {"format_version": RESULT_VERSION, **cell.to_dict(), "ok": False,
-                                  "unsupported": None,
-                                  "error": f"{type(exc).__name__}: {str(exc).strip()[:2000]}"})
+        _write_json(
+            result_path,
+            {
+                "format_version": RESULT_VERSION,
+                **cell.to_dict(),
+                "ok": False,
+                "unsupported": None,
+                "error": f"{type(exc).__name__}: {str(exc).strip()[:2000]}",
+            },
+        )
         code = 1
     print(f"cell process: {time.perf_counter() - start:.1f} s", file=sys.stderr)
     return code
@@ -312,19 +370,37 @@ def cache_dir_for(cell, cache_root: str) -> str:
 
     from compilekit.variant import load_variant
 
-    key = json.dumps([cell.variant, load_variant(cell.variant).source_hash(), cell.mode,
-                      str(cell.shape), cell.dtype, cell.device, torch.__version__,
-                      platform.python_version()])
-    return os.path.join(cache_root, cell.label() + "-" + hashlib.sha256(key.encode()).hexdigest()[:12])
+    key = json.dumps(
+        [
+            cell.variant,
+            load_variant(cell.variant).source_hash(),
+            cell.mode,
+            str(cell.shape),
+            cell.dtype,
+            cell.device,
+            torch.__version__,
+            platform.python_version(),
+        ]
+    )
+    return os.path.join(
+        cache_root, cell.label() + "-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+    )
 
 
 def default_cache_root() -> str:
     return os.environ.get("COMPILEKIT_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "compilekit")
+        os.path.expanduser("~"), ".cache", "compilekit"
+    )
 
 
-def launch(cell, out_dir: str, cache_root: str | None = None, fresh: bool = False,
-           timeout_s: float = 1800, env: dict | None = None) -> dict:
+def launch(
+    cell,
+    out_dir: str,
+    cache_root: str | None = None,
+    fresh: bool = False,
+    timeout_s: float = 1800,
+    env: dict | None = None,
+) -> dict:
     """Run one cell in a fresh subprocess and move its run directory into out_dir atomically.
 
     Returns result.json's content plus `run_dir` and `exit_code`. A crash, a timeout or a CUDA
@@ -339,20 +415,33 @@ def launch(cell, out_dir: str, cache_root: str | None = None, fresh: bool = Fals
     stage_dir = f"{run_dir}.tmp-{os.getpid()}"
     shutil.rmtree(stage_dir, ignore_errors=True)
     os.makedirs(stage_dir)
-    child_env = {**os.environ, **(env or {}), "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_dir, "inductor"),
-                 "TORCH_TRACE": os.path.join(stage_dir, "torch_trace"), "PYTHONUNBUFFERED": "1"}
+    child_env = {
+        **os.environ,
+        **(env or {}),
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_dir, "inductor"),
+        "TORCH_TRACE": os.path.join(stage_dir, "torch_trace"),
+        "PYTHONUNBUFFERED": "1",
+    }
     if os.path.exists(os.path.join(cache_dir, "cold.json")):
         # Warm: every kernel comes from the cache, so a pool of compile workers would only cost
         # its start-up (seconds, and CPU taken from the timed calls).
         child_env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, child_env.get("PYTHONPATH")]))
-    cmd = [sys.executable, "-m", "compilekit.runner", json.dumps(cell.to_dict()), stage_dir, cache_dir]
+    cmd = [
+        sys.executable,
+        "-m",
+        "compilekit.runner",
+        json.dumps(cell.to_dict()),
+        stage_dir,
+        cache_dir,
+    ]
     start = time.perf_counter()
     with open(os.path.join(stage_dir, "log.txt"), "w") as log:
         try:
-            code = subprocess.run(cmd, env=child_env, stdout=log, stderr=subprocess.STDOUT,
-                                  timeout=timeout_s).returncode
+            code = subprocess.run(
+                cmd, env=child_env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s
+            ).returncode
         except subprocess.TimeoutExpired:
             code = "timeout"
     result_path = os.path.join(stage_dir, "result.json")
@@ -363,8 +452,13 @@ def launch(cell, out_dir: str, cache_root: str | None = None, fresh: bool = Fals
         with open(os.path.join(stage_dir, "log.txt"), errors="replace") as f:
             tail = f.read()[-1500:].strip()
         why = f"timed out after {timeout_s:.0f} s" if code == "timeout" else f"exit code {code}"
-        result = {"format_version": RESULT_VERSION, **cell.to_dict(), "ok": False,
-                  "unsupported": None, "error": f"cell process died ({why}): {tail}"}
+        result = {
+            "format_version": RESULT_VERSION,
+            **cell.to_dict(),
+            "ok": False,
+            "unsupported": None,
+            "error": f"cell process died ({why}): {tail}",
+        }
     result["wall_s"] = time.perf_counter() - start
     _write_json(result_path, result)
     old = f"{run_dir}.old-{os.getpid()}"

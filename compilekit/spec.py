@@ -10,8 +10,16 @@ import dataclasses
 import json
 import re
 
-DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16",
-          "half": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16", "float64": "float64"}
+DTYPES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float64": "float64",
+}
 DEVICES = ("auto", "cpu", "cuda")
 SHAPE_RE = re.compile(r"^(\d+)x(\d+)x(\d+)x(\d+)$")
 
@@ -41,8 +49,9 @@ def parse_shape(text: str) -> Shape:
     """Parse `BxHxSxD` (e.g. 8x16x1024x64) into a Shape."""
     match = SHAPE_RE.match(text.strip().lower())
     if not match or 0 in (dims := tuple(int(g) for g in match.groups())):
-        raise UserError(f"malformed shape {text!r}: write BxHxSxD with positive integers, "
-                        "e.g. 8x16x1024x64")
+        raise UserError(
+            f"malformed shape {text!r}: write BxHxSxD with positive integers, e.g. 8x16x1024x64"
+        )
     return Shape(*dims)
 
 
@@ -51,8 +60,9 @@ def parse_dtype(text: str) -> str:
     try:
         return DTYPES[text.strip().lower()]
     except KeyError:
-        raise UserError(f"unknown dtype {text!r}: choose one of "
-                        f"{', '.join(sorted(set(DTYPES.values())))}") from None
+        raise UserError(
+            f"unknown dtype {text!r}: choose one of {', '.join(sorted(set(DTYPES.values())))}"
+        ) from None
 
 
 def parse_device(text: str) -> str:
@@ -80,20 +90,41 @@ class Cell:
         return f"{variant}__{self.mode}__{self.shape}__{self.dtype}__{self.device}"
 
     def to_dict(self) -> dict:
-        return {"variant": self.variant, "mode": self.mode, "shape": str(self.shape),
-                "dtype": self.dtype, "device": self.device, "seed": self.seed}
+        return {
+            "variant": self.variant,
+            "mode": self.mode,
+            "shape": str(self.shape),
+            "dtype": self.dtype,
+            "device": self.device,
+            "seed": self.seed,
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> Cell:
-        return cls(data["variant"], data["mode"], parse_shape(data["shape"]), data["dtype"],
-                   data["device"], int(data.get("seed", 0)))
+        return cls(
+            data["variant"],
+            data["mode"],
+            parse_shape(data["shape"]),
+            data["dtype"],
+            data["device"],
+            int(data.get("seed", 0)),
+        )
 
 
 # ---- experiments: a TOML file that expands to cells -------------------------------------------
 
-EXPERIMENT_KEYS = {"name": str, "description": str, "variants": list, "modes": list, "shapes": list,
-                   "dtype": str, "device": str, "seed": int, "timeout_s": (int, float),
-                   "matrix": list}
+EXPERIMENT_KEYS = {
+    "name": str,
+    "description": str,
+    "variants": list,
+    "modes": list,
+    "shapes": list,
+    "dtype": str,
+    "device": str,
+    "seed": int,
+    "timeout_s": (int, float),
+    "matrix": list,
+}
 MATRIX_KEYS = {"variants", "modes", "shapes", "dtype", "device", "seed", "timeout_s", "note"}
 
 
@@ -108,8 +139,11 @@ class Experiment:
 
 def _where(text: str, key: str | None = None, value: str | None = None) -> str:
     """`line N` where `key = ...` is set, or where the string value "value" is written."""
-    pattern = (re.compile(rf"^\s*{re.escape(key)}\s*=") if key is not None
-               else re.compile(re.escape(json.dumps(value))))
+    pattern = (
+        re.compile(rf"^\s*{re.escape(key)}\s*=")
+        if key is not None
+        else re.compile(re.escape(json.dumps(value)))
+    )
     for number, line in enumerate(text.splitlines(), 1):
         if pattern.search(line):
             return f"line {number}"
@@ -125,8 +159,10 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
     from compilekit.variant import load_variant
 
     if not os.path.isfile(path):
-        raise UserError(f"experiment file {path!r} not found: give a TOML file such as "
-                        "experiments/blog_part3.toml")
+        raise UserError(
+            f"experiment file {path!r} not found: give a TOML file such as "
+            "experiments/blog_part3.toml"
+        )
     with open(path, "rb") as f:
         raw = f.read()
     text = raw.decode("utf-8", errors="replace")
@@ -136,11 +172,15 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
         raise UserError(f"{path}: malformed TOML: {exc}") from None
     for key, value in data.items():
         if key not in EXPERIMENT_KEYS:
-            raise UserError(f"{path}, {_where(text, key=key)}: unknown key {key!r}: allowed are "
-                            f"{', '.join(EXPERIMENT_KEYS)}")
+            raise UserError(
+                f"{path}, {_where(text, key=key)}: unknown key {key!r}: allowed are "
+                f"{', '.join(EXPERIMENT_KEYS)}"
+            )
         if not isinstance(value, EXPERIMENT_KEYS[key]):
-            raise UserError(f"{path}, {_where(text, key=key)}: {key!r} has the wrong type "
-                            f"({type(value).__name__})")
+            raise UserError(
+                f"{path}, {_where(text, key=key)}: {key!r} has the wrong type "
+                f"({type(value).__name__})"
+            )
     groups = data.get("matrix") or [{}]
     base = {k: v for k, v in data.items() if k in MATRIX_KEYS}
     cells, timeouts = [], {}
@@ -150,13 +190,17 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
             raise UserError(f"{path}: {place} must be a table")
         for key in group:
             if key not in MATRIX_KEYS:
-                raise UserError(f"{path}, {_where(text, key=key)}: unknown key {key!r} in {place}: "
-                                f"allowed are {', '.join(sorted(MATRIX_KEYS))}")
+                raise UserError(
+                    f"{path}, {_where(text, key=key)}: unknown key {key!r} in {place}: "
+                    f"allowed are {', '.join(sorted(MATRIX_KEYS))}"
+                )
         merged = {**base, **group}
         for key in ("variants", "modes", "shapes"):
             if not merged.get(key):
-                raise UserError(f"{path}, {place} has no {key}: the matrix is empty; list at "
-                                f"least one in {key} = [...]")
+                raise UserError(
+                    f"{path}, {place} has no {key}: the matrix is empty; list at "
+                    f"least one in {key} = [...]"
+                )
         for variant in merged["variants"]:
             try:
                 load_variant(variant)

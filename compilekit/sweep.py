@@ -71,9 +71,17 @@ def _status(result: dict) -> str:
     return f"ok {result['compiled_ms']:.3f} ms"
 
 
-def run_sweep(experiment: Experiment, out_dir: str, gpus: list[str] | None = None,
-              force: bool = False, retry_failed: bool = False, cache_root: str | None = None,
-              fresh: bool = False, per_gpu: int = 3, log=sys.stdout) -> list[dict]:
+def run_sweep(
+    experiment: Experiment,
+    out_dir: str,
+    gpus: list[str] | None = None,
+    force: bool = False,
+    retry_failed: bool = False,
+    cache_root: str | None = None,
+    fresh: bool = False,
+    per_gpu: int = 3,
+    log=sys.stdout,
+) -> list[dict]:
     """Run every missing cell of the experiment into out_dir; returns every cell's result.
 
     gpus: CUDA device indices to spread cells over; None or [] runs one cell at a time on the
@@ -92,8 +100,12 @@ def run_sweep(experiment: Experiment, out_dir: str, gpus: list[str] | None = Non
         else:
             todo.put(cell)
     total, pending = len(experiment.cells), todo.qsize()
-    print(f"{experiment.name}: {total} cells, {total - pending} already done, {pending} to run"
-          + (f" on GPUs {','.join(gpus)}" if gpus else ""), file=log, flush=True)
+    print(
+        f"{experiment.name}: {total} cells, {total - pending} already done, {pending} to run"
+        + (f" on GPUs {','.join(gpus)}" if gpus else ""),
+        file=log,
+        flush=True,
+    )
     lock, start = threading.Lock(), time.perf_counter()
     finished = 0
     workers = [gpu for gpu in gpus for _ in range(per_gpu)] if gpus else [None]
@@ -101,26 +113,44 @@ def run_sweep(experiment: Experiment, out_dir: str, gpus: list[str] | None = Non
     def work(gpu):
         env = None
         if gpu is not None:
-            env = {"CUDA_VISIBLE_DEVICES": gpu, "COMPILEKIT_GPU_LOCK": os.path.join(
-                tempfile.gettempdir(), f"compilekit-gpu{gpu}.lock")}
+            env = {
+                "CUDA_VISIBLE_DEVICES": gpu,
+                "COMPILEKIT_GPU_LOCK": os.path.join(
+                    tempfile.gettempdir(), f"compilekit-gpu{gpu}.lock"
+                ),
+            }
         nonlocal finished
         while True:
             try:
                 cell = todo.get_nowait()
             except queue.Empty:
                 return
-            result = runner.launch(cell, out_dir, cache_root=cache_root, fresh=fresh,
-                                   timeout_s=experiment.timeout_s.get(cell.label(), 900), env=env)
+            result = runner.launch(
+                cell,
+                out_dir,
+                cache_root=cache_root,
+                fresh=fresh,
+                timeout_s=experiment.timeout_s.get(cell.label(), 900),
+                env=env,
+            )
             with lock:
                 results[cell.label()] = result
                 finished += 1
                 failed = sum(1 for r in results.values() if r.get("error"))
                 left_s = (pending - finished) * (time.perf_counter() - start) / finished
-                print(f"[{total - pending + finished}/{total}] {cell.variant} {cell.mode} "
-                      f"{cell.shape} {cell.dtype}: {_status(result)}  ({failed} failed, "
-                      f"~{left_s / 60:.1f} min left)", file=log, flush=True)
+                print(
+                    f"[{total - pending + finished}/{total}] {cell.variant} {cell.mode} "
+                    f"{cell.shape} {cell.dtype}: {_status(result)}  ({failed} failed, "
+                    f"~{left_s / 60:.1f} min left)",
+                    file=log,
+                    flush=True,
+                )
                 if result.get("error"):
-                    print(f"    reason: {result['error'].splitlines()[0][:200]}", file=log, flush=True)
+                    print(
+                        f"    reason: {result['error'].splitlines()[0][:200]}",
+                        file=log,
+                        flush=True,
+                    )
 
     threads = [threading.Thread(target=work, args=(gpu,), daemon=True) for gpu in workers]
     for t in threads:
@@ -128,15 +158,27 @@ def run_sweep(experiment: Experiment, out_dir: str, gpus: list[str] | None = Non
     for t in threads:
         t.join()
     ordered = [results[c.label()] for c in experiment.cells if c.label() in results]
-    summary = {"experiment": experiment.name, "path": experiment.path, "cells": len(ordered),
-               "wall_s": time.perf_counter() - start, "gpus": gpus or [],
-               "results": [{k: r.get(k) for k in ("variant", "mode", "shape", "dtype", "device")}
-                           | {"status": _status(r)} for r in ordered]}
+    summary = {
+        "experiment": experiment.name,
+        "path": experiment.path,
+        "cells": len(ordered),
+        "wall_s": time.perf_counter() - start,
+        "gpus": gpus or [],
+        "results": [
+            {k: r.get(k) for k in ("variant", "mode", "shape", "dtype", "device")}
+            | {"status": _status(r)}
+            for r in ordered
+        ],
+    }
     tmp = os.path.join(out_dir, "sweep.json.tmp")
     with open(tmp, "w") as f:
         json.dump(summary, f, indent=2)
     os.replace(tmp, os.path.join(out_dir, "sweep.json"))
-    print(f"{experiment.name}: done in {summary['wall_s']:.0f} s; "
-          f"{sum(1 for r in ordered if r.get('error'))} failed, "
-          f"{sum(1 for r in ordered if r.get('unsupported'))} unsupported", file=log, flush=True)
+    print(
+        f"{experiment.name}: done in {summary['wall_s']:.0f} s; "
+        f"{sum(1 for r in ordered if r.get('error'))} failed, "
+        f"{sum(1 for r in ordered if r.get('unsupported'))} unsupported",
+        file=log,
+        flush=True,
+    )
     return ordered

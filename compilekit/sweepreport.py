@@ -63,23 +63,50 @@ def rows(results: list[dict], peak_tflops: float | None) -> list[list]:
         eager = r.get("mode") == "eager"
         cold = break_even_calls(r.get("compile_cold_s"), r)
         warm = break_even_calls(r.get("compile_warm_s"), r)
-        out.append([
-            r["variant"], r["mode"], r["shape"], r["dtype"], _status(r),
-            _num(r.get("max_rel_err"), ".1e"), _num(r.get("eager_ms"), ".3f"),
-            _num(r.get("compiled_ms"), ".3f"), _num(r.get("speedup"), ".2f"),
-            "-" if eager or not measured else _num(r.get("compile_cold_s"), ".1f"),
-            "-" if eager or not measured else _num(r.get("compile_warm_s"), ".1f"),
-            "-" if eager or not measured else (f"{cold:,}" if cold else "never"),
-            "-" if eager or not measured else (f"{warm:,}" if warm else "never"),
-            _num(r.get("tflops"), ".1f"),
-            _num(r["tflops"] / peak_tflops * 100 if r.get("tflops") and peak_tflops else None, ".1f"),
-            _num(r.get("kernels_per_forward"), "g")])
+        out.append(
+            [
+                r["variant"],
+                r["mode"],
+                r["shape"],
+                r["dtype"],
+                _status(r),
+                _num(r.get("max_rel_err"), ".1e"),
+                _num(r.get("eager_ms"), ".3f"),
+                _num(r.get("compiled_ms"), ".3f"),
+                _num(r.get("speedup"), ".2f"),
+                "-" if eager or not measured else _num(r.get("compile_cold_s"), ".1f"),
+                "-" if eager or not measured else _num(r.get("compile_warm_s"), ".1f"),
+                "-" if eager or not measured else (f"{cold:,}" if cold else "never"),
+                "-" if eager or not measured else (f"{warm:,}" if warm else "never"),
+                _num(r.get("tflops"), ".1f"),
+                _num(
+                    r["tflops"] / peak_tflops * 100 if r.get("tflops") and peak_tflops else None,
+                    ".1f",
+                ),
+                _num(r.get("kernels_per_forward"), "g"),
+            ]
+        )
     return out
 
 
-HEADERS = ["variant", "mode", "shape", "dtype", "check", "max_rel_err", "eager_ms", "ms",
-           "speedup", "cold_s", "warm_s", "break_even_cold", "break_even_warm", "TFLOP/s",
-           "%peak", "kernels/fwd"]
+HEADERS = [
+    "variant",
+    "mode",
+    "shape",
+    "dtype",
+    "check",
+    "max_rel_err",
+    "eager_ms",
+    "ms",
+    "speedup",
+    "cold_s",
+    "warm_s",
+    "break_even_cold",
+    "break_even_warm",
+    "TFLOP/s",
+    "%peak",
+    "kernels/fwd",
+]
 
 
 def plot(results: list[dict], out_dir: str) -> list[str]:
@@ -106,8 +133,13 @@ def plot(results: list[dict], out_dir: str) -> list[str]:
         width = 0.8 / len(modes)
         for i, mode in enumerate(modes):
             xs = [j + i * width for j, v in enumerate(variants)]
-            ys = [next((r["speedup"] for r in compiled if r["variant"] == v and r["mode"] == mode),
-                       float("nan")) for v in variants]
+            ys = [
+                next(
+                    (r["speedup"] for r in compiled if r["variant"] == v and r["mode"] == mode),
+                    float("nan"),
+                )
+                for v in variants
+            ]
             ax.bar(xs, ys, width, label=mode)
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_yscale("log")  # flex compiled is ~50x, a GEMM-bound variant ~1x: both must read
@@ -143,7 +175,10 @@ def scaling_series(results: list[dict]) -> dict[str, tuple[list, list, float]]:
     groups = defaultdict(dict)
     for r in results:
         shape = parse_shape(r["shape"])
-        key = f"{r['variant']}/{r['mode']} B={shape.batch} H={shape.heads} D={shape.head_dim} {r['dtype']}"
+        key = (
+            f"{r['variant']}/{r['mode']} B={shape.batch} H={shape.heads} "
+            f"D={shape.head_dim} {r['dtype']}"
+        )
         groups[key][shape.seq] = r["compiled_ms"]
     series = {}
     for key, points in groups.items():
@@ -169,33 +204,56 @@ def report(out_dir: str) -> str:
     peak = ceilings.get("matmul_tflops")
     table = rows(results, peak)
     images = plot(results, out_dir)
-    problems = [f"- `{r['variant']}` / `{r['mode']}` / {r['shape']} {r['dtype']}: "
-                f"{_status(r)}: {(r.get('unsupported') or r.get('error') or '').splitlines()[0][:300]}"
-                for r in results if _status(r) in ("unsupported", "failed")]
-    wrong = [f"- `{r['variant']}` / `{r['mode']}` / {r['shape']}: max_rel_err {r['max_rel_err']:.3g} "
-             f"over the bound {r.get('error_bound')}" for r in results if _status(r) == "WRONG"]
+    problems = [
+        f"- `{r['variant']}` / `{r['mode']}` / {r['shape']} {r['dtype']}: "
+        f"{_status(r)}: {(r.get('unsupported') or r.get('error') or '').splitlines()[0][:300]}"
+        for r in results
+        if _status(r) in ("unsupported", "failed")
+    ]
+    wrong = [
+        f"- `{r['variant']}` / `{r['mode']}` / {r['shape']}: max_rel_err {r['max_rel_err']:.3g} "
+        f"over the bound {r.get('error_bound')}"
+        for r in results
+        if _status(r) == "WRONG"
+    ]
     scaling = scaling_series([r for r in results if _status(r) == "ok"])
     md = [f"# compilekit report: {os.path.basename(os.path.abspath(out_dir))}", ""]
     if env:
-        md += ["## Machine", "",
-               f"{env.get('gpu') or env.get('cpu')} ({env.get('device')}), torch {env.get('torch')}, "
-               f"triton {env.get('triton')}, depyf {env.get('depyf')}, CUDA {env.get('cuda')}, "
-               f"cuDNN {env.get('cudnn')}, driver {env.get('driver')}, Python {env.get('python')}.",
-               f"Measured ceilings: {ceilings.get('matmul_dtype')} matmul "
-               f"{_num(peak, '.0f')} TFLOP/s (n={ceilings.get('matmul_n')}), device copy "
-               f"{_num(ceilings.get('copy_gbps'), '.0f')} GB/s; `%peak` is TFLOP/s over that "
-               "matmul ceiling.", ""]
-    md += ["## Cells", "",
-           "Latency is the steady-state median (`ms`, the mode's; `eager_ms`, the same process's "
-           "eager baseline). Break-even: calls after which the compile (cold: empty cache; warm: "
-           "filled cache) has paid for itself; `never` when compiled is not faster than eager by more "
-           "than the timing spread (compiled p90 under eager p10). TFLOP/s "
-           "counts 4·B·H·S²·D/2 (causal).", "",
-           tabulate(table, headers=HEADERS, tablefmt="github"), ""]
+        md += [
+            "## Machine",
+            "",
+            f"{env.get('gpu') or env.get('cpu')} ({env.get('device')}), torch {env.get('torch')}, "
+            f"triton {env.get('triton')}, depyf {env.get('depyf')}, CUDA {env.get('cuda')}, "
+            f"cuDNN {env.get('cudnn')}, driver {env.get('driver')}, Python {env.get('python')}.",
+            f"Measured ceilings: {ceilings.get('matmul_dtype')} matmul "
+            f"{_num(peak, '.0f')} TFLOP/s (n={ceilings.get('matmul_n')}), device copy "
+            f"{_num(ceilings.get('copy_gbps'), '.0f')} GB/s; `%peak` is TFLOP/s over that "
+            "matmul ceiling.",
+            "",
+        ]
+    md += [
+        "## Cells",
+        "",
+        "Latency is the steady-state median (`ms`, the mode's; `eager_ms`, the same process's "
+        "eager baseline). Break-even: calls after which the compile (cold: empty cache; warm: "
+        "filled cache) has paid for itself; `never` when compiled is not faster than eager by "
+        "more than the timing spread (compiled p90 under eager p10). TFLOP/s "
+        "counts 4·B·H·S²·D/2 (causal).",
+        "",
+        tabulate(table, headers=HEADERS, tablefmt="github"),
+        "",
+    ]
     if scaling:
-        md += ["## Scaling with sequence length", "", "| series | S range | fitted exponent |",
-               "|---|---|---|"]
-        md += [f"| {k} | {xs[0]}-{xs[-1]} | {slope:.2f} |" for k, (xs, _, slope) in sorted(scaling.items())]
+        md += [
+            "## Scaling with sequence length",
+            "",
+            "| series | S range | fitted exponent |",
+            "|---|---|---|",
+        ]
+        md += [
+            f"| {k} | {xs[0]}-{xs[-1]} | {slope:.2f} |"
+            for k, (xs, _, slope) in sorted(scaling.items())
+        ]
         md.append("")
     if wrong or problems:
         md += ["## Not measured or not correct", ""] + wrong + problems + [""]
@@ -207,5 +265,6 @@ def report(out_dir: str) -> str:
         f.write("\n".join(md))
     os.replace(os.path.join(out_dir, "REPORT.md.tmp"), os.path.join(out_dir, "REPORT.md"))
     notes = f"\nwrote {os.path.join(out_dir, 'REPORT.md')}" + (
-        f" and {', '.join(images)}" if images else " (plots skipped: matplotlib not installed)")
+        f" and {', '.join(images)}" if images else " (plots skipped: matplotlib not installed)"
+    )
     return tabulate(table, headers=HEADERS) + notes

@@ -30,8 +30,13 @@ def first_call_s(fn: Callable, args, device: str) -> tuple[float, torch.Tensor]:
 def _summary(samples_ms: list[float]) -> dict:
     samples_ms = sorted(samples_ms)
     pick = lambda p: samples_ms[min(len(samples_ms) - 1, int(p * len(samples_ms)))]  # noqa: E731
-    return {"median_ms": statistics.median(samples_ms), "p10_ms": pick(0.1),
-            "p90_ms": pick(0.9), "min_ms": samples_ms[0], "samples": len(samples_ms)}
+    return {
+        "median_ms": statistics.median(samples_ms),
+        "p10_ms": pick(0.1),
+        "p90_ms": pick(0.9),
+        "min_ms": samples_ms[0],
+        "samples": len(samples_ms),
+    }
 
 
 def bench(fn: Callable, args, device: str, budget_s: float | None = None) -> dict:

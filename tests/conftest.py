@@ -43,7 +43,13 @@ def cli(cache_root):
 
     def call(*args, cwd=ROOT):
         env = {**os.environ, "COMPILEKIT_CACHE": cache_root}
-        return subprocess.run([sys.executable, "-m", "compilekit", *args], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=900)
+        return subprocess.run(
+            [sys.executable, "-m", "compilekit", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
 
     return call

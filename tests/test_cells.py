@@ -7,8 +7,22 @@ import pytest
 
 from variants import VARIANTS
 
-CONTRACT = {"variant", "mode", "shape", "dtype", "device", "torch_version", "ok", "max_rel_err",
-            "eager_ms", "compiled_ms", "speedup", "compile_cold_s", "compile_warm_s", "tflops"}
+CONTRACT = {
+    "variant",
+    "mode",
+    "shape",
+    "dtype",
+    "device",
+    "torch_version",
+    "ok",
+    "max_rel_err",
+    "eager_ms",
+    "compiled_ms",
+    "speedup",
+    "compile_cold_s",
+    "compile_warm_s",
+    "tflops",
+}
 # Built-ins whose backend has no CPU kernel; torch itself must say so (we record its words).
 NO_CPU_KERNEL = {"sdpa-efficient", "sdpa-cudnn"}
 # Triton kernels need a GPU, or the interpreter (tests/test_triton_flash.py runs that).
@@ -20,7 +34,8 @@ def test_every_variant_eager_on_cpu(run_cell, variant):
     result = run_cell(variant, "eager")
     if variant in NEEDS_GPU and os.environ.get("TRITON_INTERPRET") != "1":
         assert "needs a CUDA GPU, or Triton's interpreter" in result["unsupported"] or (
-            "needs Triton" in result["unsupported"])
+            "needs Triton" in result["unsupported"]
+        )
         return
     if variant in NO_CPU_KERNEL:
         assert result["unsupported"] and "cannot run on cpu" in result["unsupported"]
@@ -33,8 +48,9 @@ def test_every_variant_eager_on_cpu(run_cell, variant):
     assert result["compile_cold_s"] == result["compile_warm_s"] == 0.0
 
 
-@pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune",
-                                  "max-autotune-no-cudagraphs"])
+@pytest.mark.parametrize(
+    "mode", ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+)
 def test_every_mode_runs_naive_on_cpu(run_cell, mode):
     result = run_cell("naive", mode)
     assert result["error"] is None, result["error"]
@@ -77,16 +93,34 @@ def test_second_run_reuses_the_cold_measurement(run_cell, cache_root, tmp_path):
 
 
 def test_cudagraphs_mode_on_cpu_is_refused(cli):
-    proc = cli("run", "--variant", "naive", "--mode", "cudagraphs", "--device", "cpu",
-               "--shape", "1x2x128x32")
+    proc = cli(
+        "run",
+        "--variant",
+        "naive",
+        "--mode",
+        "cudagraphs",
+        "--device",
+        "cpu",
+        "--shape",
+        "1x2x128x32",
+    )
     assert proc.returncode == 2
     assert "needs a CUDA device" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_cudnn_on_cpu_is_refused_with_torchs_reason(cli):
-    proc = cli("run", "--variant", "sdpa-cudnn", "--mode", "eager", "--device", "cpu",
-               "--shape", "1x2x128x32")
+    proc = cli(
+        "run",
+        "--variant",
+        "sdpa-cudnn",
+        "--mode",
+        "eager",
+        "--device",
+        "cpu",
+        "--shape",
+        "1x2x128x32",
+    )
     assert proc.returncode == 2, proc.stderr
     assert "cannot run on cpu" in proc.stderr and "compilekit list" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -120,8 +154,17 @@ def test_user_variant_runs_checked_against_itself(run_cell, user_variant):
 
 
 def test_cli_run_prints_table_and_run_dir(cli, tmp_path):
-    proc = cli("run", "--variant", "naive", "--mode", "eager", "--shape", "1x4x128x32",
-               "--out", str(tmp_path))
+    proc = cli(
+        "run",
+        "--variant",
+        "naive",
+        "--mode",
+        "eager",
+        "--shape",
+        "1x4x128x32",
+        "--out",
+        str(tmp_path),
+    )
     assert proc.returncode == 0, proc.stderr
     assert "eager_ms" in proc.stdout and "run directory:" in proc.stdout
     assert os.path.isfile(tmp_path / "naive__eager__1x4x128x32__float32__cpu" / "result.json")

@@ -52,24 +52,42 @@ def test_comment_fallback_maps_triton_kernel_to_lines():
 
 def test_user_frames_drop_torch_and_put_innermost_first():
     torch_file = os.path.join(kernelmap.TORCH_DIR, "nn", "functional.py")
-    stack = (f'  File "/home/me/model.py", line 3, in forward\n    y = attn(x)\n'
-             f'  File "/home/me/attn.py", line 9, in attn\n    return softmax(s)\n'
-             f'  File "{torch_file}", line 2000, in softmax\n    ret = input.softmax(dim)\n')
+    stack = (
+        f'  File "/home/me/model.py", line 3, in forward\n    y = attn(x)\n'
+        f'  File "/home/me/attn.py", line 9, in attn\n    return softmax(s)\n'
+        f'  File "{torch_file}", line 2000, in softmax\n    ret = input.softmax(dim)\n'
+    )
     frames = kernelmap.user_frames(stack)
-    assert [(os.path.basename(f["file"]), f["line"]) for f in frames] == [("attn.py", 9),
-                                                                          ("model.py", 3)]
+    assert [(os.path.basename(f["file"]), f["line"]) for f in frames] == [
+        ("attn.py", 9),
+        ("model.py", 3),
+    ]
     assert frames[0]["code"] == "return softmax(s)"
 
 
 def test_by_source_line_splits_a_fused_kernel_evenly_and_spares_callers():
     line = lambda n: {"file": "a.py", "line": n, "code": f"line {n}"}  # noqa: E731
-    records = [{"name": "fused", "device_ms": 2.0, "calls_per_forward": 1,
-                "source_lines": [line(1), line(2), line(9)], "origin_lines": [line(1), line(2)]},
-               # inner line 1, called from line 9 (a caller): only line 1 is charged
-               {"name": "bmm", "device_ms": 1.0, "calls_per_forward": 2,
-                "source_lines": [line(1), line(9)]}]
+    records = [
+        {
+            "name": "fused",
+            "device_ms": 2.0,
+            "calls_per_forward": 1,
+            "source_lines": [line(1), line(2), line(9)],
+            "origin_lines": [line(1), line(2)],
+        },
+        # inner line 1, called from line 9 (a caller): only line 1 is charged
+        {
+            "name": "bmm",
+            "device_ms": 1.0,
+            "calls_per_forward": 2,
+            "source_lines": [line(1), line(9)],
+        },
+    ]
     rows = {r["line"]: r for r in kernelmap.by_source_line(records)}
-    assert rows[1]["attributed_ms"] == pytest.approx(3.0) and rows[1]["kernels"] == ["fused", "bmm"]
+    assert rows[1]["attributed_ms"] == pytest.approx(3.0) and rows[1]["kernels"] == [
+        "fused",
+        "bmm",
+    ]
     assert rows[2]["attributed_ms"] == pytest.approx(1.0)
     assert 9 not in rows
 
@@ -101,20 +119,28 @@ def test_naive_default_maps_fused_kernel_to_scale_mask_softmax(run_cell):
     result = run_cell("naive", "default", shape=CPU_SHAPE)
     kmap = _kernels(result)
     naive = os.path.join(ROOT, "variants", "naive.py")
-    wanted = {_line_of(naive, "scores * (1.0"), _line_of(naive, "masked_fill(mask"),
-              _line_of(naive, "torch.softmax(")}
+    wanted = {
+        _line_of(naive, "scores * (1.0"),
+        _line_of(naive, "masked_fill(mask"),
+        _line_of(naive, "torch.softmax("),
+    }
     fused = [k for k in kmap["kernels"] if k["kind"] == "generated"]
     assert len(fused) == 1 and fused[0]["name"].startswith("cpp_fused")
     lines = {ln["line"] for ln in fused[0]["source_lines"] if ln["file"].endswith("naive.py")}
     assert wanted <= lines
     assert fused[0]["source_via"] == "inductor provenance"
+    assert "did not fire" in result["attention_rewrite"]  # DESIGN: naive is not rewritten to SDPA
     assert "aten.amax" in fused[0]["aten_ops"]
     assert os.path.isfile(os.path.join(result["run_dir"], fused[0]["source_file"]))
     # the two matmuls are extern calls, each mapped to its own line
-    externs = sorted((k for k in kmap["kernels"] if k["kind"] == "extern"),
-                     key=lambda k: k["launcher_index"] if "launcher_index" in k else 0)
+    externs = sorted(
+        (k for k in kmap["kernels"] if k["kind"] == "extern"),
+        key=lambda k: k["launcher_index"] if "launcher_index" in k else 0,
+    )
     extern_lines = sorted(k["source_lines"][0]["line"] for k in externs)
-    assert extern_lines == sorted([_line_of(naive, "torch.matmul(q"), _line_of(naive, "torch.matmul(attn")])
+    assert extern_lines == sorted(
+        [_line_of(naive, "torch.matmul(q"), _line_of(naive, "torch.matmul(attn")]
+    )
 
 
 def test_eager_run_maps_each_op_to_its_line(run_cell):
@@ -146,10 +172,15 @@ def test_user_variant_maps_to_its_own_lines(run_cell, tmp_path_factory):
     result = run_cell(f"{path}:capped_attention", "default")
     kmap = _kernels(result)
     tanh_line = _line_of(path, "torch.tanh")
-    mapped = {(os.path.basename(ln["file"]), ln["line"]) for k in kmap["kernels"]
-              for ln in k["source_lines"]}
+    mapped = {
+        (os.path.basename(ln["file"]), ln["line"])
+        for k in kmap["kernels"]
+        for ln in k["source_lines"]
+    }
     assert ("capped.py", tanh_line) in mapped
-    fused = next(k for k in kmap["kernels"] if any(ln["line"] == tanh_line for ln in k["source_lines"]))
+    fused = next(
+        k for k in kmap["kernels"] if any(ln["line"] == tanh_line for ln in k["source_lines"])
+    )
     assert "aten.tanh" in fused["aten_ops"]
     rows = {r["line"]: r for r in kmap["by_source_line"]}
     assert rows[tanh_line]["attributed_ms"] > 0
@@ -159,8 +190,13 @@ def test_depyf_dump_complete_under_max_autotune(run_cell):
     result = run_cell("naive", "max-autotune")
     assert result["error"] is None, result["error"]
     files = os.listdir(os.path.join(result["run_dir"], "depyf"))
-    for pattern in ("full_code_for_attention", "__transformed_code_", "Forward_graph",
-                    "AFTER_POST_GRAD", ".kernel_"):
+    for pattern in (
+        "full_code_for_attention",
+        "__transformed_code_",
+        "Forward_graph",
+        "AFTER_POST_GRAD",
+        ".kernel_",
+    ):
         assert any(pattern in f for f in files), (pattern, files)
     assert any(f.endswith(".cpp") for f in os.listdir(os.path.join(result["run_dir"], "kernels")))
 
@@ -193,36 +229,63 @@ def _stack(line, code):
 
 
 GRAPH_WITH_PROVENANCE = {
-    "post_grad_graph": ('        bmm: "bf16[128, 1024, 1024]" = torch.ops.aten.bmm.default(a, b)\n'
-                        '        amax: "f32[8, 16, 1024, 1]" = torch.ops.aten.amax.default(x, [-1], True)\n'
-                        '        bmm_1: "bf16[128, 1024, 64]" = torch.ops.aten.bmm.default(c, d)\n'),
-    "node_mappings": {"cppCodeToPost": {"extern_kernels.bmm:1": ["bmm"],
-                                        "triton_per_fused_softmax_0:2": ["amax"],
-                                        "extern_kernels.bmm:3": ["bmm_1"]}},
-    "kernel_stack_traces": {"extern_kernels.bmm:1": [_stack(5, "s = q @ k.T")],
-                            "triton_per_fused_softmax_0:2": [_stack(6, "p = s.softmax(-1)")],
-                            "extern_kernels.bmm:3": [_stack(7, "return p @ v")]},
+    "post_grad_graph": (
+        '        bmm: "bf16[128, 1024, 1024]" = torch.ops.aten.bmm.default(a, b)\n'
+        '        amax: "f32[8, 16, 1024, 1]" = torch.ops.aten.amax.default(x, [-1], True)\n'
+        '        bmm_1: "bf16[128, 1024, 64]" = torch.ops.aten.bmm.default(c, d)\n'
+    ),
+    "node_mappings": {
+        "cppCodeToPost": {
+            "extern_kernels.bmm:1": ["bmm"],
+            "triton_per_fused_softmax_0:2": ["amax"],
+            "extern_kernels.bmm:3": ["bmm_1"],
+        }
+    },
+    "kernel_stack_traces": {
+        "extern_kernels.bmm:1": [_stack(5, "s = q @ k.T")],
+        "triton_per_fused_softmax_0:2": [_stack(6, "p = s.softmax(-1)")],
+        "extern_kernels.bmm:3": [_stack(7, "return p @ v")],
+    },
 }
 
 
 def _forward(launcher_a, launcher_b, triton_launcher):
-    kernel = lambda name, launcher, index: {"name": name, "launcher": launcher,  # noqa: E731
-                                            "launcher_index": index, "calls_per_forward": 1,
-                                            "device_ms": 1.0}
-    return {"forward_device_ms": 3.0, "kernels": [
-        kernel("nvjet_gemm_A", launcher_a, 0), kernel("triton_per_fused_softmax_0", triton_launcher, 0),
-        kernel("nvjet_gemm_B", launcher_b, 1 if launcher_b == launcher_a else 0)]}
+    kernel = lambda name, launcher, index: {
+        "name": name,
+        "launcher": launcher,  # noqa: E731
+        "launcher_index": index,
+        "calls_per_forward": 1,
+        "device_ms": 1.0,
+    }
+    return {
+        "forward_device_ms": 3.0,
+        "kernels": [
+            kernel("nvjet_gemm_A", launcher_a, 0),
+            kernel("triton_per_fused_softmax_0", triton_launcher, 0),
+            kernel("nvjet_gemm_B", launcher_b, 1 if launcher_b == launcher_a else 0),
+        ],
+    }
 
 
-@pytest.mark.parametrize("launchers", [
-    ("aten::bmm", "aten::bmm", "triton_per_fused_softmax_0"),  # eager launch: matched by op
-    ("## Call CompiledFxGraph abc", "## Call CompiledFxGraph abc",  # CUDA-graph replay
-     "## Call CompiledFxGraph abc")])
+@pytest.mark.parametrize(
+    "launchers",
+    [
+        ("aten::bmm", "aten::bmm", "triton_per_fused_softmax_0"),  # eager launch: matched by op
+        (
+            "## Call CompiledFxGraph abc",
+            "## Call CompiledFxGraph abc",  # CUDA-graph replay
+            "## Call CompiledFxGraph abc",
+        ),
+    ],
+)
 def test_each_bmm_maps_to_its_own_line(launchers, tmp_path):
-    records = kernelmap.build_map(_forward(*launchers), {"0/0": GRAPH_WITH_PROVENANCE}, {},
-                                  str(tmp_path), compiled=True)
+    records = kernelmap.build_map(
+        _forward(*launchers), {"0/0": GRAPH_WITH_PROVENANCE}, {}, str(tmp_path), compiled=True
+    )
     lines = {r["name"]: [ln["line"] for ln in r["source_lines"]] for r in records}
     assert lines == {"nvjet_gemm_A": [5], "triton_per_fused_softmax_0": [6], "nvjet_gemm_B": [7]}
     kinds = {r["name"]: r["kind"] for r in records}
     assert kinds["nvjet_gemm_A"] == "extern" and kinds["triton_per_fused_softmax_0"] == "generated"
-    assert next(r for r in records if r["name"] == "triton_per_fused_softmax_0")["aten_ops"] == ["aten.amax"]
+    assert next(r for r in records if r["name"] == "triton_per_fused_softmax_0")["aten_ops"] == [
+        "aten.amax"
+    ]

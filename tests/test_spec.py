@@ -25,14 +25,17 @@ def test_dtype_spellings():
         parse_dtype("int8")
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["--variant", "nope"], "unknown variant 'nope': choose one of naive"),
-    (["--mode", "turbo"], "unknown mode 'turbo': choose one of eager, default"),
-    (["--shape", "8x16x1024"], "malformed shape"),
-    (["--dtype", "int4"], "unknown dtype"),
-    (["--device", "tpu"], "unknown device"),
-    (["--variant", "missing_file.py:attn"], "not found"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--variant", "nope"], "unknown variant 'nope': choose one of naive"),
+        (["--mode", "turbo"], "unknown mode 'turbo': choose one of eager, default"),
+        (["--shape", "8x16x1024"], "malformed shape"),
+        (["--dtype", "int4"], "unknown dtype"),
+        (["--device", "tpu"], "unknown device"),
+        (["--variant", "missing_file.py:attn"], "not found"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(argv, needle, capsys):
     assert main(["run", *argv]) == 2
     err = capsys.readouterr().err.strip()

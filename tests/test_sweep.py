@@ -11,13 +11,13 @@ import pytest
 
 from tests.conftest import ROOT
 
-EAGER_ONLY = '''name = "resume"
+EAGER_ONLY = """name = "resume"
 variants = ["naive", "sdpa"]
 modes = ["eager"]
 shapes = ["1x2x64x32", "1x2x96x32", "1x2x128x32"]
 dtype = "float32"
 device = "cpu"
-'''
+"""
 
 
 def _sweep_cmd(path, out):
@@ -25,8 +25,13 @@ def _sweep_cmd(path, out):
 
 
 def _done(out):
-    return sorted(d for d in os.listdir(out) if os.path.isfile(os.path.join(out, d, "result.json"))
-                  and ".tmp-" not in d and ".old-" not in d)
+    return sorted(
+        d
+        for d in os.listdir(out)
+        if os.path.isfile(os.path.join(out, d, "result.json"))
+        and ".tmp-" not in d
+        and ".old-" not in d
+    )
 
 
 def test_killed_sweep_resumes_only_missing_cells(tmp_path, cache_root):
@@ -34,8 +39,14 @@ def test_killed_sweep_resumes_only_missing_cells(tmp_path, cache_root):
     path.write_text(EAGER_ONLY)
     out = tmp_path / "out"
     env = {**os.environ, "COMPILEKIT_CACHE": cache_root}
-    proc = subprocess.Popen(_sweep_cmd(path, out), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        _sweep_cmd(path, out),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.time() + 300
     while time.time() < deadline and (not out.exists() or len(_done(out)) < 2):
         time.sleep(0.2)
@@ -43,8 +54,9 @@ def test_killed_sweep_resumes_only_missing_cells(tmp_path, cache_root):
     proc.wait()
     before = {d: os.path.getmtime(out / d / "result.json") for d in _done(out)}
     assert 2 <= len(before) < 6
-    again = subprocess.run(_sweep_cmd(path, out), cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=600)
+    again = subprocess.run(
+        _sweep_cmd(path, out), cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert again.returncode == 0, again.stderr
     assert f"{len(before)} already done, {6 - len(before)} to run" in again.stdout
     assert len(_done(out)) == 6
@@ -56,8 +68,14 @@ def test_killed_sweep_resumes_only_missing_cells(tmp_path, cache_root):
 def small_sweep(tmp_path_factory, cache_root):
     out = tmp_path_factory.mktemp("cpu_small")
     env = {**os.environ, "COMPILEKIT_CACHE": cache_root}
-    proc = subprocess.run(_sweep_cmd(os.path.join(ROOT, "experiments", "cpu_small.toml"), out),
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        _sweep_cmd(os.path.join(ROOT, "experiments", "cpu_small.toml"), out),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     return proc, out
 
 
@@ -81,8 +99,12 @@ def test_report_markdown_and_break_even(small_sweep):
     assert "sdpa-cudnn" in md and "unsupported" in md
     from compilekit.sweepreport import break_even_calls
 
-    faster = {"eager_ms": 2.0, "compiled_ms": 1.0, "eager_timing": {"p10_ms": 1.9},
-              "compiled_timing": {"p90_ms": 1.1}}
+    faster = {
+        "eager_ms": 2.0,
+        "compiled_ms": 1.0,
+        "eager_timing": {"p10_ms": 1.9},
+        "compiled_timing": {"p90_ms": 1.1},
+    }
     assert break_even_calls(10.0, faster) == 10_000  # 10 s over 1 ms saved per call
     noisy = {**faster, "compiled_timing": {"p90_ms": 2.5}}
     assert break_even_calls(10.0, noisy) is None
@@ -116,25 +138,47 @@ def test_plots_skipped_with_a_note_without_matplotlib(small_sweep, monkeypatch, 
 def test_scaling_exponent_fit():
     from compilekit.sweepreport import scaling_series
 
-    cells = [{"variant": "v", "mode": "eager", "shape": f"1x1x{s}x64", "dtype": "float32",
-              "compiled_ms": 1e-6 * s**2} for s in (512, 1024, 2048, 4096)]
-    (xs, ys, slope), = scaling_series(cells).values()
+    cells = [
+        {
+            "variant": "v",
+            "mode": "eager",
+            "shape": f"1x1x{s}x64",
+            "dtype": "float32",
+            "compiled_ms": 1e-6 * s**2,
+        }
+        for s in (512, 1024, 2048, 4096)
+    ]
+    ((xs, ys, slope),) = scaling_series(cells).values()
     assert xs == [512, 1024, 2048, 4096] and slope == pytest.approx(2.0)
 
 
-@pytest.mark.parametrize("text, needle", [
-    ('variants = ["naive"\nmodes = ["eager"]', "malformed TOML"),
-    ('variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\nvariant = "x"\n',
-     "line 4: unknown key 'variant'"),
-    ('variants = ["naive", "nope"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n',
-     "line 1: unknown variant 'nope'"),
-    ('variants = ["naive"]\nmodes = ["eager",\n "turbo"]\nshapes = ["1x2x64x32"]\n',
-     "line 3: unknown mode 'turbo'"),
-    ('variants = []\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n', "no variants: the matrix is empty"),
-    ('variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64"]\n', "malformed shape"),
-    ('shapes = ["1x2x64x32"]\n[[matrix]]\nvariants = ["naive"]\nmodes = ["eager"]\nbogus = 1\n',
-     "line 5: unknown key 'bogus' in [[matrix]] #1"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ('variants = ["naive"\nmodes = ["eager"]', "malformed TOML"),
+        (
+            'variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\nvariant = "x"\n',
+            "line 4: unknown key 'variant'",
+        ),
+        (
+            'variants = ["naive", "nope"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n',
+            "line 1: unknown variant 'nope'",
+        ),
+        (
+            'variants = ["naive"]\nmodes = ["eager",\n "turbo"]\nshapes = ["1x2x64x32"]\n',
+            "line 3: unknown mode 'turbo'",
+        ),
+        (
+            'variants = []\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n',
+            "no variants: the matrix is empty",
+        ),
+        ('variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64"]\n', "malformed shape"),
+        (
+            'shapes = ["1x2x64x32"]\n[[matrix]]\nvariants = ["naive"]\nmodes = ["eager"]\nbogus = 1\n',
+            "line 5: unknown key 'bogus' in [[matrix]] #1",
+        ),
+    ],
+)
 def test_bad_experiment_file_is_one_line_and_runs_nothing(text, needle, tmp_path, cli):
     path = tmp_path / "bad.toml"
     path.write_text(text)

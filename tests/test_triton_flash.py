@@ -18,13 +18,19 @@ pytest.importorskip("numpy", reason="Triton's interpreter needs numpy")
 
 # (B, H, H_kv, S, D, causal, window, dtype): S off the 16-row block, B*H odd, GQA groups 1, 2, 8,
 # windows smaller than a block.
-CASES = [(1, 3, 3, 37, 16, True, 0, "float32"), (2, 4, 2, 50, 32, True, 0, "float16"),
-         (1, 8, 1, 33, 64, True, 0, "float32"), (1, 8, 8, 45, 128, True, 0, "float16"),
-         (3, 1, 1, 29, 16, False, 0, "float32"), (1, 2, 2, 70, 16, True, 5, "float32"),
-         (1, 8, 4, 41, 32, True, 9, "float16"), (1, 1, 1, 1, 16, True, 0, "float32")]
+CASES = [
+    (1, 3, 3, 37, 16, True, 0, "float32"),
+    (2, 4, 2, 50, 32, True, 0, "float16"),
+    (1, 8, 1, 33, 64, True, 0, "float32"),
+    (1, 8, 8, 45, 128, True, 0, "float16"),
+    (3, 1, 1, 29, 16, False, 0, "float32"),
+    (1, 2, 2, 70, 16, True, 5, "float32"),
+    (1, 8, 4, 41, 32, True, 9, "float16"),
+    (1, 1, 1, 1, 16, True, 0, "float32"),
+]
 BOUND = {"float32": 1e-5, "float16": 5e-3}
 
-CHILD = r'''
+CHILD = r"""
 import json, sys, torch
 from variants.triton_flash import flash_attention
 from variants.masks import reference
@@ -40,7 +46,7 @@ for i, (b, h, hkv, s, d, causal, window, dtype) in enumerate(json.loads(sys.argv
     err = float((o.double() - r).abs().max() / r.abs().max()) if finite else float("inf")
     out.append({"case": i, "err": err, "finite": finite, "shape": list(o.shape)})
 print(json.dumps(out))
-'''
+"""
 
 
 def _child(code, *args, interpret=True):
@@ -49,8 +55,14 @@ def _child(code, *args, interpret=True):
         env["TRITON_INTERPRET"] = "1"
     else:
         env.pop("TRITON_INTERPRET", None)
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_matches_float64_reference_on_awkward_sizes():
@@ -64,7 +76,7 @@ def test_matches_float64_reference_on_awkward_sizes():
 
 
 def test_refuses_what_it_does_not_compute():
-    code = r'''
+    code = r"""
 import torch
 from variants.triton_flash import flash_attention
 q = torch.randn(1, 6, 32, 16)
@@ -75,7 +87,7 @@ for k, kwargs in [(torch.randn(1, 4, 32, 16), {}), (torch.randn(1, 6, 32, 24), {
         print("ran")
     except RuntimeError as exc:
         print("refused:", exc)
-'''
+"""
     proc = _child(code)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.strip().splitlines()
@@ -86,13 +98,33 @@ for k, kwargs in [(torch.randn(1, 4, 32, 16), {}), (torch.randn(1, 6, 32, 24), {
 
 def test_cli_runs_it_through_the_interpreter(tmp_path, cache_root):
     env = {**os.environ, "TRITON_INTERPRET": "1", "COMPILEKIT_CACHE": cache_root}
-    proc = subprocess.run([sys.executable, "-m", "compilekit", "run", "--variant", "triton-flash",
-                           "--mode", "eager", "--device", "cpu", "--shape", "1x2x48x32",
-                           "--out", str(tmp_path)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compilekit",
+            "run",
+            "--variant",
+            "triton-flash",
+            "--mode",
+            "eager",
+            "--device",
+            "cpu",
+            "--shape",
+            "1x2x48x32",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads((tmp_path / "triton-flash__eager__1x2x48x32__float32__cpu" /
-                         "result.json").read_text())
+    result = json.loads(
+        (tmp_path / "triton-flash__eager__1x2x48x32__float32__cpu" / "result.json").read_text()
+    )
     assert result["ok"] and result["max_rel_err"] < 1e-5
 
 
@@ -101,8 +133,17 @@ def test_cli_without_gpu_or_interpreter_is_one_line(cli):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    proc = cli("run", "--variant", "triton-flash", "--mode", "eager", "--device", "cpu",
-               "--shape", "1x2x48x32")
+    proc = cli(
+        "run",
+        "--variant",
+        "triton-flash",
+        "--mode",
+        "eager",
+        "--device",
+        "cpu",
+        "--shape",
+        "1x2x48x32",
+    )
     assert proc.returncode == 2
     assert "needs a CUDA GPU, or Triton's interpreter" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

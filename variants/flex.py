@@ -11,12 +11,17 @@ def causal(b, h, q_idx, kv_idx):
     return q_idx >= kv_idx
 
 
-def causal_block_mask(seq: int, device):
-    """One BlockMask per (S, device), built once outside the timed calls like the naive mask."""
-    key = (seq, str(device))
+def block_mask(mask_mod, seq: int, device):
+    """One BlockMask per (mask, S, device), built once outside the timed calls like the naive
+    mask."""
+    key = (mask_mod.__name__, seq, str(device))
     if key not in _BLOCK_MASKS:
-        _BLOCK_MASKS[key] = create_block_mask(causal, None, None, seq, seq, device=device)
+        _BLOCK_MASKS[key] = create_block_mask(mask_mod, None, None, seq, seq, device=device)
     return _BLOCK_MASKS[key]
+
+
+def causal_block_mask(seq: int, device):
+    return block_mask(causal, seq, device)
 
 
 def attention(q, k, v):

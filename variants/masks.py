@@ -16,8 +16,10 @@ WINDOW = 256  # a query sees itself and the WINDOW - 1 keys before it
 def shared_kv(k, v, group: int = GQA_GROUP):
     """K/V with H / group heads (every group-th head), as a GQA model would hold them."""
     if k.shape[1] % group:
-        raise RuntimeError(f"GQA with groups of {group} needs heads divisible by {group}, "
-                           f"not {k.shape[1]}: pick a shape with H a multiple of {group}")
+        raise RuntimeError(
+            f"GQA with groups of {group} needs heads divisible by {group}, "
+            f"not {k.shape[1]}: pick a shape with H a multiple of {group}"
+        )
     return k[:, ::group].contiguous(), v[:, ::group].contiguous()  # (B, H / group, S, D)
 
 

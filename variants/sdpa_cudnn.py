@@ -1,4 +1,5 @@
-"""SDPA pinned to the cudnn backend with torch.nn.attention.sdpa_kernel (the blog's --backend cudnn)."""
+"""SDPA pinned to the cudnn backend with torch.nn.attention.sdpa_kernel (the blog's
+--backend cudnn)."""
 
 from torch.nn.attention import SDPBackend
 

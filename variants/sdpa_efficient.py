@@ -1,4 +1,5 @@
-"""SDPA pinned to the efficient backend with torch.nn.attention.sdpa_kernel (the blog's --backend efficient)."""
+"""SDPA pinned to the efficient backend with torch.nn.attention.sdpa_kernel (the blog's
+--backend efficient)."""
 
 from torch.nn.attention import SDPBackend
 

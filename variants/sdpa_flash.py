@@ -1,4 +1,5 @@
-"""SDPA pinned to the flash backend with torch.nn.attention.sdpa_kernel (the blog's --backend flash)."""
+"""SDPA pinned to the flash backend with torch.nn.attention.sdpa_kernel (the blog's
+--backend flash)."""
 
 from torch.nn.attention import SDPBackend
 

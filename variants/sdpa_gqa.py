@@ -5,7 +5,9 @@ import torch.nn.functional as F
 from variants.masks import gqa_reference as reference  # noqa: F401
 from variants.masks import shared_kv
 
-DESCRIPTION = "F.scaled_dot_product_attention(is_causal=True, enable_gqa=True), 4 query heads per K/V head"
+DESCRIPTION = (
+    "F.scaled_dot_product_attention(is_causal=True, enable_gqa=True), 4 query heads per K/V head"
+)
 
 
 def attention(q, k, v):

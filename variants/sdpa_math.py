@@ -1,4 +1,5 @@
-"""SDPA pinned to the math backend with torch.nn.attention.sdpa_kernel (the blog's --backend math)."""
+"""SDPA pinned to the math backend with torch.nn.attention.sdpa_kernel (the blog's
+--backend math)."""
 
 from torch.nn.attention import SDPBackend
 

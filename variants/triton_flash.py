@@ -33,24 +33,55 @@ def _configs():
         return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=1, num_stages=1)]
     # Hopper: 128-row query tiles with 4-8 warps keep the wgmma units fed; more stages hide the
     # K/V loads. D=128 needs fewer stages to fit shared memory.
-    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
-            for m, n, w, s in [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3),
-                               (128, 32, 4, 4), (64, 64, 4, 3), (128, 64, 8, 4),
-                               (64, 32, 4, 2)]]
+    return [
+        triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
+        for m, n, w, s in [
+            (128, 64, 4, 3),
+            (128, 64, 8, 3),
+            (128, 128, 8, 3),
+            (128, 32, 4, 4),
+            (64, 64, 4, 3),
+            (128, 64, 8, 4),
+            (64, 32, 4, 2),
+        ]
+    ]
 
 
 if triton is not None:
 
     @triton.autotune(configs=_configs(), key=["N_CTX", "HEAD_DIM", "CAUSAL", "WINDOW"])
     @triton.jit
-    def _attn_fwd(Q, K, V, Out, sm_scale,
-                  stride_qz, stride_qh, stride_qm, stride_qk,
-                  stride_kz, stride_kh, stride_kn, stride_kk,
-                  stride_vz, stride_vh, stride_vn, stride_vk,
-                  stride_oz, stride_oh, stride_om, stride_ok,
-                  H, KV_GROUP, N_CTX,
-                  HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    def _attn_fwd(
+        Q,
+        K,
+        V,
+        Out,
+        sm_scale,
+        stride_qz,
+        stride_qh,
+        stride_qm,
+        stride_qk,
+        stride_kz,
+        stride_kh,
+        stride_kn,
+        stride_kk,
+        stride_vz,
+        stride_vh,
+        stride_vn,
+        stride_vk,
+        stride_oz,
+        stride_oh,
+        stride_om,
+        stride_ok,
+        H,
+        KV_GROUP,
+        N_CTX,
+        HEAD_DIM: tl.constexpr,
+        CAUSAL: tl.constexpr,
+        WINDOW: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+    ):
         start_m = tl.program_id(0)
         off_hz = tl.program_id(1)
         off_z = off_hz // H
@@ -60,8 +91,13 @@ if triton is not None:
         offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = tl.arange(0, BLOCK_N)
         offs_d = tl.arange(0, HEAD_DIM)
-        q_ptrs = (Q + off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh
-                  + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk)
+        q_ptrs = (
+            Q
+            + off_z.to(tl.int64) * stride_qz
+            + off_h.to(tl.int64) * stride_qh
+            + offs_m[:, None] * stride_qm
+            + offs_d[None, :] * stride_qk
+        )
         k_base = K + off_z.to(tl.int64) * stride_kz + off_kvh.to(tl.int64) * stride_kh
         v_base = V + off_z.to(tl.int64) * stride_vz + off_kvh.to(tl.int64) * stride_vh
 
@@ -83,8 +119,11 @@ if triton is not None:
         for start_n in range(lo, hi, BLOCK_N):
             cols = start_n + offs_n
             # -- compute qk --
-            k = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None] * stride_kk,
-                        mask=cols[None, :] < N_CTX, other=0.0)
+            k = tl.load(
+                k_base + cols[None, :] * stride_kn + offs_d[:, None] * stride_kk,
+                mask=cols[None, :] < N_CTX,
+                other=0.0,
+            )
             qk = tl.dot(q, k)
             keep = cols[None, :] < N_CTX
             if CAUSAL:
@@ -99,39 +138,62 @@ if triton is not None:
             alpha = tl.math.exp2(m_i - m_safe)
             l_i = l_i * alpha + tl.sum(p, 1)
             # -- compute p @ v --
-            v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vk,
-                        mask=cols[:, None] < N_CTX, other=0.0)
+            v = tl.load(
+                v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vk,
+                mask=cols[:, None] < N_CTX,
+                other=0.0,
+            )
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m_i = m_new
 
         # -- normalise and store the rows that exist --
         acc = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
-        o_ptrs = (Out + off_z.to(tl.int64) * stride_oz + off_h.to(tl.int64) * stride_oh
-                  + offs_m[:, None] * stride_om + offs_d[None, :] * stride_ok)
+        o_ptrs = (
+            Out
+            + off_z.to(tl.int64) * stride_oz
+            + off_h.to(tl.int64) * stride_oh
+            + offs_m[:, None] * stride_om
+            + offs_d[None, :] * stride_ok
+        )
         tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
 
 
 def check_inputs(q, k, v, causal: bool, window: int) -> None:
     """Refuse what the kernel does not compute, with the reason (never a wrong answer)."""
     if triton is None:
-        raise RuntimeError("triton-flash needs Triton: a CUDA build of torch, or "
-                           "`pip install triton numpy` with TRITON_INTERPRET=1 on a CPU")
+        raise RuntimeError(
+            "triton-flash needs Triton: a CUDA build of torch, or "
+            "`pip install triton numpy` with TRITON_INTERPRET=1 on a CPU"
+        )
     if q.device.type != "cuda" and not INTERPRET:
-        raise RuntimeError("triton-flash needs a CUDA GPU, or Triton's interpreter on the CPU "
-                           "(set TRITON_INTERPRET=1 before starting)")
-    if q.dim() != 4 or k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[2:] != k.shape[2:]:
-        raise RuntimeError(f"triton-flash wants q [B, H, S, D] and k, v [B, H_kv, S, D]; got "
-                           f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        raise RuntimeError(
+            "triton-flash needs a CUDA GPU, or Triton's interpreter on the CPU "
+            "(set TRITON_INTERPRET=1 before starting)"
+        )
+    if (
+        q.dim() != 4
+        or k.shape != v.shape
+        or q.shape[0] != k.shape[0]
+        or q.shape[2:] != k.shape[2:]
+    ):
+        raise RuntimeError(
+            f"triton-flash wants q [B, H, S, D] and k, v [B, H_kv, S, D]; got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
     if q.shape[1] % k.shape[1]:
         raise RuntimeError(f"K/V heads ({k.shape[1]}) must divide query heads ({q.shape[1]})")
     dim = q.shape[-1]
     if dim < 16 or dim > 256 or dim & (dim - 1):
-        raise RuntimeError(f"triton-flash supports head dims 16..256 that are powers of two, not {dim}")
+        raise RuntimeError(
+            f"triton-flash supports head dims 16..256 that are powers of two, not {dim}"
+        )
     if window and not causal:
         raise RuntimeError("a sliding window is a causal window here: pass causal=True")
     if INTERPRET and q.dtype == torch.bfloat16:
-        raise RuntimeError("Triton's interpreter computes bfloat16 wrongly (numpy has no "
-                           "bfloat16): use float16 or float32 with TRITON_INTERPRET=1")
+        raise RuntimeError(
+            "Triton's interpreter computes bfloat16 wrongly (numpy has no "
+            "bfloat16): use float16 or float32 with TRITON_INTERPRET=1"
+        )
 
 
 def _launch(q, k, v, causal: bool, window: int):
@@ -144,16 +206,32 @@ def _launch(q, k, v, causal: bool, window: int):
     launch = _attn_fwd
     if not INTERPRET and hasattr(torch.library, "wrap_triton"):
         launch = torch.library.wrap_triton(_attn_fwd)  # so Inductor sees the kernel, not a blob
-    launch[grid](q, k, v, out, 1.0 / math.sqrt(dim), *q.stride(), *k.stride(), *v.stride(),
-                 *out.stride(), heads, heads // k.shape[1], seq,
-                 HEAD_DIM=dim, CAUSAL=causal, WINDOW=window)
+    launch[grid](
+        q,
+        k,
+        v,
+        out,
+        1.0 / math.sqrt(dim),
+        *q.stride(),
+        *k.stride(),
+        *v.stride(),
+        *out.stride(),
+        heads,
+        heads // k.shape[1],
+        seq,
+        HEAD_DIM=dim,
+        CAUSAL=causal,
+        WINDOW=window,
+    )
     return out
 
 
 if hasattr(torch.library, "triton_op"):
+
     @torch.library.triton_op("compilekit::flash_attention", mutates_args=())
-    def _flash_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-                  window: int) -> torch.Tensor:
+    def _flash_op(
+        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window: int
+    ) -> torch.Tensor:
         return _launch(q, k, v, causal, window)
 else:  # torch < 2.6: no triton_op; eager only
     _flash_op = _launch
