@@ -206,9 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument(
         "--per-gpu",
         type=int,
-        default=3,
+        default=4,
         help="cell processes per GPU; they start "
-        "up side by side but take turns on the GPU (default 3)",
+        "up side by side but take turns on the GPU (default 4)",
     )
     sw.set_defaults(func=cmd_sweep)
 

@@ -85,7 +85,14 @@ def cudagraph_status(
     if not mode_uses_cudagraphs:
         return {"requested": False, "applied": False, "note": "mode does not use CUDA graphs"}
     if skips or reasons:
-        reason = "; ".join(dict.fromkeys(reasons)) or f"{skips} cudagraph skip(s) counted"
+        reason = "; ".join(dict.fromkeys(reasons))
+        if not reason and device != "cuda":
+            # torch logs a reason only for CUDA graphs; off CUDA it just bumps a counter
+            reason = (
+                f"CUDA graphs capture CUDA work only; torch counted {skips} skip(s) in "
+                "counters['inductor']['cudagraph_skips'] and logged nothing"
+            )
+        reason = reason or f"{skips} cudagraph skip(s) counted"
         return {
             "requested": True,
             "applied": False,

@@ -357,10 +357,6 @@ def main(argv: list[str]) -> int:
     return code
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
-
-
 def cache_dir_for(cell, cache_root: str) -> str:
     """The cell's own Inductor cache: keyed by everything that changes the generated code."""
     import hashlib
@@ -409,7 +405,9 @@ def launch(
     import subprocess
 
     cache_dir = cache_dir_for(cell, cache_root or default_cache_root())
-    if fresh:
+    if fresh or not os.path.exists(os.path.join(cache_dir, "cold.json")):
+        # no finished cold measurement (or asked to start over): whatever an interrupted compile
+        # left in the cache would make the next "cold" compile partly warm
         shutil.rmtree(cache_dir, ignore_errors=True)
     run_dir = os.path.join(out_dir, cell.label())
     stage_dir = f"{run_dir}.tmp-{os.getpid()}"
@@ -438,11 +436,17 @@ def launch(
     ]
     start = time.perf_counter()
     with open(os.path.join(stage_dir, "log.txt"), "w") as log:
+        # its own process group, so a timeout also ends the compile workers it started
+        proc = subprocess.Popen(
+            cmd, env=child_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
-            code = subprocess.run(
-                cmd, env=child_env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s
-            ).returncode
+            code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            import signal
+
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             code = "timeout"
     result_path = os.path.join(stage_dir, "result.json")
     if os.path.exists(result_path):
@@ -467,3 +471,7 @@ def launch(
     os.replace(stage_dir, run_dir)
     shutil.rmtree(old, ignore_errors=True)
     return {**result, "run_dir": run_dir, "exit_code": code}
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -79,7 +79,7 @@ def run_sweep(
     retry_failed: bool = False,
     cache_root: str | None = None,
     fresh: bool = False,
-    per_gpu: int = 3,
+    per_gpu: int = 4,
     log=sys.stdout,
 ) -> list[dict]:
     """Run every missing cell of the experiment into out_dir; returns every cell's result.
