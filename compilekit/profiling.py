@@ -185,7 +185,7 @@ def forward_kernels(prof, label: str, device: str) -> dict:
 
     Returns {"kernels": [{"name", "launcher", "launcher_index", "calls_per_forward",
     "device_ms"}], "kernels_per_forward", "forward_device_ms" (busy time per forward),
-    "forward_cpu_ms"}. `launcher_index` counts earlier launches by an op of the same name in the
+    "forward_host_ms"}. `launcher_index` counts earlier launches by an op of the same name in the
     forward (the second bmm is 1). Device time is a kernel's duration on the GPU, or its CPU
     time where the CPU is the device.
     """
@@ -216,5 +216,9 @@ def forward_kernels(prof, label: str, device: str) -> dict:
         "kernels": kernels,
         "kernels_per_forward": n_launches / n_steps,
         "forward_device_ms": sum(k["device_ms"] * k["calls_per_forward"] for k in kernels),
-        "forward_cpu_ms": sum(e.cpu_time_total for e in steps) / 1e3 / n_steps,
+        # the same profiled steps' host time: on a CPU device the forward itself, measured in
+        # the same window as its kernels; on a GPU the time to launch it
+        "forward_host_ms": statistics.median(e.cpu_time_total / 1e3 for e in steps)
+        if steps
+        else 0.0,
     }

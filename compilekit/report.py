@@ -162,7 +162,9 @@ def kernels_view(run_dir: str, kernel: str | None = None) -> str:
     head = (
         f"{result['variant']} / {result['mode']} / {result['shape']} {result['dtype']} "
         f"{result['device']}: {kmap['kernels_per_forward']:g} kernels per forward, "
-        f"{kmap['forward_device_ms']:.3f} ms busy per forward, measured latency "
+        f"{kmap['forward_device_ms']:.3f} ms busy per forward"
+        + (f" (host {kmap['forward_host_ms']:.3f} ms)" if "forward_host_ms" in kmap else "")
+        + ", measured latency "
         f"{result.get('compiled_ms', 0):.3f} ms"
     )
     table = tabulate(

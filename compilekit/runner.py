@@ -310,7 +310,7 @@ def _measure(cell, variant, result: dict, stage_dir: str, cache_dir: str) -> int
             os.path.join(stage_dir, "kernels.json"),
             {
                 "forward_device_ms": forward["forward_device_ms"],
-                "forward_cpu_ms": forward["forward_cpu_ms"],
+                "forward_host_ms": forward["forward_host_ms"],
                 "kernels_per_forward": forward["kernels_per_forward"],
                 "kernels": records,
                 "by_source_line": kernelmap.by_source_line(records),
@@ -319,7 +319,7 @@ def _measure(cell, variant, result: dict, stage_dir: str, cache_dir: str) -> int
     result.update(
         kernels_per_forward=forward["kernels_per_forward"],
         profiled_forward_device_ms=forward["forward_device_ms"],
-        profiled_forward_cpu_ms=forward["forward_cpu_ms"],
+        profiled_forward_host_ms=forward["forward_host_ms"],
         sdpa_backend=diagnose.sdpa_backend(records, [row["name"] for row in op_rows]),
         attention_rewrite=(
             diagnose.attention_rewrite(result["dynamo"], records) if "dynamo" in result else None

@@ -41,8 +41,10 @@ def run_cell(tmp_path_factory, cache_root):
 def cli(cache_root):
     """cli(*args) -> CompletedProcess of `python -m compilekit ...` with the session's cache."""
 
-    def call(*args, cwd=ROOT):
-        env = {**os.environ, "COMPILEKIT_CACHE": cache_root}
+    def call(*args, cwd=ROOT, env=None):
+        """env: variables to set (None as a value removes one)."""
+        env = {**os.environ, "COMPILEKIT_CACHE": cache_root, **(env or {})}
+        env = {k: v for k, v in env.items() if v is not None}
         return subprocess.run(
             [sys.executable, "-m", "compilekit", *args],
             cwd=cwd,

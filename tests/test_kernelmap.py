@@ -158,7 +158,9 @@ def test_kernel_times_add_up_to_the_forward(run_cell):
     result = run_cell("naive", "default", shape=CPU_SHAPE)
     kmap = _kernels(result)
     total = sum(k["device_ms"] * k["calls_per_forward"] for k in kmap["kernels"])
-    assert total == pytest.approx(result["compiled_ms"], rel=0.15)
+    # against the forward measured in the same profiled steps: the timed median comes from
+    # another moment, and a 2-core machine shared with anything else drifts between the two
+    assert total == pytest.approx(kmap["forward_host_ms"], rel=0.15)
     assert sum(k["share"] for k in kmap["kernels"]) == pytest.approx(1.0)
 
 

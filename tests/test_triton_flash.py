@@ -96,35 +96,24 @@ for k, kwargs in [(torch.randn(1, 4, 32, 16), {}), (torch.randn(1, 6, 32, 24), {
     assert "causal window" in lines[2]
 
 
-def test_cli_runs_it_through_the_interpreter(tmp_path, cache_root):
-    env = {**os.environ, "TRITON_INTERPRET": "1", "COMPILEKIT_CACHE": cache_root}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "compilekit",
-            "run",
-            "--variant",
-            "triton-flash",
-            "--mode",
-            "eager",
-            "--device",
-            "cpu",
-            "--shape",
-            "1x2x48x32",
-            "--out",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+RUN_ON_CPU = [
+    "run",
+    "--variant",
+    "triton-flash",
+    "--mode",
+    "eager",
+    "--device",
+    "cpu",
+    "--shape",
+    "1x2x48x32",
+]
+
+
+def test_cli_runs_it_through_the_interpreter(tmp_path, cli):
+    proc = cli(*RUN_ON_CPU, "--out", str(tmp_path), env={"TRITON_INTERPRET": "1"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads(
-        (tmp_path / "triton-flash__eager__1x2x48x32__float32__cpu" / "result.json").read_text()
-    )
+    cell_dir = tmp_path / "triton-flash__eager__1x2x48x32__float32__cpu"
+    result = json.loads((cell_dir / "result.json").read_text())
     assert result["ok"] and result["max_rel_err"] < 1e-5
 
 
@@ -133,17 +122,7 @@ def test_cli_without_gpu_or_interpreter_is_one_line(cli):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    proc = cli(
-        "run",
-        "--variant",
-        "triton-flash",
-        "--mode",
-        "eager",
-        "--device",
-        "cpu",
-        "--shape",
-        "1x2x48x32",
-    )
+    proc = cli(*RUN_ON_CPU, env={"TRITON_INTERPRET": None})
     assert proc.returncode == 2
     assert "needs a CUDA GPU, or Triton's interpreter" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
