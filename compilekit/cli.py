@@ -231,7 +231,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"compilekit: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("compilekit: interrupted", file=sys.stderr)
+        from compilekit import runner
+
+        runner.stop_running()  # cell processes run in their own sessions: Ctrl-C misses them
+        print(
+            "compilekit: interrupted; finished cells are kept, run again to resume",
+            file=sys.stderr,
+        )
         return 130
     except BrokenPipeError:  # `compilekit kernels RUN | head`: the reader left, not an error
         sys.stderr.close()

@@ -21,6 +21,9 @@ import traceback
 import warnings
 
 PROCESS_START = time.perf_counter()
+# Cell processes this process started and has not yet seen end: each runs in its own session
+# (so a timeout can end its compile workers too), which also keeps Ctrl-C from reaching it.
+_RUNNING: set = set()
 EXIT_UNSUPPORTED = 3
 RESULT_VERSION = 1
 
@@ -383,6 +386,22 @@ def cache_dir_for(cell, cache_root: str) -> str:
     )
 
 
+def _kill(proc) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def stop_running() -> None:
+    """End every cell process still running (the CLI calls this on Ctrl-C)."""
+    for proc in list(_RUNNING):
+        _kill(proc)
+
+
 def default_cache_root() -> str:
     return os.environ.get("COMPILEKIT_CACHE") or os.path.join(
         os.path.expanduser("~"), ".cache", "compilekit"
@@ -440,14 +459,14 @@ def launch(
         proc = subprocess.Popen(
             cmd, env=child_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
+        _RUNNING.add(proc)
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            import signal
-
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            _kill(proc)
             code = "timeout"
+        finally:
+            _RUNNING.discard(proc)
     result_path = os.path.join(stage_dir, "result.json")
     if os.path.exists(result_path):
         with open(result_path) as f:
