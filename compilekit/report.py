@@ -25,55 +25,10 @@ def _fmt(value, digits=3):
 
 
 def cell_table(results: list[dict]) -> str:
-    """One row per cell: correctness, latency eager and compiled, speedup, compile cost."""
-    rows = []
-    for r in results:
-        status = (
-            "ok"
-            if r.get("ok")
-            else (
-                "unsupported"
-                if r.get("unsupported")
-                else ("WRONG" if r.get("max_rel_err") is not None else "error")
-            )
-        )
-        rows.append(
-            [
-                r["variant"],
-                r["mode"],
-                r["shape"],
-                r["dtype"],
-                r["device"],
-                status,
-                _fmt(r.get("max_rel_err")),
-                _fmt(r.get("eager_ms")),
-                _fmt(r.get("compiled_ms")),
-                _fmt(r.get("speedup"), 2),
-                _fmt(r.get("compile_cold_s"), 1),
-                _fmt(r.get("compile_warm_s"), 1),
-                _fmt(r.get("tflops"), 1),
-                _fmt(r.get("kernels_per_forward"), 2),
-            ]
-        )
-    return tabulate(
-        rows,
-        headers=[
-            "variant",
-            "mode",
-            "shape",
-            "dtype",
-            "device",
-            "check",
-            "max_rel_err",
-            "eager_ms",
-            "compiled_ms",
-            "speedup",
-            "cold_s",
-            "warm_s",
-            "TFLOP/s",
-            "kernels/fwd",
-        ],
-    )
+    """One row per cell, the same columns as a sweep's report (one table, one set of rules)."""
+    from compilekit import sweepreport
+
+    return tabulate(sweepreport.rows(results, None), headers=sweepreport.HEADERS)
 
 
 def cell_notes(result: dict) -> list[str]:

@@ -69,6 +69,7 @@ def rows(results: list[dict], peak_tflops: float | None) -> list[list]:
                 r["mode"],
                 r["shape"],
                 r["dtype"],
+                r["device"],
                 _status(r),
                 _num(r.get("max_rel_err"), ".1e"),
                 _num(r.get("eager_ms"), ".3f"),
@@ -94,10 +95,11 @@ HEADERS = [
     "mode",
     "shape",
     "dtype",
+    "device",
     "check",
     "max_rel_err",
     "eager_ms",
-    "ms",
+    "compiled_ms",
     "speedup",
     "cold_s",
     "warm_s",
@@ -234,7 +236,8 @@ def report(out_dir: str) -> str:
     md += [
         "## Cells",
         "",
-        "Latency is the steady-state median (`ms`, the mode's; `eager_ms`, the same process's "
+        "Latency is the steady-state median (`compiled_ms`, the mode's; `eager_ms`, the same "
+        "process's "
         "eager baseline). Break-even: calls after which the compile (cold: empty cache; warm: "
         "filled cache) has paid for itself; `never` when compiled is not faster than eager by "
         "more than the timing spread (compiled p90 under eager p10). TFLOP/s "
