@@ -17,6 +17,7 @@ import time
 
 from compilekit import runner
 from compilekit.spec import Experiment
+from compilekit.sweepreport import cell_status
 
 
 def _alive(pid: int) -> bool:
@@ -62,13 +63,11 @@ def cell_done(run_dir: str, retry_failed: bool) -> dict | None:
 
 
 def _status(result: dict) -> str:
-    if result.get("unsupported"):
-        return "unsupported"
-    if result.get("error"):
-        return "FAILED"
-    if not result.get("ok"):
-        return "WRONG"
-    return f"ok {result['compiled_ms']:.3f} ms"
+    """The report's cell status, with the latency when ok and FAILED loud in a progress line."""
+    status = cell_status(result)
+    if status == "ok":
+        return f"ok {result['compiled_ms']:.3f} ms"
+    return "FAILED" if status == "failed" else status
 
 
 def run_sweep(

@@ -44,7 +44,8 @@ def break_even_calls(compile_s: float | None, r: dict):
     return math.ceil(compile_s / ((r["eager_ms"] - r["compiled_ms"]) / 1e3))
 
 
-def _status(r: dict) -> str:
+def cell_status(r: dict) -> str:
+    """unsupported, failed, WRONG (measured but over the error bound) or ok."""
     if r.get("unsupported"):
         return "unsupported"
     if r.get("error"):
@@ -70,7 +71,7 @@ def rows(results: list[dict], peak_tflops: float | None) -> list[list]:
                 r["shape"],
                 r["dtype"],
                 r["device"],
-                _status(r),
+                cell_status(r),
                 _num(r.get("max_rel_err"), ".1e"),
                 _num(r.get("eager_ms"), ".3f"),
                 _num(r.get("compiled_ms"), ".3f"),
@@ -122,7 +123,7 @@ def plot(results: list[dict], out_dir: str) -> list[str]:
     except ImportError:
         return []
     written = []
-    ok = [r for r in results if _status(r) == "ok"]
+    ok = [r for r in results if cell_status(r) == "ok"]
     by_shape = defaultdict(list)
     for r in ok:
         by_shape[r["shape"]].append(r)
@@ -208,17 +209,17 @@ def report(out_dir: str) -> str:
     images = plot(results, out_dir)
     problems = [
         f"- `{r['variant']}` / `{r['mode']}` / {r['shape']} {r['dtype']}: "
-        f"{_status(r)}: {(r.get('unsupported') or r.get('error') or '').splitlines()[0][:300]}"
+        f"{cell_status(r)}: {(r.get('unsupported') or r.get('error') or '').splitlines()[0][:300]}"
         for r in results
-        if _status(r) in ("unsupported", "failed")
+        if cell_status(r) in ("unsupported", "failed")
     ]
     wrong = [
         f"- `{r['variant']}` / `{r['mode']}` / {r['shape']}: max_rel_err {r['max_rel_err']:.3g} "
         f"over the bound {r.get('error_bound')}"
         for r in results
-        if _status(r) == "WRONG"
+        if cell_status(r) == "WRONG"
     ]
-    scaling = scaling_series([r for r in results if _status(r) == "ok"])
+    scaling = scaling_series([r for r in results if cell_status(r) == "ok"])
     md = [f"# compilekit report: {os.path.basename(os.path.abspath(out_dir))}", ""]
     if env:
         md += [
