@@ -1,0 +1,145 @@
+"""One typed record per cell: what was measured, by which process, and one verdict.
+
+The verdict (`status`) is decided here and nowhere else:
+- `ok`: eager and compiled outputs within the dtype's bound of a float64 reference;
+- `self-consistent`: a user variant without a `reference`: compiled checked against the same
+  function run eagerly on float64 inputs (it says nothing about whether the function is right);
+- `wrong`: over the bound, NaN, or the wrong output shape;
+- `unsupported`: an explicit refusal (compilekit.errors.Unsupported, torch's "No available
+  kernel", a device or dtype torch does not implement);
+- `failed`: anything else: the reason here, the traceback in log.txt.
+Quantities that do not exist for a cell (compile times of an eager cell, TFLOP/s of a variant
+that declares no FLOPs) are None, written as null.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from compilekit.store import CorruptFile, read_json, write_json
+
+SCHEMA_VERSION = 2
+STATUSES = ("ok", "self-consistent", "wrong", "unsupported", "failed")
+# Statuses whose cell was measured end to end (timed, profiled, mapped).
+MEASURED = ("ok", "self-consistent", "wrong")
+
+
+@dataclasses.dataclass
+class CellResult:
+    """A cell's result.json. Units are in the names (`_ms`, `_s`, `_mb`, `_tflops`)."""
+
+    variant: str
+    mode: str
+    shape: str
+    dtype: str
+    device: str
+    seed: int = 0
+    label: str = ""
+    schema_version: int = SCHEMA_VERSION
+    status: str = "failed"
+    reason: str | None = None  # one line: why unsupported, failed or wrong
+    torch_version: str | None = None
+    # check (step 3)
+    reference: str | None = None  # what the outputs were checked against
+    max_rel_err: float | None = None
+    eager_max_rel_err: float | None = None
+    error_bound: float | None = None
+    # steady state (step 5), measured before any profiler or capture hook in a clean process
+    eager_ms: float | None = None
+    compiled_ms: float | None = None
+    speedup: float | None = None
+    eager_timing: dict | None = None
+    compiled_timing: dict | None = None
+    host_ms_per_call: float | None = None  # launch-only loop: what the CPU spends per call
+    gpu_busy_share: float | None = None  # device time per forward / latency
+    host_bound: bool | None = None
+    noisy: bool | None = None  # the timing spread or the machine's load says it was disturbed
+    noise_note: str | None = None
+    flops: float | None = None  # as the variant declares them; None: it declares none
+    tflops: float | None = None
+    eager_tflops: float | None = None
+    peak_memory_mb: float | None = None
+    # compile (step 4)
+    compile_cold_s: float | None = None
+    compile_warm_s: float | None = None
+    compile_cold_measured_at: str | None = None
+    compile_notes: dict | None = None
+    # evidence (steps 6-9), taken after the timed calls
+    kernels_per_forward: float | None = None
+    profiled_forward_device_ms: float | None = None
+    profiled_forward_host_ms: float | None = None
+    cudagraphs: dict | None = None
+    dynamo: dict | None = None
+    sdpa_backend: str | None = None
+    attention_rewrite: str | None = None
+    # bookkeeping
+    processes: dict = dataclasses.field(default_factory=dict)  # process -> what it measured
+    settings: dict = dataclasses.field(default_factory=dict)  # what the toolkit set in torch
+    steps_s: dict = dataclasses.field(default_factory=dict)
+    gpu_lock_wait_s: float | None = None
+    wall_s: float | None = None
+    exit_code: int | str | None = None
+    attempts: list = dataclasses.field(default_factory=list)  # failed reruns kept beside it
+    run_dir: str | None = None  # where it was read from or written to (not stored)
+
+    @property
+    def ok(self) -> bool:
+        """Measured and within the bound (of a reference, or of itself)."""
+        return self.status in ("ok", "self-consistent")
+
+    @property
+    def measured(self) -> bool:
+        return self.status in MEASURED
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data.pop("run_dir")
+        return data
+
+    def save(self, run_dir: str) -> None:
+        """Write run_dir/result.json atomically."""
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}")
+        write_json(os.path.join(run_dir, "result.json"), self.to_dict())
+
+
+def verdict(max_rel_err: float, eager_max_rel_err: float, bound: float, has_reference: bool):
+    """The status of a measured cell, from its errors and what they were measured against."""
+    if max(max_rel_err, eager_max_rel_err) <= bound:
+        return "ok" if has_reference else "self-consistent"
+    return "wrong"
+
+
+FIELDS = {f.name for f in dataclasses.fields(CellResult)}
+
+
+def from_dict(data: dict, where: str = "result") -> CellResult:
+    """A CellResult from parsed JSON; CorruptFile when it is not one of this format."""
+    if not isinstance(data, dict):
+        raise CorruptFile(f"{where} holds {type(data).__name__}, not a cell result")
+    version = data.get("schema_version", data.get("format_version"))
+    if version != SCHEMA_VERSION:
+        raise CorruptFile(
+            f"{where} was written by another compilekit format ({version!r}; this one reads "
+            f"{SCHEMA_VERSION}): run the cell again"
+        )
+    missing = [k for k in ("variant", "mode", "shape", "dtype", "device") if k not in data]
+    if missing or data.get("status") not in STATUSES:
+        raise CorruptFile(
+            f"{where} is not a cell result (missing {', '.join(missing) or 'a valid status'})"
+        )
+    return CellResult(**{k: v for k, v in data.items() if k in FIELDS and k != "run_dir"})
+
+
+def load(run_dir: str) -> CellResult:
+    """Read run_dir/result.json back; CorruptFile names the file when it cannot."""
+    path = os.path.join(run_dir, "result.json")
+    result = from_dict(read_json(path), path)
+    result.run_dir = run_dir
+    return result
+
+
+def for_cell(cell, **fields) -> CellResult:
+    """A record for `cell` (a spec.Cell) with its identity filled in."""
+    return CellResult(**cell.to_dict(), label=cell.label(), **fields)

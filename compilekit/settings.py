@@ -1,0 +1,37 @@
+"""Every setting compilekit changes inside torch, in one place, restored on exit.
+
+A cell's processes compile with the same settings (they are part of Inductor's cache key, so
+the timed process reuses exactly what the first compile built):
+- CPU: `cpp.enable_kernel_profile`: Inductor wraps each C++ kernel in RECORD_FUNCTION so the
+  profiler can see it. Without an active profiler that is one flag check per kernel call.
+- capture process only: `trace.provenance_tracking_level = 1` (torch >= 2.9), the kernel ->
+  FX node -> source line mapping that the kernel map reads.
+Environment variables the parent sets for each process (cache directories, TORCH_TRACE, compile
+threads) are listed in runner.PHASE_ENV.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+
+def toolkit_changes(device: str, capture: bool) -> dict:
+    """{Inductor config key: value} that compilekit sets for this device and process."""
+    from torch._inductor import config
+
+    changes = {}
+    if device == "cpu":
+        changes["cpp.enable_kernel_profile"] = True
+    if capture and hasattr(config.trace, "provenance_tracking_level"):
+        changes["trace.provenance_tracking_level"] = 1
+    return changes
+
+
+@contextlib.contextmanager
+def toolkit_settings(device: str, capture: bool = False):
+    """Set toolkit_changes() for the block, restore every one of them after; yields the dict."""
+    from torch._inductor import config
+
+    changes = toolkit_changes(device, capture)
+    with config.patch(changes):
+        yield changes
