@@ -1,9 +1,9 @@
 """Step 7: capture what the compiler generated.
 
-`capture(dump_dir)` wraps the cold compile: depyf's dump (bytecode, graphs at each stage, output
-code) plus Inductor's provenance tracking. Provenance and output code reach us through TORCH_TRACE
-(the runner sets it before torch is imported); `read_trace` pulls them out, `write_kernels` splits
-each generated kernel into its own file.
+`depyf_dump(dump_dir)` wraps the capture process's recompile: depyf's dump (bytecode, graphs at
+each stage, output code). Provenance (switched on in compilekit.settings) and output code reach us
+through TORCH_TRACE (the runner sets it before torch is imported); `read_trace` pulls them out,
+`write_kernels` splits each generated kernel into its own file.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import json
 import os
 import re
 
-import torch
-
 PROVENANCE_ARTIFACTS = (
     "inductor_provenance_tracking_node_mappings",
     "inductor_provenance_tracking_kernel_stack_traces",
@@ -23,7 +21,8 @@ PROVENANCE_ARTIFACTS = (
 # `name = async_compile.triton('name', '''src''', ...)` or
 # `name = async_compile.cpp_pybinding([...], r'''src''')`
 KERNEL_DEF_RE = re.compile(
-    r"^(?P<name>\w+) = async_compile\.(?P<how>\w+)\(.*?r?'''\n?(?P<src>.*?)'''", re.S | re.M
+    r"^(?P<name>\w+) = async_compile\.(?P<how>\w+)\(.*?r?'''\n?(?P<src>.*?)'''",
+    re.DOTALL | re.MULTILINE,
 )
 
 
@@ -61,22 +60,6 @@ def depyf_dump(dump_dir: str):
             yield
         finally:
             PyCodeCache.load_by_key_path = depyf_hook
-
-
-@contextlib.contextmanager
-def capture(dump_dir: str):
-    """The depyf dump plus Inductor provenance tracking (torch >= 2.9), restored on exit."""
-    trace_config = torch._inductor.config.trace
-    has_level = hasattr(trace_config, "provenance_tracking_level")
-    saved = trace_config.provenance_tracking_level if has_level else None
-    if has_level:
-        trace_config.provenance_tracking_level = 1
-    try:
-        with depyf_dump(dump_dir):
-            yield
-    finally:
-        if has_level:
-            trace_config.provenance_tracking_level = saved
 
 
 def _trace_records(trace_dir: str):

@@ -50,16 +50,32 @@ def cudagraph_skip_reasons():
 
 
 def dynamo_counters() -> dict:
-    """Graph breaks, compiled frames and Inductor counters from torch._dynamo.utils.counters."""
+    """Graph breaks, compiled frames and Inductor counters from torch._dynamo.utils.counters;
+    recompiles and their reasons from Dynamo's compilation metrics (torch writes no counter
+    for them)."""
     from torch._dynamo.utils import counters
 
     return {
         "graph_breaks": dict(counters["graph_break"]),
         "unique_graphs": counters["stats"].get("unique_graphs", 0),
         "calls_captured": counters["stats"].get("calls_captured", 0),
-        "recompiles": dict(counters["recompiles"]) if "recompiles" in counters else {},
+        "recompiles": recompile_reasons(),
         "inductor": {k: v for k, v in counters["inductor"].items() if v},
     }
+
+
+def recompile_reasons() -> list[str]:
+    """Why Dynamo compiled a frame again, one entry per recompile, in torch's words."""
+    import re
+
+    from torch._dynamo.utils import get_compilation_metrics
+
+    reasons = []
+    for metrics in get_compilation_metrics():
+        recompile = getattr(metrics, "recompile_reason", None)
+        if recompile:  # "0/0: n == 2     # file:3 in f\nUser stack trace: ...": its first line
+            reasons.append(re.sub(r"\s+", " ", str(recompile).strip().splitlines()[0]))
+    return reasons
 
 
 def sdpa_backend(kernel_records: list[dict], op_names: list[str] = ()) -> str | None:
@@ -68,8 +84,9 @@ def sdpa_backend(kernel_records: list[dict], op_names: list[str] = ()) -> str | 
     names = " ".join(
         [f"{r['name']} {r['launcher']}" for r in kernel_records] + list(op_names)
     ).lower()
+    # only SDPA's own op or kernels: a hand-written flash kernel (triton-flash) is not SDPA
     if "scaled_dot_product" not in names and not any(
-        k in names for k in ("flash", "fmha", "cudnn")
+        k in names for k in ("pytorch_flash::", "fmha", "cudnn")
     ):
         return None
     for needle, backend in SDPA_BACKENDS:

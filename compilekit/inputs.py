@@ -39,12 +39,24 @@ def causal_reference(q, k, v) -> torch.Tensor:
     return out.reshape(batch, heads, seq, dim)
 
 
-def reference_output(variant, q, k, v) -> torch.Tensor:
-    """The float64 truth for a variant: its own `reference` if it has one, else causal
-    attention."""
-    if variant.reference is None:
-        return causal_reference(q, k, v)
-    return variant.reference(*(t.to(torch.float64) for t in (q, k, v)))
+def reference_output(variant, q, k, v) -> tuple[torch.Tensor, str]:
+    """The float64 truth for a variant and what it is: its own `reference`, causal attention
+    for a built-in without one, or (a user variant without one) itself on float64 inputs."""
+    q64, k64, v64 = (t.to(torch.float64) for t in (q, k, v))
+    if variant.reference is not None:
+        return variant.reference(q64, k64, v64), "the variant's float64 reference"
+    if variant.builtin:
+        return causal_reference(q, k, v), "float64 causal attention"
+    return variant.attention(q64, k64, v64), "the same function on float64 inputs (no reference)"
+
+
+def output_problem(out, q) -> str | None:
+    """Why `out` cannot be an attention output for q ([B, H, S, D]), in the user's terms."""
+    if not isinstance(out, torch.Tensor):
+        return f"returned {type(out).__name__}, expected a Tensor"
+    if tuple(out.shape) != tuple(q.shape):
+        return f"output shape {tuple(out.shape)} != expected {tuple(q.shape)}"
+    return None
 
 
 def max_rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:

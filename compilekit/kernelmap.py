@@ -21,7 +21,7 @@ FRAME_RE = re.compile(
 NODE_RE = re.compile(
     r'^\s*(?P<node>\w+): "[^"]*" = torch\.ops\.'
     r"(?P<target>[\w.]+?)(?:\.default|\.Tensor|\.Scalar|\.\w+)?\(",
-    re.M,
+    re.MULTILINE,
 )
 FILE_COMMENT_RE = re.compile(
     r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<func>\S+), code: (?P<code>.*)$"
@@ -31,7 +31,7 @@ TRITON_COMMENT_RE = re.compile(
     r"Original ATen: \[(?P<aten>[^\]]*)\]"
 )
 GENERATED_PREFIXES = ("triton_", "cpp_")
-LIBRARY_RE = re.compile(r"flash|fmha|cudnn|cutlassF|efficient_attention|sdpa", re.I)
+LIBRARY_RE = re.compile(r"flash|fmha|cudnn|cutlassF|efficient_attention|sdpa", re.IGNORECASE)
 
 
 def parse_graph_code(code: str) -> dict[str, dict]:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
-
-import torch
+from collections.abc import Callable
 
 # name -> (torch.compile kwargs or None for eager, one-line description)
 MODES = {
@@ -33,7 +31,7 @@ CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune", "cudagraphs")
 
 
 def check_mode(name: str) -> None:
-    from compilekit.spec import UserError
+    from compilekit.errors import UserError
 
     if name not in MODES:
         raise UserError(f"unknown mode {name!r}: choose one of {', '.join(MODES)}")
@@ -41,6 +39,8 @@ def check_mode(name: str) -> None:
 
 def unsupported_reason(name: str, device: str) -> str | None:
     """Why this mode cannot run on this device, asking torch; None if it can."""
+    import torch
+
     if name == "cudagraphs" and not (device == "cuda" and torch.cuda.is_available()):
         return (
             "mode 'cudagraphs' captures CUDA graphs and needs a CUDA device; "
@@ -51,6 +51,8 @@ def unsupported_reason(name: str, device: str) -> str | None:
 
 def build(name: str, fn: Callable) -> Callable:
     """The variant wrapped by the mode (a fresh torch.compile wrapper for compiled modes)."""
+    import torch
+
     kwargs, _ = MODES[name]
     if kwargs is None:
         return fn

@@ -10,7 +10,7 @@ import contextlib
 import os
 import re
 import statistics
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch.autograd import DeviceType

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -57,6 +57,20 @@ def bench(fn: Callable, args, device: str, budget_s: float | None = None) -> dic
         fn(*args)
         samples.append((time.perf_counter() - start) * 1e3)
     return _summary(samples)
+
+
+def host_ms_per_call(fn: Callable, args, calls: int = 50) -> float:
+    """CPU milliseconds to issue one call (a launch-only loop, no synchronize inside): what
+    the host spends per call, whether or not the GPU keeps up. 50 calls stay far under the
+    driver's launch queue, so a device-bound call does not block the loop."""
+    fn(*args)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn(*args)
+    host_s = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return host_s / calls * 1e3
 
 
 def _bench_cuda(fn: Callable, args, budget_s: float) -> dict:

@@ -9,10 +9,12 @@ import importlib.util
 import inspect
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
-from compilekit.spec import UserError
+from compilekit.errors import UserError
 from variants import VARIANTS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @dataclasses.dataclass
@@ -23,11 +25,96 @@ class Variant:
     description: str
     source_file: str
     builtin: bool
+    flops: Callable | None = None  # flops(shape) -> float, as the variant declares them
 
-    def source_hash(self) -> str:
-        """Hash of the file that defines the variant, so edits invalidate cached compiles."""
-        with open(self.source_file, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()[:16]
+    @property
+    def has_reference(self) -> bool:
+        """Built-ins are checked against a float64 reference; a user variant only if its file
+        defines `reference` (else against itself on float64 inputs)."""
+        return self.builtin or self.reference is not None
+
+    def source_files(self) -> list[str]:
+        """The variant's file and every project file it imports, directly or not: the files
+        whose edits change what gets compiled (and the cache key covers)."""
+        return import_closure(self.source_file)
+
+
+def source_file(spec: str) -> str:
+    """The file that defines a variant, found without importing it (a user's file as given)."""
+    if is_user_spec(spec):
+        return os.path.abspath(spec.rsplit(":", 1)[0])
+    found = importlib.util.find_spec(VARIANTS[spec])
+    return os.path.abspath(found.origin)
+
+
+def source_hash(spec: str) -> str:
+    """Hash of a variant's import closure, without importing it (so the parent process of a
+    cell never pays for importing torch)."""
+    digest = hashlib.sha256()
+    for path in import_closure(source_file(spec)):
+        digest.update(path.encode())
+        with open(path, "rb") as f:
+            digest.update(hashlib.sha256(f.read()).digest())
+    return digest.hexdigest()[:16]
+
+
+def check_variant(spec: str) -> None:
+    """UserError unless spec names a registered variant or a user file's callable. A registry
+    name is checked without importing it; a user file is imported (its callable must exist)."""
+    if is_user_spec(spec):
+        load_variant(spec)
+    elif spec not in VARIANTS:
+        load_variant(spec)  # raises the registry's UserError with the list of names
+
+
+def import_closure(path: str) -> list[str]:
+    """`path` and the files of every module it imports that lives in this project or beside
+    `path` (never torch or the standard library), followed transitively; sorted."""
+    import ast
+    import importlib.util
+
+    roots = (ROOT + os.sep, os.path.dirname(os.path.abspath(path)) + os.sep)
+    seen, todo = set(), [os.path.abspath(path)]
+    while todo:
+        file = todo.pop()
+        if file in seen:
+            continue
+        seen.add(file)
+        with open(file, "rb") as f:
+            tree = ast.parse(f.read(), file)
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module)
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        for name in names:
+            found = _module_file(name, os.path.dirname(file), importlib.util, roots)
+            if found and found.startswith(roots) and found not in seen:
+                todo.append(found)
+    return sorted(seen)
+
+
+def _module_file(name: str, beside: str, util, roots: tuple) -> str | None:
+    """The .py file of module `name` (beside the importing file, or in a package inside
+    `roots`), found on the file system: nothing is imported, not even the package itself."""
+    parts = name.split(".")
+    candidate = os.path.join(beside, *parts) + ".py"
+    if os.path.isfile(candidate):
+        return os.path.abspath(candidate)
+    try:
+        top = util.find_spec(parts[0])  # a top-level spec is found without importing anything
+    except (ImportError, ValueError):
+        return None
+    locations = list(getattr(top, "submodule_search_locations", None) or []) if top else []
+    if not locations or not os.path.abspath(locations[0]).startswith(roots):
+        return None
+    base = os.path.join(locations[0], *parts[1:])
+    for path in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(path):
+            return os.path.abspath(path)
+    return None
 
 
 def is_user_spec(spec: str) -> bool:
@@ -51,6 +138,7 @@ def load_variant(spec: str) -> Variant:
         getattr(module, "DESCRIPTION", ""),
         inspect.getfile(module),
         True,
+        getattr(module, "flops", None),
     )
 
 
@@ -66,6 +154,11 @@ def _load_user_variant(spec: str) -> Variant:
     sys.modules[module_name] = module  # dataclasses, pickling and dynamo want it importable
     try:
         module_spec.loader.exec_module(module)
+    except SystemExit as exc:  # sys.exit() at import would end compilekit without a word
+        raise UserError(
+            f"variant file {path!r} called sys.exit({exc.code!r}) while being imported: "
+            "keep top-level code free of exits (put it under `if __name__ == '__main__':`)"
+        ) from None
     except Exception as exc:  # the user's file: report it, never a traceback
         raise UserError(
             f"variant file {path!r} failed to import ({type(exc).__name__}: {exc}): fix the file"
@@ -82,15 +175,16 @@ def _load_user_variant(spec: str) -> Variant:
         raise UserError(
             f"no callable {name!r} in {path}: choose one of {', '.join(found) or '(none)'}"
         )
-    # Without a reference of its own, a user's variant is checked against itself on float64 inputs.
-    reference = getattr(module, "reference", None) or fn
+    # Without a reference of its own, a user's variant is checked against itself on float64
+    # inputs: `has_reference` False makes that cell "self-consistent" at best, never "ok".
     return Variant(
         spec,
         fn,
-        reference,
+        getattr(module, "reference", None),
         (module.__doc__ or "").strip().split("\n")[0],
         os.path.abspath(path),
         False,
+        getattr(module, "flops", None),
     )
 
 

@@ -1,0 +1,439 @@
+"""One cell's steps, in the processes the parent (runner.py) starts for it.
+
+`python -m compilekit.cell PHASE CELL_JSON STAGE_DIR CACHE_DIR TIMEOUT_S`, PHASE one of:
+- `cold`: a fresh process, empty caches, nothing of the toolkit's switched on: times the first
+  call (what a user waits for) into CACHE_DIR/cold.json. Only when the cache is empty.
+- `capture`: recompiles (FX and AOT caches off, kernel caches kept) with the depyf dump,
+  Inductor provenance and TORCH_TRACE on, into CACHE_DIR/capture/. Only after `cold`.
+- `measure`: a fresh process, caches filled: first call (the warm compile), correctness, the
+  timed calls (before any profiler, dispatch mode or capture hook ever ran in this process), and
+  only then the profiler, the eager line recording and the kernel map. Writes STAGE_DIR.
+A phase that ends the cell early (a refusal, a failure, a wrong output shape) writes
+STAGE_DIR/result.json with the reason; the traceback, if any, goes to the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+import traceback
+
+PROCESS_START = time.perf_counter()
+
+PROCESS_NOTES = {
+    "cold": "a fresh process with empty caches and no toolkit hook: the first call only",
+    "capture": "a separate recompile with depyf, provenance and TORCH_TRACE on (FX/AOT caches "
+    "off): the dump and the kernel -> source line mapping; nothing timed",
+    "measure": "a fresh process, caches filled: warm first call, check, timed calls (no profiler "
+    "or hook before them), then profile and kernel map",
+}
+# Past this p90/p10 ratio of the timed samples, another process most likely competed.
+NOISY_SPREAD = 1.5
+# Under this share of each call busy on the GPU, the call is host-bound.
+HOST_BOUND_SHARE = 0.8
+
+
+class CellEnded(Exception):
+    """The cell cannot go on: its status (unsupported, failed, wrong) and the reason."""
+
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+def _die_with_parent_and_on_timeout(timeout_s: float) -> None:
+    """No orphans: the kernel kills this process when its parent dies (PR_SET_PDEATHSIG), and a
+    watchdog ends the whole process group (compile workers too) at the timeout."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent's own timeout and kill remain
+    parent = os.environ.get("COMPILEKIT_PARENT_PID")
+    if parent and os.getppid() != int(parent):  # the parent died before prctl took effect
+        os._exit(1)
+
+    def expire():
+        print(f"compilekit: cell timed out after {timeout_s:.0f} s; ending it", flush=True)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    timer = threading.Timer(timeout_s, expire)
+    timer.daemon = True
+    timer.start()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:400]}" if text else type(exc).__name__
+
+
+# torch's own words for "this device / dtype / backend does not do that"
+REFUSALS = (
+    "No available kernel",
+    "No viable backend",
+    "not implemented for '",
+    "Could not run '",
+    "is not supported on",
+)
+
+
+def classify(exc: BaseException, shape) -> CellEnded:
+    """An exception from running the variant eagerly, as the cell's status and reason."""
+    import torch
+
+    from compilekit.errors import Unsupported
+
+    text = str(exc)
+    if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text.lower():
+        import re
+
+        size = re.search(r"allocate ([\d.]+ [KMGT]i?B)", text) or re.search(
+            r"allocate (\d+) bytes", text
+        )
+        amount = size[1] if size else "more memory than there is"
+        if size and size[1].isdigit():
+            amount = f"{int(size[1]) / 2**30:.2f} GiB"
+        return CellEnded(
+            "failed", f"out of memory allocating {amount} at shape {shape}: try a smaller shape"
+        )
+    if isinstance(exc, Unsupported) or any(r in text for r in REFUSALS):
+        return CellEnded("unsupported", _first_line(exc).split(": ", 1)[-1])
+    return CellEnded("failed", f"the variant raised {_first_line(exc)} (traceback in log.txt)")
+
+
+def _eager_probe(variant, args, cell):
+    """Run the variant once eagerly: its output, or CellEnded with torch's words (and the
+    warnings that explain a refusal)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return variant.attention(*args)
+        except Exception as exc:
+            traceback.print_exc()
+            ended = classify(exc, cell.shape)
+            why = [
+                str(w.message).splitlines()[0]
+                for w in caught
+                if any(
+                    k in str(w.message) for k in ("kernel not used", "not supported", "requires")
+                )
+            ]
+            if ended.status == "unsupported" and why:
+                ended.reason = "; ".join([ended.reason] + why[:4])
+            verb = "cannot run on" if ended.status == "unsupported" else "failed on"
+            where = f"{cell.device} {cell.dtype} at {cell.shape}"
+            ended.reason = f"{cell.variant!r} {verb} {where}: {ended.reason}"
+            raise ended from None
+
+
+def _checked(out, q, what: str) -> None:
+    from compilekit import inputs
+
+    problem = inputs.output_problem(out, q)
+    if problem:
+        status = "wrong" if problem.startswith("output shape") else "failed"
+        raise CellEnded(status, f"{what} {problem}")
+
+
+def _compiled_first_call(cell, variant, args):
+    """A fresh torch.compile wrapper and the seconds of its first call (the compile)."""
+    from compilekit import modes, timing
+
+    compiled = modes.build(cell.mode, variant.attention)
+    try:
+        seconds, out = timing.first_call_s(compiled, args, cell.device)
+    except Exception as exc:
+        traceback.print_exc()
+        raise CellEnded("failed", f"torch.compile failed: {_first_line(exc)}") from None
+    return compiled, seconds, out
+
+
+def _compile_gpu_turn(cell, record: dict):
+    """The GPU lock for a compile-only process, where its GPU work could change a figure:
+    max-autotune benchmarks candidate kernels on the GPU, so it waits for the GPU alone. Other
+    compiles run beside the GPU's current cell (a compile is CPU work and one first call;
+    timing never overlaps them: it holds the CPU lock, which every compile shares)."""
+    from compilekit import locks
+
+    if cell.mode.startswith("max-autotune"):
+        return locks.gpu_turn(record)
+    return contextlib.nullcontext()
+
+
+def run_cold(cell, cache_dir: str, record: dict) -> None:
+    """The first call in a clean process with empty caches -> cache_dir/cold.json."""
+    from compilekit import inputs, settings
+    from compilekit.store import write_json
+    from compilekit.variant import load_variant
+
+    variant = load_variant(cell.variant)
+    with _compile_gpu_turn(cell, record), settings.toolkit_settings(cell.device):
+        args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+        # One eager call first, in every process: a variant that builds state on its first
+        # call (naive's mask) is then compiled to the same graph in each of them; it is also
+        # where a refusal of the variant itself shows.
+        _eager_probe(variant, args, cell)
+        _, cold_s, _ = _compiled_first_call(cell, variant, args)
+    write_json(
+        os.path.join(cache_dir, "cold.json"),
+        {
+            "compile_cold_s": cold_s,
+            "measured_at": datetime.datetime.now().isoformat(timespec="seconds"),
+            "includes": "the first compiled call in a fresh process with empty Inductor caches "
+            "(after one eager call): Dynamo trace, Inductor import and lowering, kernel "
+            "compiles, the call itself",
+        },
+    )
+
+
+def run_capture(cell, cache_dir: str, record: dict) -> None:
+    """Recompile with every capture on -> cache_dir/capture/{depyf/, graphs.json}."""
+    from compilekit import capture, inputs, settings
+    from compilekit.store import write_json
+    from compilekit.variant import load_variant
+
+    variant = load_variant(cell.variant)
+    capture_dir = os.path.join(cache_dir, "capture")
+    with _compile_gpu_turn(cell, record), settings.toolkit_settings(cell.device, capture=True):
+        args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+        _eager_probe(variant, args, cell)  # the same state as the other processes (run_cold)
+        with capture.depyf_dump(os.path.join(capture_dir, "depyf")):
+            _compiled_first_call(cell, variant, args)
+    write_json(
+        os.path.join(capture_dir, "graphs.json"),
+        capture.read_trace(os.environ.get("TORCH_TRACE", "")),
+    )
+
+
+def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
+    """Warm compile, check, time, then profile and map, into `result` and stage_dir."""
+    with _step(result, "imports"):  # torch, and the variant's module
+        import torch
+
+        from compilekit import inputs, locks, modes, settings
+        from compilekit.variant import load_variant
+
+        variant = load_variant(cell.variant)
+    result.torch_version = torch.__version__
+    if reason := modes.unsupported_reason(cell.mode, cell.device):
+        raise CellEnded("unsupported", reason)
+    with locks.gpu_turn(result.steps_s), settings.toolkit_settings(cell.device) as changes:
+        result.settings = {f"torch._inductor.config.{k}": v for k, v in changes.items()}
+        if reason := inputs.dtype_probe(cell.dtype, cell.device):
+            raise CellEnded("unsupported", reason)
+        with _step(result, "inputs_and_reference"):
+            args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+            eager_out = _eager_probe(variant, args, cell)
+            _checked(eager_out, args[0], "eager:")
+            ref, result.reference = inputs.reference_output(variant, *args)
+            result.eager_max_rel_err = inputs.max_rel_err(eager_out, ref)
+            del eager_out
+        compiled = variant.attention
+        if cell.mode != "eager":
+            compiled = _warm_compile(cell, variant, args, cache_dir, result)
+        out = compiled(*args)
+        _checked(out, args[0], "compiled:")
+        result.max_rel_err = inputs.max_rel_err(out, ref)
+        result.error_bound = inputs.ERROR_BOUNDS[cell.dtype]
+        del out, ref
+        from compilekit.result import verdict
+
+        result.status = verdict(
+            result.max_rel_err,
+            result.eager_max_rel_err,
+            result.error_bound,
+            variant.has_reference,
+        )
+        if result.status == "wrong":
+            result.reason = (
+                f"max_rel_err {max(result.max_rel_err, result.eager_max_rel_err):.3g} over the "
+                f"{cell.dtype} bound {result.error_bound}"
+            )
+        with _step(result, "time"), locks.cpu_alone(result.steps_s):
+            _time(cell, variant, compiled, args, result)
+        _evidence(cell, compiled, args, stage_dir, cache_dir, result)
+
+
+@contextlib.contextmanager
+def _step(result, name: str):
+    """Record how long one step took, in result.steps_s[name]."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        result.steps_s[name] = round(time.perf_counter() - start, 3)
+
+
+def _warm_compile(cell, variant, args, cache_dir: str, result):
+    """The first call of a fresh wrapper with the caches filled (the warm compile), with the
+    CUDA-graph skip reasons torch logs meanwhile."""
+    from compilekit import diagnose, modes
+    from compilekit.store import read_json
+
+    cold = read_json(os.path.join(cache_dir, "cold.json"))
+    with _step(result, "compile_warm"), diagnose.cudagraph_skip_reasons() as skip_reasons:
+        compiled, warm_s, _ = _compiled_first_call(cell, variant, args)
+    if cell.device == "cpu":
+        # Inductor's compile workers keep cores busy after the compile; on a 2-core machine
+        # they would be timed along with the kernels.
+        from torch._inductor import async_compile
+
+        if hasattr(async_compile, "shutdown_compile_workers"):
+            with _step(result, "compile_workers_stop"):
+                async_compile.shutdown_compile_workers()
+    from torch._dynamo.utils import counters
+
+    result.compile_cold_s = cold["compile_cold_s"]
+    result.compile_cold_measured_at = cold["measured_at"]
+    result.compile_warm_s = warm_s
+    result.compile_notes = {
+        "cold": cold["includes"] + f" (measured {cold['measured_at']}, kept with the cache)",
+        "warm": "the first call in a fresh process with the caches filled (this run)",
+    }
+    result.cudagraphs = diagnose.cudagraph_status(
+        modes.uses_cudagraphs(cell.mode),
+        cell.device,
+        counters["inductor"].get("cudagraph_skips", 0),
+        skip_reasons,
+    )
+    return compiled
+
+
+def _time(cell, variant, compiled, args, result) -> None:
+    """Steady state of eager and compiled, and the host cost of one call."""
+    from compilekit import timing
+
+    eager = timing.bench(variant.attention, args, cell.device)
+    steady = eager if cell.mode == "eager" else timing.bench(compiled, args, cell.device)
+    result.eager_ms, result.compiled_ms = eager["median_ms"], steady["median_ms"]
+    result.eager_timing, result.compiled_timing = eager, steady
+    result.speedup = eager["median_ms"] / steady["median_ms"]
+    if cell.device == "cuda":
+        result.host_ms_per_call = timing.host_ms_per_call(compiled, args)
+    if variant.flops is not None:
+        result.flops = float(variant.flops(cell.shape))
+        result.tflops = result.flops / (steady["median_ms"] * 1e-3) / 1e12
+        result.eager_tflops = result.flops / (eager["median_ms"] * 1e-3) / 1e12
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    result.noise_note = noise_note([eager, steady], load, os.cpu_count() or 1)
+    result.noisy = result.noise_note is not None
+
+
+def noise_note(timings: list[dict], load: float, cores: int) -> str | None:
+    """Why these timings may be disturbed (a wide spread, a loaded machine); None if clean."""
+    notes = []
+    spread = max(t["p90_ms"] / t["min_ms"] if t["min_ms"] else 1.0 for t in timings)
+    if spread > NOISY_SPREAD:
+        notes.append(f"p90 is {spread:.2f}x the fastest sample")
+    if load > cores:
+        notes.append(f"load average {load:.1f} on {cores} cores")
+    return "; ".join(notes) or None
+
+
+def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> None:
+    """After the timed calls: peak memory, profile, kernel map, diagnostics."""
+    import torch
+
+    from compilekit import capture, diagnose, kernelmap, profiling
+    from compilekit.store import read_json, write_json
+
+    if cell.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        compiled(*args)
+        torch.cuda.synchronize()
+        result.peak_memory_mb = torch.cuda.max_memory_allocated() / 2**20
+    label = f"{cell.variant}/{cell.mode}"
+    with _step(result, "profile"):
+        prof = profiling.run_profiler(compiled, args, label, cell.device, stage_dir)
+        forward = profiling.forward_kernels(prof, label, cell.device)
+        eager_lines = (
+            profiling.eager_source_lines(compiled, args) if cell.mode == "eager" else None
+        )
+        op_rows = profiling.op_table(prof, cell.device)
+        write_json(os.path.join(stage_dir, "ops.json"), op_rows)
+    with _step(result, "map"):
+        graphs = {}
+        capture_dir = os.path.join(cache_dir, "capture")
+        if cell.mode != "eager":
+            graphs = read_json(os.path.join(capture_dir, "graphs.json"))
+            if os.path.isdir(os.path.join(capture_dir, "depyf")):
+                shutil.copytree(
+                    os.path.join(capture_dir, "depyf"), os.path.join(stage_dir, "depyf")
+                )
+            if os.path.isdir(os.path.join(capture_dir, "torch_trace")):
+                shutil.copytree(
+                    os.path.join(capture_dir, "torch_trace"),
+                    os.path.join(stage_dir, "torch_trace"),
+                )
+        # the two inputs of the map, kept so it can be read (and rebuilt) without a GPU
+        write_json(os.path.join(stage_dir, "provenance.json"), graphs)
+        write_json(os.path.join(stage_dir, "forward.json"), forward)
+        kernel_files = capture.write_kernels(graphs, stage_dir)
+        records = kernelmap.build_map(
+            forward, graphs, kernel_files, stage_dir, cell.mode != "eager", eager_lines
+        )
+        write_json(
+            os.path.join(stage_dir, "kernels.json"),
+            {
+                "forward_device_ms": forward["forward_device_ms"],
+                "forward_host_ms": forward["forward_host_ms"],
+                "kernels_per_forward": forward["kernels_per_forward"],
+                "kernels": records,
+                "by_source_line": kernelmap.by_source_line(records),
+            },
+        )
+    result.kernels_per_forward = forward["kernels_per_forward"]
+    result.profiled_forward_device_ms = forward["forward_device_ms"]
+    result.profiled_forward_host_ms = forward["forward_host_ms"]
+    if cell.device == "cuda" and result.compiled_ms:
+        result.gpu_busy_share = min(1.0, forward["forward_device_ms"] / result.compiled_ms)
+        result.host_bound = result.gpu_busy_share < HOST_BOUND_SHARE
+    result.sdpa_backend = diagnose.sdpa_backend(records, [row["name"] for row in op_rows])
+    if cell.mode != "eager":
+        result.dynamo = diagnose.dynamo_counters()
+        result.attention_rewrite = diagnose.attention_rewrite(result.dynamo, records)
+
+
+def main(argv: list[str]) -> int:
+    phase, cell_json, stage_dir, cache_dir, timeout_s = argv
+    _die_with_parent_and_on_timeout(float(timeout_s))
+    from compilekit import locks
+    from compilekit.result import for_cell
+    from compilekit.spec import Cell
+
+    locks.adopt_inherited()
+    cell = Cell.from_dict(json.loads(cell_json))
+    result = for_cell(cell, processes={phase: PROCESS_NOTES[phase]})
+    spawned_at = os.environ.get("COMPILEKIT_SPAWNED_AT")
+    if spawned_at:  # interpreter start and compilekit's imports, before this line ran
+        result.steps_s["process_start"] = round(time.time() - float(spawned_at), 3)
+    try:
+        if phase == "cold":
+            run_cold(cell, cache_dir, result.steps_s)
+        elif phase == "capture":
+            run_capture(cell, cache_dir, result.steps_s)
+        else:
+            run_measure(cell, stage_dir, cache_dir, result)
+    except CellEnded as ended:
+        result.status, result.reason = ended.status, ended.reason
+    except Exception as exc:  # the toolkit's own failure, or the user's code in a new place
+        traceback.print_exc()
+        result.status, result.reason = "failed", f"{_first_line(exc)} (traceback in log.txt)"
+    if phase == "measure" or result.reason:  # measured, or the cell ended in this phase
+        result.save(stage_dir)
+    print(f"{phase} process: {time.perf_counter() - PROCESS_START:.1f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,103 @@
+"""`compilekit verify RUN`: re-time a run's callable in a fresh process with nothing but
+`triton.testing.do_bench` (GPU) or a bare perf_counter loop (CPU), and compare.
+
+The child (`python -m compilekit.verify CELL_JSON`) loads the variant, wraps it in the mode,
+calls it once (a warm compile from the cell's cache) and times it: no profiler, no capture, no
+lock, no toolkit timing code. Its median against the run's `compiled_ms` says whether the
+toolkit measured the code or itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+CPU_SAMPLES = 100
+
+
+def bare_median_ms(fn, args, device: str) -> float:
+    """Median of fn(*args): do_bench on CUDA (L2 flushed, as the toolkit), else perf_counter."""
+    if device == "cuda":
+        from triton.testing import do_bench
+
+        return float(do_bench(lambda: fn(*args), warmup=25, rep=500, return_mode="median"))
+    for _ in range(3):
+        fn(*args)
+    samples = []
+    for _ in range(CPU_SAMPLES):
+        start = time.perf_counter()
+        fn(*args)
+        samples.append((time.perf_counter() - start) * 1e3)
+    samples.sort()
+    return samples[len(samples) // 2]
+
+
+def _child(cell_json: str) -> None:
+    from compilekit import inputs, modes, settings
+    from compilekit.spec import Cell
+    from compilekit.variant import load_variant
+
+    cell = Cell.from_dict(json.loads(cell_json))
+    variant = load_variant(cell.variant)
+    args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+    # the same Inductor settings as the run, so the cell's cache serves the same kernels
+    with settings.toolkit_settings(cell.device):
+        variant.attention(*args)  # one eager call first, as the cell's processes (naive's mask)
+        fn = modes.build(cell.mode, variant.attention)
+        fn(*args)
+        if cell.device == "cpu" and cell.mode != "eager":
+            from torch._inductor import async_compile
+
+            if hasattr(async_compile, "shutdown_compile_workers"):
+                async_compile.shutdown_compile_workers()
+        print(json.dumps({"median_ms": bare_median_ms(fn, args, cell.device)}))
+
+
+def verify(
+    run_dir: str, tolerance: float = 0.05, cache_root: str | None = None
+) -> tuple[str, bool]:
+    """(a report line, whether the run's compiled_ms is within `tolerance` of a bare re-time)."""
+    from compilekit import report, runner
+    from compilekit.errors import UserError
+    from compilekit.spec import Cell
+
+    result, _ = report.load_run(run_dir)
+    if not result.measured:
+        raise UserError(f"{run_dir!r} was not measured ({result.status}): nothing to verify")
+    cell = Cell.from_dict(result.to_dict())
+    env = {
+        **os.environ,
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(
+            runner.cache_dir_for(cell, cache_root or runner.default_cache_root()), "inductor"
+        ),
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [runner.ROOT, os.environ.get("PYTHONPATH")])),
+    }
+    env.pop("TORCH_TRACE", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "compilekit.verify", json.dumps(cell.to_dict())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        raise UserError(f"the bare re-time failed (exit {proc.returncode}): {tail}")
+    bare = json.loads(lines[-1])["median_ms"]
+    ratio = result.compiled_ms / bare
+    within = abs(ratio - 1) <= tolerance
+    line = (
+        f"{result.label}: toolkit {result.compiled_ms:.4f} ms, bare "
+        f"{'do_bench' if cell.device == 'cuda' else 'perf_counter'} {bare:.4f} ms in a fresh "
+        f"process, ratio {ratio:.3f} ({'within' if within else 'OUTSIDE'} {tolerance:.0%})"
+    )
+    return line, within
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1])
