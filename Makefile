@@ -1,4 +1,7 @@
-# compilekit: `make help` lists the targets. Variables: VARIANT MODE SHAPE DTYPE DEVICE OUT FRESH RUN
+# compilekit: `make help` lists the targets.
+# Variables: VARIANT MODE SHAPE DTYPE DEVICE OUT FRESH TIMEOUT RUN KERNEL EXPERIMENT GPUS FORCE DIR
+# They reach the commands through the environment ("$$VARIANT"), never spliced into the shell
+# line, so a quote or a space in a path cannot break the command.
 PYTHON ?= python3
 VARIANT ?= naive
 MODE ?= default
@@ -7,10 +10,16 @@ OUT ?= runs
 SHAPE ?=
 DTYPE ?=
 FRESH ?=
+TIMEOUT ?= 1800
 RUN ?=
 KERNEL ?=
+EXPERIMENT ?= experiments/cpu_small.toml
+GPUS ?=
+FORCE ?=
+DIR ?=
+export VARIANT MODE DEVICE OUT SHAPE DTYPE FRESH TIMEOUT RUN KERNEL EXPERIMENT GPUS FORCE DIR
 
-.PHONY: help install test test-gpu experiment list kernels
+.PHONY: help install test test-gpu experiment list kernels verify sweep report env
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -21,35 +30,33 @@ install:  ## install compilekit, test and plot deps, triton's interpreter (CPU t
 	@# Triton's interpreter runs triton-flash on the CPU; never replace a CUDA torch's own triton
 	$(PYTHON) -c "import triton, numpy" 2>/dev/null || $(PYTHON) -m pip install -q triton numpy
 
-test:  ## run the CPU test suite (GPU tests skip with a reason)
+test:  ## lint, then the CPU test suite (GPU tests skip with a reason)
+	$(PYTHON) -m ruff check compilekit variants tests
 	$(PYTHON) -m pytest -q -x tests
 
 test-gpu:  ## run only the GPU-marked tests (on a CUDA machine)
 	$(PYTHON) -m pytest -q -m gpu tests
 
-experiment:  ## one cell: VARIANT=naive MODE=default [SHAPE=BxHxSxD DTYPE= DEVICE=auto OUT=runs FRESH=1]
-	$(PYTHON) -m compilekit run --variant '$(VARIANT)' --mode '$(MODE)' --device '$(DEVICE)' \
-	  --out '$(OUT)' $(if $(SHAPE),--shape '$(SHAPE)') $(if $(DTYPE),--dtype '$(DTYPE)') \
-	  $(if $(FRESH),--fresh)
+experiment:  ## one cell: VARIANT=naive MODE=default [SHAPE=BxHxSxD DTYPE= DEVICE=auto OUT=runs FRESH=1 TIMEOUT=s]
+	$(PYTHON) -m compilekit run --variant "$$VARIANT" --mode "$$MODE" --device "$$DEVICE" \
+	  --out "$$OUT" --timeout "$$TIMEOUT" $${SHAPE:+--shape "$$SHAPE"} \
+	  $${DTYPE:+--dtype "$$DTYPE"} $${FRESH:+--fresh}
 
 list:  ## variants and modes, one line each
 	$(PYTHON) -m compilekit list
 
-kernels:  ## kernel map of a run: RUN=runs/<cell> [KERNEL=name]
-	$(PYTHON) -m compilekit kernels '$(RUN)' $(if $(KERNEL),--kernel '$(KERNEL)')
+kernels:  ## kernel map of a run: RUN=runs/<cell> [KERNEL=name, or name#n where names repeat]
+	$(PYTHON) -m compilekit kernels "$$RUN" $${KERNEL:+--kernel "$$KERNEL"}
 
-EXPERIMENT ?= experiments/cpu_small.toml
-GPUS ?=
-FORCE ?=
-DIR ?=
+verify:  ## re-time RUN=runs/<cell> with a bare do_bench / perf_counter in a fresh process
+	$(PYTHON) -m compilekit verify "$$RUN"
 
-.PHONY: sweep report env
 sweep:  ## every cell of EXPERIMENT=experiments/x.toml [OUT=dir GPUS=0,1 FORCE=1], resumable
-	$(PYTHON) -m compilekit sweep '$(EXPERIMENT)' $(if $(filter-out runs,$(OUT)),--out '$(OUT)') \
-	  $(if $(GPUS),--gpus '$(GPUS)') $(if $(FORCE),--force) $(if $(FRESH),--fresh)
+	$(PYTHON) -m compilekit sweep "$$EXPERIMENT" $$( [ "$$OUT" = runs ] || echo --out "$$OUT") \
+	  $${GPUS:+--gpus "$$GPUS"} $${FORCE:+--force} $${FRESH:+--fresh}
 
 report:  ## REPORT.md, table and plots of a sweep: DIR=runs/<experiment>
-	$(PYTHON) -m compilekit report '$(DIR)'
+	$(PYTHON) -m compilekit report "$$DIR"
 
 env:  ## versions and the device's measured ceilings (cached)
 	$(PYTHON) -m compilekit env

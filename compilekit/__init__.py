@@ -1,3 +1,40 @@
-"""compilekit: what torch.compile did to your attention, and whether it was worth it."""
+"""compilekit: what torch.compile did to your attention, and whether it was worth it.
 
-__version__ = "0.1.0"
+From Python (a notebook, a script), the same as the command line:
+
+    import compilekit
+    result = compilekit.run(variant="naive", mode="default")   # runs in its own processes
+    result.status, result.compiled_ms, result.speedup, result.run_dir
+    again = compilekit.load(result.run_dir)                    # a run directory read back
+"""
+
+__version__ = "0.2.0"
+
+
+def run(
+    variant: str = "naive",
+    mode: str = "default",
+    shape: str | None = None,
+    dtype: str | None = None,
+    device: str = "auto",
+    seed: int = 0,
+    out: str = "runs",
+    fresh: bool = False,
+    timeout_s: float = 1800,
+):
+    """Measure one cell (in fresh processes, as `compilekit run` does); returns its CellResult.
+
+    Bad input raises compilekit.errors.UserError with the message the CLI would print.
+    """
+    from compilekit import runner
+    from compilekit.cli import make_cell
+
+    cell = make_cell(variant, mode, shape, dtype, device, seed)
+    return runner.launch(cell, out, fresh=fresh, timeout_s=timeout_s)
+
+
+def load(run_dir: str):
+    """A run directory's CellResult (result.json); CorruptFile names the file if unreadable."""
+    from compilekit import result
+
+    return result.load(run_dir)

@@ -9,20 +9,49 @@ import argparse
 import os
 import sys
 
-from compilekit.spec import Cell, UserError, parse_device, parse_dtype, parse_shape
+from compilekit.errors import UserError
+from compilekit.spec import Cell, parse_device, parse_dtype, parse_shape
+from compilekit.store import CorruptFile
 
 DEFAULT_SHAPES = {"cuda": "8x16x1024x64", "cpu": "1x8x512x64"}
 DEFAULT_DTYPES = {"cuda": "bfloat16", "cpu": "float32"}
 
 
-def resolve_device(name: str) -> str:
-    """`auto` -> cuda when torch sees a GPU, else cpu; `cuda` without a GPU is a user error."""
-    import torch
+def cuda_available() -> bool:
+    """What torch.cuda.is_available() would say, without importing torch (seconds per run):
+    a CUDA build of torch (its version.py names a CUDA version) and a driver that reports a
+    device (cuInit and cuDeviceGetCount, which honour CUDA_VISIBLE_DEVICES as torch does)."""
+    import ctypes
+    import importlib.util
+    import re
 
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return False
+    try:
+        with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as f:
+            built = re.search(r"^cuda\b[^=]*=\s*(.+)$", f.read(), re.M)
+    except OSError:
+        built = None
+    if not built or built[1].strip() == "None":
+        return False
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return False
+    return count.value > 0
+
+
+def resolve_device(name: str) -> str:
+    """`auto` -> cuda when there is a GPU torch can use, else cpu; `cuda` without one is a
+    user error."""
     name = parse_device(name)
     if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
+        return "cuda" if cuda_available() else "cpu"
+    if name == "cuda" and not cuda_available():
         raise UserError(
             "device 'cuda' asked for but torch sees no CUDA GPU: use DEVICE=cpu (or DEVICE=auto)"
         )
@@ -34,9 +63,12 @@ def make_cell(
 ) -> Cell:
     """Validate every field a user typed and fill the per-device defaults."""
     from compilekit.modes import check_mode
-    from compilekit.variant import load_variant
+    from compilekit.variant import check_variant, is_user_spec
 
-    load_variant(variant)
+    if is_user_spec(variant):  # absolute, so the cell (and its label) do not depend on the cwd
+        path, fn = variant.rsplit(":", 1)
+        variant = f"{os.path.abspath(path)}:{fn}"
+    check_variant(variant)
     check_mode(mode)
     shape_obj = parse_shape(shape) if shape else None
     dtype_name = parse_dtype(dtype) if dtype else None
@@ -54,18 +86,20 @@ def make_cell(
 def cmd_run(args) -> int:
     from compilekit import report, runner
 
+    if args.seed < 0:
+        raise UserError(f"--seed must be a non-negative integer, not {args.seed}")
     cell = make_cell(args.variant, args.mode, args.shape, args.dtype, args.device, args.seed)
     result = runner.launch(cell, args.out, fresh=args.fresh, timeout_s=args.timeout)
-    if result.get("unsupported"):
+    if result.status == "unsupported":
         raise UserError(
-            f"{result['unsupported']} (choose another variant, mode, dtype or device; "
+            f"{result.reason} (choose another variant, mode, dtype or device; "
             "`compilekit list` shows them)"
         )
     print(report.cell_table([result]))
     for line in report.cell_notes(result):
         print(line)
-    print(f"run directory: {result['run_dir']}")
-    return 0 if result.get("ok") else 1
+    print(f"run directory: {result.run_dir}")
+    return 0 if result.ok else 1
 
 
 def cmd_list(args) -> int:
@@ -99,10 +133,9 @@ def cmd_diff(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    import json
-
     from compilekit import envinfo, runner, sweep, sweepreport
     from compilekit.spec import load_experiment
+    from compilekit.store import check_writable, write_json
 
     experiment = load_experiment(args.experiment, device_resolver=resolve_device)
     out_dir = args.out or os.path.join("runs", experiment.name)
@@ -119,10 +152,9 @@ def cmd_sweep(args) -> int:
                 f"GPUs {','.join(unknown)} not visible (torch sees "
                 f"{','.join(available) or 'none'}): set GPUS= to some of those"
             )
-    os.makedirs(out_dir, exist_ok=True)
+    check_writable(out_dir, "output directory", "choose another with OUT=dir (--out)")
     env = envinfo.environment("cuda" if "cuda" in devices else "cpu", runner.default_cache_root())
-    with open(os.path.join(out_dir, "env.json"), "w") as f:
-        json.dump(env, f, indent=2)
+    write_json(os.path.join(out_dir, "env.json"), env)
     results = sweep.run_sweep(
         experiment,
         out_dir,
@@ -133,7 +165,21 @@ def cmd_sweep(args) -> int:
         per_gpu=args.per_gpu,
     )
     print(sweepreport.report(out_dir))
-    return 0 if all(r.get("ok") or r.get("unsupported") for r in results) else 1
+    bad = [r for r in results if r.status in ("failed", "wrong")]
+    for r in bad:
+        print(f"compilekit: {r.status} {r.label}: {(r.reason or '')[:300]}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def cmd_verify(args) -> int:
+    from compilekit import verify
+
+    failures = 0
+    for run_dir in args.run_dirs:
+        line, within = verify.verify(run_dir, args.tolerance)
+        print(line)
+        failures += not within
+    return 1 if failures else 0
 
 
 def cmd_report(args) -> int:
@@ -212,6 +258,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sw.set_defaults(func=cmd_sweep)
 
+    ver = sub.add_parser(
+        "verify", help="re-time runs with a bare do_bench / perf_counter in a fresh process"
+    )
+    ver.add_argument("run_dirs", nargs="+", metavar="RUN")
+    ver.add_argument(
+        "--tolerance", type=float, default=0.05, help="allowed |ratio - 1| (default 0.05)"
+    )
+    ver.set_defaults(func=cmd_verify)
+
     rep = sub.add_parser("report", help="tables, REPORT.md and plots for a sweep directory")
     rep.add_argument("dir")
     rep.set_defaults(func=cmd_report)
@@ -230,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"compilekit: error: {exc}", file=sys.stderr)
         return 2
+    except CorruptFile as exc:
+        print(f"compilekit: error: {exc}: run the cell again", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         from compilekit import runner
 
@@ -242,3 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `compilekit kernels RUN | head`: the reader left, not an error
         sys.stderr.close()
         return 0
+    except OSError as exc:  # a full disk, a directory made read-only meanwhile
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(
+            f"compilekit: error: {exc.strerror or exc}{where}: free space or fix the "
+            "permissions, then run again (finished cells are kept)",
+            file=sys.stderr,
+        )
+        return 2

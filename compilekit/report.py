@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
 from tabulate import tabulate
 
-from compilekit.runner import RESULT_VERSION
-from compilekit.spec import UserError
+from compilekit import result as results
+from compilekit.errors import UserError
+from compilekit.store import CorruptFile, read_json
 
 
 def _fmt(value, digits=3):
@@ -31,63 +31,78 @@ def cell_table(results: list[dict]) -> str:
     return tabulate(sweepreport.rows(results, None), headers=sweepreport.HEADERS)
 
 
-def cell_notes(result: dict) -> list[str]:
-    """The lines a reader must not miss: errors, skipped CUDA graphs, the backend that ran."""
+def cell_notes(result) -> list[str]:
+    """The lines a reader must not miss: the verdict's reason, host-bound calls, disturbed
+    timings, skipped CUDA graphs, the backend that ran, graph breaks and recompiles."""
     notes = []
-    if result.get("error"):
-        notes.append(f"error: {result['error'].splitlines()[0][:300]}")
-    if result.get("max_rel_err") is not None and not result.get("ok"):
+    if result.status in ("failed", "unsupported", "wrong") and result.reason:
+        notes.append(f"{result.status}: {result.reason.splitlines()[0][:400]}")
+    if result.status == "self-consistent":
         notes.append(
-            f"WRONG: max_rel_err {result['max_rel_err']:.3g} (eager "
-            f"{result.get('eager_max_rel_err', float('nan')):.3g}) exceeds the "
-            f"{result['dtype']} bound {result.get('error_bound')}"
+            "self-consistent: no `reference` in the variant's file, so compiled was checked "
+            "against the same function on float64 inputs (not against a known-right answer)"
         )
-    cg = result.get("cudagraphs") or {}
+    if result.host_bound:
+        notes.append(
+            f"host-bound: GPU busy {result.gpu_busy_share:.0%} of each call "
+            f"({result.profiled_forward_device_ms:.3f} of {result.compiled_ms:.3f} ms); the host "
+            f"spends {result.host_ms_per_call:.3f} ms issuing a call: the rest is launches, "
+            "guards and wrappers (reduce-overhead / CUDA graphs target this; see trace.json)"
+        )
+    if result.noisy:
+        notes.append(f"noisy timing: {result.noise_note}; run the cell again on a quiet machine")
+    cg = result.cudagraphs or {}
     if cg.get("requested"):
         notes.append(f"cudagraphs: {cg['note']}")
-    if result.get("compile_cold_note") and result.get("mode") != "eager":
-        notes.append(f"cold compile: {result['compile_cold_note']}")
-    busy, latency = result.get("profiled_forward_device_ms"), result.get("compiled_ms")
-    if result.get("device") == "cuda" and busy and latency and busy < 0.8 * latency:
+    if result.mode != "eager" and result.compile_notes:
+        notes.append(f"cold compile: {result.compile_notes.get('cold')}")
+        if result.compile_notes.get("cache"):
+            notes.append(f"cache: {result.compile_notes['cache']}")
+    if result.sdpa_backend:
+        notes.append(f"SDPA backend that ran: {result.sdpa_backend}")
+    if result.attention_rewrite:
+        notes.append(result.attention_rewrite)
+    dynamo = result.dynamo or {}
+    if dynamo.get("graph_breaks"):
+        notes.append(f"graph breaks: {dynamo['graph_breaks']}")
+    if dynamo.get("recompiles"):
         notes.append(
-            f"the GPU is busy {busy:.3f} ms of the {latency:.3f} ms forward "
-            f"({busy / latency:.0%}): the rest is CPU overhead (launches, guards, "
-            "wrappers); see trace.json"
+            f"recompiles ({len(dynamo['recompiles'])}): " + "; ".join(dynamo["recompiles"][:3])
         )
-    if result.get("sdpa_backend"):
-        notes.append(f"SDPA backend that ran: {result['sdpa_backend']}")
-    if result.get("attention_rewrite"):
-        notes.append(result["attention_rewrite"])
-    breaks = (result.get("dynamo") or {}).get("graph_breaks")
-    if breaks:
-        notes.append(f"graph breaks: {breaks}")
+    if result.attempts:
+        notes.append(
+            f"{len(result.attempts)} failed rerun(s) kept in attempts/; this is the last good run"
+        )
     return notes
 
 
-def load_run(run_dir: str) -> tuple[dict, dict]:
-    """result.json and kernels.json of a run directory; a missing or old one is a user error."""
-    result_path = os.path.join(run_dir, "result.json")
-    if not os.path.isfile(result_path):
+def load_run(run_dir: str):
+    """The CellResult and kernels.json of a run directory; anything missing, old or corrupt is
+    a user error naming the file."""
+    if not os.path.isfile(os.path.join(run_dir, "result.json")):
         raise UserError(
             f"{run_dir!r} is not a run directory (no result.json): give a directory "
             "made by `compilekit run`"
         )
-    with open(result_path) as f:
-        result = json.load(f)
-    if result.get("format_version") != RESULT_VERSION:
-        raise UserError(
-            f"{run_dir!r} was written by another compilekit format "
-            f"({result.get('format_version')!r}, this one reads {RESULT_VERSION}): run "
-            "the cell again"
-        )
+    try:
+        result = results.load(run_dir)
+    except CorruptFile as exc:
+        raise UserError(f"{exc}: run the cell again (FORCE=1 in a sweep)") from None
     kernels_path = os.path.join(run_dir, "kernels.json")
     if not os.path.isfile(kernels_path):
-        why = result.get("unsupported") or result.get("error") or "no kernels.json"
+        why = result.reason or "no kernels.json"
         raise UserError(
-            f"{run_dir!r} has no kernel map ({why.splitlines()[0][:200]}): run the cell again"
+            f"{run_dir!r} has no kernel map ({result.status}: {why.splitlines()[0][:200]}): "
+            "run the cell again"
         )
-    with open(kernels_path) as f:
-        return result, json.load(f)
+    try:
+        kmap = read_json(kernels_path)
+        kmap["kernels"], kmap["kernels_per_forward"], kmap["forward_device_ms"]
+    except (CorruptFile, KeyError, TypeError) as exc:
+        raise UserError(
+            f"{kernels_path} is not a readable kernel map ({exc}): run the cell again"
+        ) from None
+    return result, kmap
 
 
 def _lines(rec: dict, limit: int = 3) -> str:
@@ -115,12 +130,12 @@ def kernels_view(run_dir: str, kernel: str | None = None) -> str:
         for r in kmap["kernels"]
     ]
     head = (
-        f"{result['variant']} / {result['mode']} / {result['shape']} {result['dtype']} "
-        f"{result['device']}: {kmap['kernels_per_forward']:g} kernels per forward, "
+        f"{result.variant} / {result.mode} / {result.shape} {result.dtype} "
+        f"{result.device}: {kmap['kernels_per_forward']:g} kernels per forward, "
         f"{kmap['forward_device_ms']:.3f} ms busy per forward"
         + (f" (host {kmap['forward_host_ms']:.3f} ms)" if "forward_host_ms" in kmap else "")
         + ", measured latency "
-        f"{result.get('compiled_ms', 0):.3f} ms"
+        f"{result.compiled_ms or 0:.3f} ms"
     )
     table = tabulate(
         rows,
@@ -148,17 +163,32 @@ def kernels_view(run_dir: str, kernel: str | None = None) -> str:
     return f"{head}\n\n{table}\n\n{inverse}"
 
 
+def kernel_ids(kmap: dict) -> list[str]:
+    """A name per kernel record that selects it alone: the kernel's name, or `name#n` (its
+    n-th launch site in the forward) where several records share a name (two aten::bmm)."""
+    names = [r["name"] for r in kmap["kernels"]]
+    seen: dict[str, int] = {}
+    ids = []
+    for name in names:
+        if names.count(name) > 1:
+            ids.append(f"{name}#{seen.get(name, 0)}")
+            seen[name] = seen.get(name, 0) + 1
+        else:
+            ids.append(name)
+    return ids
+
+
 def _one_kernel(run_dir: str, kmap: dict, kernel: str) -> str:
-    matches = [r for r in kmap["kernels"] if r["name"] == kernel] or [
-        r for r in kmap["kernels"] if kernel in r["name"]
+    ids = kernel_ids(kmap)
+    picked = [i for i, k in enumerate(ids) if k == kernel] or [
+        i for i, k in enumerate(ids) if kernel in k
     ]
-    if len(matches) != 1:
-        names = ", ".join(r["name"] for r in kmap["kernels"])
+    if len(picked) != 1:
         raise UserError(
-            f"kernel {kernel!r} {'is ambiguous' if matches else 'not in this run'}: "
-            f"choose one of {names}"
+            f"kernel {kernel!r} {'is ambiguous' if picked else 'not in this run'}: "
+            f"choose one of {', '.join(ids[i] for i in picked) if picked else ', '.join(ids)}"
         )
-    rec = matches[0]
+    rec = kmap["kernels"][picked[0]]
     out = [
         f"{rec['name']} ({rec['kind']}, {rec['device_ms']:.4f} ms/call, "
         f"{rec['calls_per_forward']:g} calls/forward, via {rec['source_via']})",
@@ -200,13 +230,23 @@ def diff_view(run_a: str, run_b: str, rel_tol: float = 0.10) -> str:
             rows.append(["appeared", name[:70], "-", _fmt(b[name])])
         elif abs(b[name] - a[name]) > rel_tol * max(a[name], 1e-9):
             rows.append(["changed", name[:70], _fmt(a[name]), _fmt(b[name])])
-    label = lambda r: f"{r['variant']}/{r['mode']}"  # noqa: E731
+    label = lambda r: f"{r.variant}/{r.mode}"  # noqa: E731
     head = (
         f"A = {label(ra)} ({ka['kernels_per_forward']:g} kernels, "
-        f"{ra.get('compiled_ms', 0):.3f} ms)"
+        f"{ra.compiled_ms or 0:.3f} ms)"
         f"   B = {label(rb)} ({kb['kernels_per_forward']:g} kernels, "
-        f"{rb.get('compiled_ms', 0):.3f} ms)"
+        f"{rb.compiled_ms or 0:.3f} ms)"
     )
+    differs = [
+        f"{what} {getattr(ra, what)} vs {getattr(rb, what)}"
+        for what in ("shape", "dtype", "device")
+        if getattr(ra, what) != getattr(rb, what)
+    ]
+    if differs:
+        head += (
+            f"\nnote: A and B differ in {', '.join(differs)}: kernel times compare different "
+            "problems"
+        )
     if not rows:
         return head + "\nno kernel appeared, vanished or changed by more than 10%"
     return head + "\n" + tabulate(rows, headers=["change", "kernel", "A ms/fwd", "B ms/fwd"])

@@ -7,8 +7,12 @@ before any subprocess starts.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import os
 import re
+
+from compilekit.errors import UserError
 
 DTYPES = {
     "float32": "float32",
@@ -24,8 +28,9 @@ DEVICES = ("auto", "cpu", "cuda")
 SHAPE_RE = re.compile(r"^(\d+)x(\d+)x(\d+)x(\d+)$")
 
 
-class UserError(Exception):
-    """Bad input: the CLI prints the message as one line and exits 2."""
+# Past these a cell cannot allocate its inputs (or its float64 reference) on any machine here.
+MAX_DIM = 1 << 20
+MAX_ELEMENTS = 1 << 34
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +56,12 @@ def parse_shape(text: str) -> Shape:
     if not match or 0 in (dims := tuple(int(g) for g in match.groups())):
         raise UserError(
             f"malformed shape {text!r}: write BxHxSxD with positive integers, e.g. 8x16x1024x64"
+        )
+    if max(dims) > MAX_DIM or dims[0] * dims[1] * dims[2] * dims[3] > MAX_ELEMENTS:
+        raise UserError(
+            f"shape {text!r} is too large (each of q, k, v would hold "
+            f"{dims[0] * dims[1] * dims[2] * dims[3]:,} elements; at most {MAX_ELEMENTS:,}, "
+            f"and each dimension at most {MAX_DIM:,}): pick a smaller shape"
         )
     return Shape(*dims)
 
@@ -85,9 +96,16 @@ class Cell:
     seed: int = 0
 
     def label(self) -> str:
-        """A file-system-safe name for this cell's run directory."""
-        variant = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.variant.rsplit("/", 1)[-1])
-        return f"{variant}__{self.mode}__{self.shape}__{self.dtype}__{self.device}"
+        """A file-system-safe name for this cell's run directory, unique per cell: a user
+        variant carries a hash of its file's absolute path, a non-default seed its value."""
+        variant = self.variant
+        if ":" in variant and variant.split(":", 1)[0].endswith(".py"):
+            path, fn = variant.rsplit(":", 1)
+            digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:8]
+            stem = os.path.splitext(os.path.basename(path))[0]
+            variant = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{stem}.{fn}") + f"-{digest}"
+        seed = f"__seed{self.seed}" if self.seed else ""
+        return f"{variant}__{self.mode}__{self.shape}__{self.dtype}__{self.device}{seed}"
 
     def to_dict(self) -> dict:
         return {
@@ -152,11 +170,10 @@ def _where(text: str, key: str | None = None, value: str | None = None) -> str:
 
 def load_experiment(path: str, device_resolver=None) -> Experiment:
     """Parse and validate an experiment file; every problem is a UserError naming its place."""
-    import os
     import tomllib
 
     from compilekit.modes import check_mode
-    from compilekit.variant import load_variant
+    from compilekit.variant import check_variant
 
     if not os.path.isfile(path):
         raise UserError(
@@ -176,11 +193,7 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
                 f"{path}, {_where(text, key=key)}: unknown key {key!r}: allowed are "
                 f"{', '.join(EXPERIMENT_KEYS)}"
             )
-        if not isinstance(value, EXPERIMENT_KEYS[key]):
-            raise UserError(
-                f"{path}, {_where(text, key=key)}: {key!r} has the wrong type "
-                f"({type(value).__name__})"
-            )
+        _check_type(path, text, key, value)
     groups = data.get("matrix") or [{}]
     base = {k: v for k, v in data.items() if k in MATRIX_KEYS}
     cells, timeouts = [], {}
@@ -188,13 +201,15 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
         place = f"[[matrix]] #{number}" if "matrix" in data else "top level"
         if not isinstance(group, dict):
             raise UserError(f"{path}: {place} must be a table")
-        for key in group:
+        for key, value in group.items():
             if key not in MATRIX_KEYS:
                 raise UserError(
                     f"{path}, {_where(text, key=key)}: unknown key {key!r} in {place}: "
                     f"allowed are {', '.join(sorted(MATRIX_KEYS))}"
                 )
+            _check_type(path, text, key, value)
         merged = {**base, **group}
+        merged["variants"] = [_resolve(variant, path) for variant in merged.get("variants", [])]
         for key in ("variants", "modes", "shapes"):
             if not merged.get(key):
                 raise UserError(
@@ -203,7 +218,7 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
                 )
         for variant in merged["variants"]:
             try:
-                load_variant(variant)
+                check_variant(variant)
             except UserError as exc:
                 raise UserError(f"{path}, {_where(text, value=variant)}: {exc}") from None
         for mode in merged["modes"]:
@@ -222,8 +237,64 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
             for mode in merged["modes"]:
                 for shape in shapes:
                     cell = Cell(variant, mode, shape, dtype, device, int(merged.get("seed", 0)))
-                    if cell not in cells:
-                        cells.append(cell)
-                        timeouts[cell.label()] = float(merged.get("timeout_s", 900))
+                    if cell in cells:
+                        continue
+                    if cell.label() in timeouts:
+                        raise UserError(
+                            f"{path}: two cells share the run directory {cell.label()!r}: "
+                            "rename one of the variants"
+                        )
+                    cells.append(cell)
+                    timeouts[cell.label()] = float(merged.get("timeout_s", 900))
     name = data.get("name") or os.path.splitext(os.path.basename(path))[0]
+    if not NAME_RE.match(name):
+        raise UserError(
+            f"{path}, {_where(text, key='name')}: name {name!r} must be letters, digits, "
+            "'_', '.' or '-' (it names the output directory)"
+        )
     return Experiment(name, data.get("description", ""), cells, timeouts, path)
+
+
+NAME_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$")
+# What each list holds, and the checks on scalars, beyond EXPERIMENT_KEYS' container types.
+LIST_ITEMS = {"variants": str, "modes": str, "shapes": str}
+
+
+def _check_type(path: str, text: str, key: str, value) -> None:
+    """One line naming the key, its line and the expected type, for any value TOML allows but
+    an experiment does not."""
+    expected = {**EXPERIMENT_KEYS, "note": str}[key]
+    where = f"{path}, {_where(text, key=key)}"
+    # bool is an int in Python; `seed = true` is not a seed
+    if not isinstance(value, expected) or isinstance(value, bool):
+        names = " or ".join(
+            t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,))
+        )
+        raise UserError(
+            f"{where}: {key!r} must be {names}, not {type(value).__name__} ({value!r})"
+        )
+    if key in LIST_ITEMS and not all(isinstance(item, LIST_ITEMS[key]) for item in value):
+        raise UserError(
+            f"{where}: {key!r} must be a list of strings, e.g. {key} = [{_EXAMPLES[key]}]"
+        )
+    if key == "timeout_s" and not value > 0:
+        raise UserError(f"{where}: timeout_s must be a positive number of seconds, not {value}")
+    if key == "seed" and value < 0:
+        raise UserError(f"{where}: seed must be a non-negative integer, not {value}")
+
+
+_EXAMPLES = {
+    "variants": '"naive", "sdpa"',
+    "modes": '"eager", "default"',
+    "shapes": '"8x16x1024x64"',
+}
+
+
+def _resolve(variant: str, experiment_path: str) -> str:
+    """A user variant's path, relative to the experiment file (not the working directory)."""
+    if ":" in variant and variant.split(":", 1)[0].endswith(".py"):
+        file, fn = variant.rsplit(":", 1)
+        if not os.path.isabs(file):
+            file = os.path.join(os.path.dirname(os.path.abspath(experiment_path)), file)
+        return f"{os.path.normpath(file)}:{fn}"
+    return variant

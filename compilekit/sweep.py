@@ -1,13 +1,13 @@
 """A whole experiment: every cell in its own subprocess, resumable, one cell per GPU at a time.
 
 Cells already in the output directory are kept unless forced; a cell that fails or cannot run
-records why and the sweep goes on; each cell's run directory appears atomically, so an
-interrupted sweep loses at most the cells in flight.
+records why and the sweep goes on, whatever went wrong (in the cell, or in launching or
+collecting it); each cell's run directory appears atomically, so an interrupted sweep loses at
+most the cells in flight. One sweep at a time writes into an output directory.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import sys
@@ -15,9 +15,11 @@ import tempfile
 import threading
 import time
 
+from compilekit import result as results
 from compilekit import runner
+from compilekit.errors import UserError
 from compilekit.spec import Experiment
-from compilekit.sweepreport import cell_status
+from compilekit.store import Busy, CorruptFile, exclusive_lock, write_json
 
 
 def _alive(pid: int) -> bool:
@@ -48,26 +50,37 @@ def clean_stale(out_dir: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def cell_done(run_dir: str, retry_failed: bool) -> dict | None:
-    """The stored result of a finished cell, or None if it must (re)run."""
-    path = os.path.join(run_dir, "result.json")
-    if not os.path.isfile(path):
+def cell_done(run_dir: str, retry_failed: bool, log=sys.stdout) -> results.CellResult | None:
+    """The stored result of a finished cell, or None if it must (re)run: no result, an
+    unreadable one (said in one line), a measured one whose kernel map is missing, or a failure
+    when retrying failures."""
+    if not os.path.isdir(run_dir):
         return None
-    with open(path) as f:
-        result = json.load(f)
-    if result.get("format_version") != runner.RESULT_VERSION:
+    try:
+        result = results.load(run_dir)
+    except CorruptFile as exc:
+        print(f"  {exc}; running the cell again", file=log, flush=True)
         return None
-    if retry_failed and result.get("error"):
+    if result.measured and not os.path.isfile(os.path.join(run_dir, "kernels.json")):
+        print(f"  {run_dir}: kernels.json is missing; running the cell again", file=log)
+        return None
+    if retry_failed and result.status == "failed":
         return None
     return result
 
 
-def _status(result: dict) -> str:
-    """The report's cell status, with the latency when ok and FAILED loud in a progress line."""
-    status = cell_status(result)
-    if status == "ok":
-        return f"ok {result['compiled_ms']:.3f} ms"
-    return "FAILED" if status == "failed" else status
+def _status(result: results.CellResult) -> str:
+    """The cell's status for a progress line, with the latency when measured."""
+    if result.measured:
+        return f"{result.status} {result.compiled_ms:.3f} ms" + (
+            " (noisy)" if result.noisy else ""
+        )
+    return result.status.upper() if result.status == "failed" else result.status
+
+
+def _failed(cell, reason: str) -> results.CellResult:
+    """A launch that raised instead of returning: recorded like any failed cell."""
+    return results.for_cell(cell, status="failed", reason=reason)
 
 
 def run_sweep(
@@ -80,22 +93,39 @@ def run_sweep(
     fresh: bool = False,
     per_gpu: int = 4,
     log=sys.stdout,
-) -> list[dict]:
+) -> list[results.CellResult]:
     """Run every missing cell of the experiment into out_dir; returns every cell's result.
 
     gpus: CUDA device indices to spread cells over; None or [] runs one cell at a time on the
-    default device. Each GPU gets `per_gpu` cell processes at once, but a lock file per GPU lets
-    only one of them use the GPU at a time (runner.gpu_lock): the others import torch and start
-    up meanwhile, and every cell is timed with nothing else on its GPU.
+    default device. Each GPU gets `per_gpu` cell processes at once; they take turns on the GPU
+    and on the CPU's timed phase (compilekit/locks.py), so every timing has both to itself.
+    A second sweep into the same out_dir is refused (UserError naming the holder's PID).
     """
+    if per_gpu < 1:
+        raise UserError(f"--per-gpu must be at least 1, not {per_gpu}")
     os.makedirs(out_dir, exist_ok=True)
+    try:
+        with exclusive_lock(os.path.join(out_dir, ".compilekit-sweep.lock")):
+            return _run_locked(
+                experiment, out_dir, gpus, force, retry_failed, cache_root, fresh, per_gpu, log
+            )
+    except Busy as busy:
+        raise UserError(
+            f"another compilekit sweep (PID {busy.pid}) is writing into {out_dir!r}: wait for "
+            "it, or choose another OUT"
+        ) from None
+
+
+def _run_locked(experiment, out_dir, gpus, force, retry_failed, cache_root, fresh, per_gpu, log):
     clean_stale(out_dir)
-    results: dict[str, dict] = {}
+    done: dict[str, results.CellResult] = {}
     todo: queue.Queue = queue.Queue()
     for cell in experiment.cells:
-        done = None if force else cell_done(os.path.join(out_dir, cell.label()), retry_failed)
-        if done is not None:
-            results[cell.label()] = done
+        stored = (
+            None if force else cell_done(os.path.join(out_dir, cell.label()), retry_failed, log)
+        )
+        if stored is not None:
+            done[cell.label()] = stored
         else:
             todo.put(cell)
     total, pending = len(experiment.cells), todo.qsize()
@@ -108,23 +138,19 @@ def run_sweep(
     lock, start = threading.Lock(), time.perf_counter()
     finished = 0
     workers = [gpu for gpu in gpus for _ in range(per_gpu)] if gpus else [None]
+    shared = {}
+    if len(workers) > 1:  # several cell processes at once: the timed phase takes the CPU alone
+        shared["COMPILEKIT_CPU_LOCK"] = os.path.join(tempfile.gettempdir(), "compilekit-cpu.lock")
 
-    def work(gpu):
-        env = None
+    def launch(cell, gpu) -> results.CellResult:
+        env = dict(shared)
         if gpu is not None:
-            env = {
-                "CUDA_VISIBLE_DEVICES": gpu,
-                "COMPILEKIT_GPU_LOCK": os.path.join(
-                    tempfile.gettempdir(), f"compilekit-gpu{gpu}.lock"
-                ),
-            }
-        nonlocal finished
-        while True:
-            try:
-                cell = todo.get_nowait()
-            except queue.Empty:
-                return
-            result = runner.launch(
+            env["CUDA_VISIBLE_DEVICES"] = gpu
+            env["COMPILEKIT_GPU_LOCK"] = os.path.join(
+                tempfile.gettempdir(), f"compilekit-gpu{gpu}.lock"
+            )
+        try:
+            return runner.launch(
                 cell,
                 out_dir,
                 cache_root=cache_root,
@@ -132,23 +158,36 @@ def run_sweep(
                 timeout_s=experiment.timeout_s.get(cell.label(), 900),
                 env=env,
             )
+        except UserError as exc:
+            return _failed(cell, str(exc))
+        except Exception as exc:  # noqa: BLE001 (a full disk, a path too long: this cell only)
+            return _failed(
+                cell, f"compilekit could not run this cell: {type(exc).__name__}: {exc}"
+            )
+
+    def work(gpu):
+        nonlocal finished
+        while True:
+            try:
+                cell = todo.get_nowait()
+            except queue.Empty:
+                return
+            result = launch(cell, gpu)
             with lock:
-                results[cell.label()] = result
+                done[cell.label()] = result
                 finished += 1
-                failed = sum(1 for r in results.values() if r.get("error"))
+                failed = sum(1 for r in done.values() if r.status in ("failed", "wrong"))
                 left_s = (pending - finished) * (time.perf_counter() - start) / finished
                 print(
                     f"[{total - pending + finished}/{total}] {cell.variant} {cell.mode} "
-                    f"{cell.shape} {cell.dtype}: {_status(result)}  ({failed} failed, "
+                    f"{cell.shape} {cell.dtype}: {_status(result)}  ({failed} failed or wrong, "
                     f"~{left_s / 60:.1f} min left)",
                     file=log,
                     flush=True,
                 )
-                if result.get("error"):
+                if result.reason and result.status != "ok":
                     print(
-                        f"    reason: {result['error'].splitlines()[0][:200]}",
-                        file=log,
-                        flush=True,
+                        f"    reason: {result.reason.splitlines()[0][:300]}", file=log, flush=True
                     )
 
     threads = [threading.Thread(target=work, args=(gpu,), daemon=True) for gpu in workers]
@@ -156,28 +195,42 @@ def run_sweep(
         t.start()
     for t in threads:
         t.join()
-    ordered = [results[c.label()] for c in experiment.cells if c.label() in results]
+    for cell in experiment.cells:  # a worker that died is a bug; its cells still get a record
+        if cell.label() not in done:
+            done[cell.label()] = _failed(cell, "the sweep never ran this cell (worker ended)")
+    ordered = [done[c.label()] for c in experiment.cells]
+    _summary(experiment, ordered, out_dir, gpus, time.perf_counter() - start, log)
+    return ordered
+
+
+def _summary(experiment, ordered, out_dir, gpus, wall_s, log) -> None:
+    """sweep.json, and the closing lines: counts per status, then each failed or wrong cell."""
+    counts = {s: sum(1 for r in ordered if r.status == s) for s in results.STATUSES}
     summary = {
         "experiment": experiment.name,
         "path": experiment.path,
         "cells": len(ordered),
-        "wall_s": time.perf_counter() - start,
+        "wall_s": wall_s,
         "gpus": gpus or [],
+        "counts": counts,
         "results": [
-            {k: r.get(k) for k in ("variant", "mode", "shape", "dtype", "device")}
-            | {"status": _status(r)}
+            {k: getattr(r, k) for k in ("label", "variant", "mode", "shape", "dtype", "device")}
+            | {"status": r.status, "reason": r.reason}
             for r in ordered
         ],
     }
-    tmp = os.path.join(out_dir, "sweep.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(summary, f, indent=2)
-    os.replace(tmp, os.path.join(out_dir, "sweep.json"))
+    try:
+        write_json(os.path.join(out_dir, "sweep.json"), summary)
+    except OSError as exc:
+        print(f"{experiment.name}: could not write sweep.json ({exc})", file=log, flush=True)
     print(
-        f"{experiment.name}: done in {summary['wall_s']:.0f} s; "
-        f"{sum(1 for r in ordered if r.get('error'))} failed, "
-        f"{sum(1 for r in ordered if r.get('unsupported'))} unsupported",
+        f"{experiment.name}: done in {wall_s:.0f} s; "
+        + ", ".join(f"{n} {s}" for s, n in counts.items()),
         file=log,
         flush=True,
     )
-    return ordered
+    for r in ordered:
+        if r.status in ("failed", "wrong"):
+            print(
+                f"  {r.status.upper()} {r.label}: {(r.reason or '')[:300]}", file=log, flush=True
+            )

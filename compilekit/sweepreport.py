@@ -2,90 +2,103 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
+import sys
 from collections import defaultdict
 
 from tabulate import tabulate
 
-from compilekit.spec import UserError, parse_shape
+from compilekit import result as results_mod
+from compilekit.errors import UserError
+from compilekit.spec import parse_shape
+from compilekit.store import CorruptFile, read_json, write_text
 
 
-def load_results(out_dir: str) -> list[dict]:
-    """Every cell's result.json under out_dir (one directory per cell)."""
+def load_results(out_dir: str, log=sys.stderr) -> list[results_mod.CellResult]:
+    """Every readable cell result under out_dir (one directory per cell); an unreadable one is
+    skipped with one line on `log` naming the file."""
     if not os.path.isdir(out_dir):
         raise UserError(f"{out_dir!r} is not a directory: give the OUT of a sweep")
-    results = []
+    found = []
     for name in sorted(os.listdir(out_dir)):
-        path = os.path.join(out_dir, name, "result.json")
-        if ".tmp-" in name or ".old-" in name or not os.path.isfile(path):
+        run_dir = os.path.join(out_dir, name)
+        if (
+            ".tmp-" in name
+            or ".old-" in name
+            or not os.path.isfile(os.path.join(run_dir, "result.json"))
+        ):
             continue
-        with open(path) as f:
-            results.append(json.load(f) | {"run_dir": os.path.join(out_dir, name)})
-    if not results:
+        try:
+            found.append(results_mod.load(run_dir))
+        except CorruptFile as exc:
+            print(f"compilekit: skipped {exc}", file=log)
+    if not found:
         raise UserError(f"{out_dir!r} holds no cell results: run `make sweep` into it first")
-    return results
+    return found
 
 
-def saves_time(r: dict) -> bool:
+def saves_time(r) -> bool:
     """Compiled beats eager by more than the timing spread: its p90 under eager's p10."""
-    eager, compiled = r.get("eager_timing") or {}, r.get("compiled_timing") or {}
+    eager, compiled = r.eager_timing or {}, r.compiled_timing or {}
     if "p90_ms" in compiled and "p10_ms" in eager:
         return compiled["p90_ms"] < eager["p10_ms"]
-    return bool(r.get("compiled_ms") and r.get("eager_ms") and r["compiled_ms"] < r["eager_ms"])
+    return bool(r.compiled_ms and r.eager_ms and r.compiled_ms < r.eager_ms)
 
 
-def break_even_calls(compile_s: float | None, r: dict):
+def break_even_calls(compile_s: float | None, r):
     """Calls after which compiling has paid for itself; None when it never pays (compiled is
     not faster than eager by more than the spread of the two timings)."""
     if not compile_s or not saves_time(r):
         return None
-    return math.ceil(compile_s / ((r["eager_ms"] - r["compiled_ms"]) / 1e3))
+    return math.ceil(compile_s / ((r.eager_ms - r.compiled_ms) / 1e3))
 
 
-def cell_status(r: dict) -> str:
-    """unsupported, failed, WRONG (measured but over the error bound) or ok."""
-    if r.get("unsupported"):
-        return "unsupported"
-    if r.get("error"):
-        return "failed"
-    return "ok" if r.get("ok") else "WRONG"
+def busy_text(r) -> str:
+    """'38% host-bound' style: the share of each call the GPU is busy, flagged when host-bound."""
+    if r.gpu_busy_share is None:
+        return "-"
+    return f"{r.gpu_busy_share:.0%}" + (" host-bound" if r.host_bound else "")
 
 
 def _num(value, fmt):
     return "-" if value is None else format(value, fmt)
 
 
-def rows(results: list[dict], peak_tflops: float | None) -> list[list]:
+def _variant_name(r) -> str:
+    """A user variant as file.py:fn (the label keeps the path hash); built-ins as they are."""
+    if ":" in r.variant and r.variant.split(":", 1)[0].endswith(".py"):
+        path, fn = r.variant.rsplit(":", 1)
+        return f"{os.path.basename(path)}:{fn}"
+    return r.variant
+
+
+def rows(results: list, peak_tflops: float | None) -> list[list]:
     out = []
     for r in results:
-        measured = r.get("compiled_ms") is not None
-        eager = r.get("mode") == "eager"
-        cold = break_even_calls(r.get("compile_cold_s"), r)
-        warm = break_even_calls(r.get("compile_warm_s"), r)
+        compiled = r.measured and r.mode != "eager"
+        cold = break_even_calls(r.compile_cold_s, r)
+        warm = break_even_calls(r.compile_warm_s, r)
         out.append(
             [
-                r["variant"],
-                r["mode"],
-                r["shape"],
-                r["dtype"],
-                r["device"],
-                cell_status(r),
-                _num(r.get("max_rel_err"), ".1e"),
-                _num(r.get("eager_ms"), ".3f"),
-                _num(r.get("compiled_ms"), ".3f"),
-                _num(r.get("speedup"), ".2f"),
-                "-" if eager or not measured else _num(r.get("compile_cold_s"), ".1f"),
-                "-" if eager or not measured else _num(r.get("compile_warm_s"), ".1f"),
-                "-" if eager or not measured else (f"{cold:,}" if cold else "never"),
-                "-" if eager or not measured else (f"{warm:,}" if warm else "never"),
-                _num(r.get("tflops"), ".1f"),
-                _num(
-                    r["tflops"] / peak_tflops * 100 if r.get("tflops") and peak_tflops else None,
-                    ".1f",
-                ),
-                _num(r.get("kernels_per_forward"), "g"),
+                _variant_name(r),
+                r.mode,
+                r.shape,
+                r.dtype,
+                r.device,
+                r.status,
+                _num(r.max_rel_err, ".1e"),
+                _num(r.eager_ms, ".3f"),
+                _num(r.compiled_ms, ".3f") + (" noisy" if r.noisy else ""),
+                _num(r.speedup, ".2f"),
+                _num(r.compile_cold_s, ".1f"),
+                _num(r.compile_warm_s, ".1f"),
+                (f"{cold:,}" if cold else "never") if compiled else "-",
+                (f"{warm:,}" if warm else "never") if compiled else "-",
+                _num(r.tflops, ".1f"),
+                _num(r.tflops / peak_tflops * 100 if r.tflops and peak_tflops else None, ".1f"),
+                _num(r.kernels_per_forward, "g"),
+                busy_text(r),
             ]
         )
     return out
@@ -109,36 +122,37 @@ HEADERS = [
     "TFLOP/s",
     "%peak",
     "kernels/fwd",
+    "GPU busy",
 ]
 
 
 def plot(results: list[dict], out_dir: str) -> list[str]:
     """speedup.png (per mode, per variant) and seqlen.png (log-log latency vs S with fitted
-    exponent); [] when matplotlib is missing. Returns the files written."""
+    exponent). Returns the files written; None when matplotlib is missing."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return []
+        return None
     written = []
-    ok = [r for r in results if cell_status(r) == "ok"]
+    ok = [r for r in results if r.ok]
     by_shape = defaultdict(list)
     for r in ok:
-        by_shape[r["shape"]].append(r)
+        by_shape[r.shape].append(r)
     shape, cells = max(by_shape.items(), key=lambda kv: len(kv[1]), default=(None, []))
-    compiled = [r for r in cells if r["mode"] != "eager"]
+    compiled = [r for r in cells if r.mode != "eager"]
     if compiled:
-        modes = sorted({r["mode"] for r in compiled})
-        variants = sorted({r["variant"] for r in compiled})
+        modes = sorted({r.mode for r in compiled})
+        variants = sorted({_variant_name(r) for r in compiled})
         fig, ax = plt.subplots(figsize=(max(6, len(variants) * 1.3), 4))
         width = 0.8 / len(modes)
         for i, mode in enumerate(modes):
             xs = [j + i * width for j, v in enumerate(variants)]
             ys = [
                 next(
-                    (r["speedup"] for r in compiled if r["variant"] == v and r["mode"] == mode),
+                    (r.speedup for r in compiled if _variant_name(r) == v and r.mode == mode),
                     float("nan"),
                 )
                 for v in variants
@@ -170,19 +184,19 @@ def plot(results: list[dict], out_dir: str) -> list[str]:
     return written
 
 
-def scaling_series(results: list[dict]) -> dict[str, tuple[list, list, float]]:
+def scaling_series(results: list) -> dict[str, tuple[list, list, float]]:
     """{"variant/mode D=64 bfloat16": (S values, ms, fitted exponent)} for series with 3+ points.
 
     The exponent is the least-squares slope of log(ms) against log(S).
     """
     groups = defaultdict(dict)
     for r in results:
-        shape = parse_shape(r["shape"])
+        shape = parse_shape(r.shape)
         key = (
-            f"{r['variant']}/{r['mode']} B={shape.batch} H={shape.heads} "
-            f"D={shape.head_dim} {r['dtype']}"
+            f"{_variant_name(r)}/{r.mode} B={shape.batch} H={shape.heads} "
+            f"D={shape.head_dim} {r.dtype}"
         )
-        groups[key][shape.seq] = r["compiled_ms"]
+        groups[key][shape.seq] = r.compiled_ms
     series = {}
     for key, points in groups.items():
         if len(points) < 3:
@@ -201,25 +215,39 @@ def report(out_dir: str) -> str:
     results = load_results(out_dir)
     env = {}
     if os.path.isfile(os.path.join(out_dir, "env.json")):
-        with open(os.path.join(out_dir, "env.json")) as f:
-            env = json.load(f)
+        try:
+            env = read_json(os.path.join(out_dir, "env.json"))
+        except CorruptFile as exc:
+            print(f"compilekit: skipped {exc}", file=sys.stderr)
     ceilings = env.get("ceilings", {})
     peak = ceilings.get("matmul_tflops")
     table = rows(results, peak)
     images = plot(results, out_dir)
     problems = [
-        f"- `{r['variant']}` / `{r['mode']}` / {r['shape']} {r['dtype']}: "
-        f"{cell_status(r)}: {(r.get('unsupported') or r.get('error') or '').splitlines()[0][:300]}"
+        f"- `{_variant_name(r)}` / `{r.mode}` / {r.shape} {r.dtype}: {r.status}: "
+        f"{(r.reason or '').splitlines()[0][:300] if r.reason else '-'}"
         for r in results
-        if cell_status(r) in ("unsupported", "failed")
+        if r.status in ("wrong", "unsupported", "failed")
     ]
-    wrong = [
-        f"- `{r['variant']}` / `{r['mode']}` / {r['shape']}: max_rel_err {r['max_rel_err']:.3g} "
-        f"over the bound {r.get('error_bound')}"
+    attempts = [
+        f"- `{_variant_name(r)}` / `{r.mode}` / {r.shape}: {len(r.attempts)} failed rerun(s) "
+        f"kept in {r.label}/attempts/ (the last: {r.attempts[-1]['reason']})"
         for r in results
-        if cell_status(r) == "WRONG"
+        if r.attempts
     ]
-    scaling = scaling_series([r for r in results if cell_status(r) == "ok"])
+    host_bound = [
+        f"- `{_variant_name(r)}` / `{r.mode}` / {r.shape}: GPU busy {r.gpu_busy_share:.0%} of "
+        f"each call ({r.profiled_forward_device_ms:.3f} of {r.compiled_ms:.3f} ms; host "
+        f"{_num(r.host_ms_per_call, '.3f')} ms per call): host-bound"
+        for r in results
+        if r.host_bound
+    ]
+    noisy = [
+        f"- `{_variant_name(r)}` / `{r.mode}` / {r.shape}: {r.noise_note}"
+        for r in results
+        if r.noisy
+    ]
+    scaling = scaling_series([r for r in results if r.ok])
     md = [f"# compilekit report: {os.path.basename(os.path.abspath(out_dir))}", ""]
     if env:
         md += [
@@ -241,8 +269,11 @@ def report(out_dir: str) -> str:
         "process's "
         "eager baseline). Break-even: calls after which the compile (cold: empty cache; warm: "
         "filled cache) has paid for itself; `never` when compiled is not faster than eager by "
-        "more than the timing spread (compiled p90 under eager p10). TFLOP/s "
-        "counts 4·B·H·S²·D/2 (causal).",
+        "more than the timing spread (compiled p90 under eager p10). TFLOP/s counts the "
+        "FLOPs each variant declares (4·B·H·D per kept query-key pair: S(S+1)/2 causal, "
+        "S·W - W(W-1)/2 for a window of W); `-` where a variant declares none. `GPU busy`: "
+        "device time per forward over the latency; under 80% the call is host-bound. "
+        "`noisy`: the timing spread or the machine's load says another process competed.",
         "",
         tabulate(table, headers=HEADERS, tablefmt="github"),
         "",
@@ -259,16 +290,26 @@ def report(out_dir: str) -> str:
             for k, (xs, _, slope) in sorted(scaling.items())
         ]
         md.append("")
-    if wrong or problems:
-        md += ["## Not measured or not correct", ""] + wrong + problems + [""]
+    if host_bound:
+        md += ["## Host-bound cells", ""] + host_bound + [""]
+    if problems:
+        md += ["## Not measured or not correct", ""] + problems + [""]
+    if attempts:
+        md += ["## Failed reruns (the good result was kept)", ""] + attempts + [""]
+    if noisy:
+        md += ["## Timings that may be disturbed", ""] + noisy + [""]
     if images:
         md += ["## Plots", ""] + [f"![{name}]({name})" for name in images] + [""]
-    else:
+    elif images is None:
         md += ["Plots: skipped (install the `plot` extra: pip install 'compilekit[plot]').", ""]
-    with open(os.path.join(out_dir, "REPORT.md.tmp"), "w") as f:
-        f.write("\n".join(md))
-    os.replace(os.path.join(out_dir, "REPORT.md.tmp"), os.path.join(out_dir, "REPORT.md"))
-    notes = f"\nwrote {os.path.join(out_dir, 'REPORT.md')}" + (
-        f" and {', '.join(images)}" if images else " (plots skipped: matplotlib not installed)"
-    )
+    else:
+        md += ["Plots: none (no correct compiled cell, and no series of 3+ sequence lengths).", ""]
+    write_text(os.path.join(out_dir, "REPORT.md"), "\n".join(md))
+    notes = f"\nwrote {os.path.join(out_dir, 'REPORT.md')}"
+    if images:
+        notes += f" and {', '.join(images)}"
+    elif images is None:
+        notes += " (plots skipped: matplotlib not installed)"
+    else:
+        notes += " (nothing to plot)"
     return tabulate(table, headers=HEADERS) + notes
