@@ -2,6 +2,8 @@
 
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
+from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
+
 DESCRIPTION = "flex_attention with a causal BlockMask (fast only when compiled)"
 
 _BLOCK_MASKS: dict = {}

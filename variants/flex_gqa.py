@@ -3,6 +3,7 @@
 from torch.nn.attention.flex_attention import flex_attention
 
 from variants.flex import causal_block_mask
+from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from variants.masks import gqa_reference as reference  # noqa: F401
 from variants.masks import shared_kv
 

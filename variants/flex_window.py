@@ -3,7 +3,9 @@
 from torch.nn.attention.flex_attention import flex_attention
 
 from variants.flex import block_mask
-from variants.masks import WINDOW, window_reference as reference  # noqa: F401
+from variants.masks import WINDOW
+from variants.masks import window_flops as flops  # noqa: F401  (FLOPs this variant does)
+from variants.masks import window_reference as reference  # noqa: F401  (its float64 truth)
 
 DESCRIPTION = "flex_attention with a causal sliding-window BlockMask of 256 keys"
 

@@ -4,6 +4,7 @@ import math
 
 import torch
 
+from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from variants.naive import causal_mask
 
 DESCRIPTION = "naive with in-place mul_ and masked_fill_ (the blog's 04_b)"

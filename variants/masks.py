@@ -9,14 +9,43 @@ import math
 
 import torch
 
+from compilekit.errors import Unsupported
+
 GQA_GROUP = 4  # query heads per K/V head
 WINDOW = 256  # a query sees itself and the WINDOW - 1 keys before it
+
+
+def attention_flops(shape, causal: bool = True, window: int = 0) -> float:
+    """FLOPs of the two matmuls over the (query, key) pairs a mask keeps: 4·B·H·D per pair.
+
+    Pairs per head: S² without a mask, S(S+1)/2 causal, S·W - W(W-1)/2 for a causal window of
+    W keys (W < S). GQA shares K/V heads but every query head still does its own work, so H is
+    the query heads.
+    """
+    seq = shape.seq
+    if window and window < seq:
+        pairs = seq * window - window * (window - 1) / 2
+    elif causal or window:
+        pairs = seq * (seq + 1) / 2
+    else:
+        pairs = seq * seq
+    return 4.0 * shape.batch * shape.heads * shape.head_dim * pairs
+
+
+def causal_flops(shape) -> float:
+    """attention_flops for the causal mask (most variants declare this one)."""
+    return attention_flops(shape, causal=True)
+
+
+def window_flops(shape) -> float:
+    """attention_flops for the causal window of WINDOW keys."""
+    return attention_flops(shape, causal=True, window=WINDOW)
 
 
 def shared_kv(k, v, group: int = GQA_GROUP):
     """K/V with H / group heads (every group-th head), as a GQA model would hold them."""
     if k.shape[1] % group:
-        raise RuntimeError(
+        raise Unsupported(
             f"GQA with groups of {group} needs heads divisible by {group}, "
             f"not {k.shape[1]}: pick a shape with H a multiple of {group}"
         )

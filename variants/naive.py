@@ -4,6 +4,8 @@ import math
 
 import torch
 
+from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
+
 DESCRIPTION = "q@kT, scale, masked_fill with a triu mask, softmax, @v (the blog's 04_a)"
 
 # The blog builds the mask once, outside the timed loop; keep one per (S, device) the same way.

@@ -3,6 +3,8 @@
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
+
 DESCRIPTION = "F.scaled_dot_product_attention(is_causal=True), backend picked by PyTorch"
 
 

@@ -3,6 +3,7 @@
 
 from torch.nn.attention import SDPBackend
 
+from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from variants.sdpa import pinned
 
 DESCRIPTION = "F.scaled_dot_product_attention pinned to SDPBackend.EFFICIENT_ATTENTION"

@@ -2,6 +2,7 @@
 
 import torch.nn.functional as F
 
+from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from variants.masks import gqa_reference as reference  # noqa: F401
 from variants.masks import shared_kv
 

@@ -7,7 +7,7 @@ never reach memory. Supports causal and non-causal, GQA (K/V heads dividing Q he
 sliding window, any sequence length (tail blocks masked) and head dims that are powers of two.
 
 Without a GPU it runs through Triton's interpreter when TRITON_INTERPRET=1 is set before import.
-FLOPs (causal): 4 * B * H * S^2 * D / 2.
+FLOPs: variants.masks.attention_flops (causal: 4·B·H·D·S(S+1)/2).
 """
 
 import math
@@ -15,6 +15,8 @@ import os
 
 import torch
 
+from compilekit.errors import Unsupported
+from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from variants.masks import reference  # noqa: F401  (the variant's float64 truth)
 
 DESCRIPTION = "hand-written Triton flash attention (online softmax, causal, GQA, sliding window)"
@@ -56,7 +58,6 @@ if triton is not None:
         K,
         V,
         Out,
-        sm_scale,
         stride_qz,
         stride_qh,
         stride_qm,
@@ -77,6 +78,9 @@ if triton is not None:
         KV_GROUP,
         N_CTX,
         HEAD_DIM: tl.constexpr,
+        # constexpr: Inductor passes Python float kernel arguments as fp64 (eager Triton as
+        # fp32), which would make the loop-carried m_i change type under torch.compile
+        SM_SCALE: tl.constexpr,
         CAUSAL: tl.constexpr,
         WINDOW: tl.constexpr,
         BLOCK_M: tl.constexpr,
@@ -106,7 +110,7 @@ if triton is not None:
         m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-        qk_scale = sm_scale * 1.44269504  # exp(x) = exp2(x * log2(e))
+        qk_scale = SM_SCALE * 1.44269504  # exp(x) = exp2(x * log2(e))
 
         # -- the key blocks this query tile can see --
         lo = 0
@@ -159,14 +163,15 @@ if triton is not None:
 
 
 def check_inputs(q, k, v, causal: bool, window: int) -> None:
-    """Refuse what the kernel does not compute, with the reason (never a wrong answer)."""
+    """Refuse what the kernel does not compute, with the reason (never a wrong answer): an
+    Unsupported error, which a cell records as `unsupported`."""
     if triton is None:
-        raise RuntimeError(
+        raise Unsupported(
             "triton-flash needs Triton: a CUDA build of torch, or "
             "`pip install triton numpy` with TRITON_INTERPRET=1 on a CPU"
         )
     if q.device.type != "cuda" and not INTERPRET:
-        raise RuntimeError(
+        raise Unsupported(
             "triton-flash needs a CUDA GPU, or Triton's interpreter on the CPU "
             "(set TRITON_INTERPRET=1 before starting)"
         )
@@ -176,21 +181,21 @@ def check_inputs(q, k, v, causal: bool, window: int) -> None:
         or q.shape[0] != k.shape[0]
         or q.shape[2:] != k.shape[2:]
     ):
-        raise RuntimeError(
+        raise Unsupported(
             f"triton-flash wants q [B, H, S, D] and k, v [B, H_kv, S, D]; got "
             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
         )
     if q.shape[1] % k.shape[1]:
-        raise RuntimeError(f"K/V heads ({k.shape[1]}) must divide query heads ({q.shape[1]})")
+        raise Unsupported(f"K/V heads ({k.shape[1]}) must divide query heads ({q.shape[1]})")
     dim = q.shape[-1]
     if dim < 16 or dim > 256 or dim & (dim - 1):
-        raise RuntimeError(
+        raise Unsupported(
             f"triton-flash supports head dims 16..256 that are powers of two, not {dim}"
         )
     if window and not causal:
-        raise RuntimeError("a sliding window is a causal window here: pass causal=True")
+        raise Unsupported("a sliding window is a causal window here: pass causal=True")
     if INTERPRET and q.dtype == torch.bfloat16:
-        raise RuntimeError(
+        raise Unsupported(
             "Triton's interpreter computes bfloat16 wrongly (numpy has no "
             "bfloat16): use float16 or float32 with TRITON_INTERPRET=1"
         )
@@ -211,7 +216,6 @@ def _launch(q, k, v, causal: bool, window: int):
         k,
         v,
         out,
-        1.0 / math.sqrt(dim),
         *q.stride(),
         *k.stride(),
         *v.stride(),
@@ -220,6 +224,7 @@ def _launch(q, k, v, causal: bool, window: int):
         heads // k.shape[1],
         seq,
         HEAD_DIM=dim,
+        SM_SCALE=1.0 / math.sqrt(dim),
         CAUSAL=causal,
         WINDOW=window,
     )

@@ -1,5 +1,6 @@
 """triton-flash with grouped-query attention: GQA_GROUP query heads per K/V head."""
 
+from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from variants.masks import gqa_reference as reference  # noqa: F401
 from variants.masks import shared_kv
 from variants.triton_flash import flash_attention
