@@ -23,7 +23,7 @@ def cache_root(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def run_cell(tmp_path_factory, cache_root):
-    """run_cell(variant, mode, shape=, dtype=) -> result dict with run_dir; memoized per session."""
+    """run_cell(variant, mode, shape=, dtype=) -> CellResult (run_dir set); memoized per session."""
     out = str(tmp_path_factory.mktemp("runs"))
     done = {}
 

@@ -1,6 +1,5 @@
 """Sweeps on the CPU: resumable, failures recorded, reports and plots, bad experiment files."""
 
-import json
 import os
 import signal
 import subprocess
@@ -82,13 +81,18 @@ def small_sweep(tmp_path_factory, cache_root):
 def test_small_sweep_records_unsupported_and_completes_the_rest(small_sweep):
     proc, out = small_sweep
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    results = [json.load(open(out / d / "result.json")) for d in _done(out)]
+    from compilekit import result as results_mod
+
+    results = [results_mod.load(str(out / d)) for d in _done(out)]
     assert len(results) == 12
-    cudnn = [r for r in results if r["variant"] == "sdpa-cudnn"]
-    assert len(cudnn) == 4 and all("cannot run on cpu" in r["unsupported"] for r in cudnn)
-    others = [r for r in results if r["variant"] != "sdpa-cudnn"]
-    assert all(r["ok"] for r in others)
-    assert "[12/12]" in proc.stdout and "4 unsupported" in proc.stdout
+    cudnn = [r for r in results if r.variant == "sdpa-cudnn"]
+    assert len(cudnn) == 4 and all(r.status == "unsupported" for r in cudnn)
+    assert all("backend" in r.reason or "kernel" in r.reason for r in cudnn)
+    others = [r for r in results if r.variant != "sdpa-cudnn"]
+    assert all(r.status == "ok" for r in others)
+    assert (
+        "[12/12]" in proc.stdout and "4 unsupported" in proc.stdout and "0 failed" in proc.stdout
+    )
 
 
 def test_report_markdown_and_break_even(small_sweep):
@@ -97,16 +101,25 @@ def test_report_markdown_and_break_even(small_sweep):
     md = (out / "REPORT.md").read_text()
     assert "| naive " in md and "break_even_cold" in md and "Measured ceilings" in md
     assert "sdpa-cudnn" in md and "unsupported" in md
+    import dataclasses
+
+    from compilekit.result import CellResult
     from compilekit.sweepreport import break_even_calls
 
-    faster = {
-        "eager_ms": 2.0,
-        "compiled_ms": 1.0,
-        "eager_timing": {"p10_ms": 1.9},
-        "compiled_timing": {"p90_ms": 1.1},
-    }
+    faster = CellResult(
+        "v",
+        "default",
+        "1x1x8x8",
+        "float32",
+        "cpu",
+        status="ok",
+        eager_ms=2.0,
+        compiled_ms=1.0,
+        eager_timing={"p10_ms": 1.9},
+        compiled_timing={"p90_ms": 1.1},
+    )
     assert break_even_calls(10.0, faster) == 10_000  # 10 s over 1 ms saved per call
-    noisy = {**faster, "compiled_timing": {"p90_ms": 2.5}}
+    noisy = dataclasses.replace(faster, compiled_timing={"p90_ms": 2.5})
     assert break_even_calls(10.0, noisy) is None
 
 
@@ -136,16 +149,11 @@ def test_plots_skipped_with_a_note_without_matplotlib(small_sweep, monkeypatch, 
 
 
 def test_scaling_exponent_fit():
+    from compilekit.result import CellResult
     from compilekit.sweepreport import scaling_series
 
     cells = [
-        {
-            "variant": "v",
-            "mode": "eager",
-            "shape": f"1x1x{s}x64",
-            "dtype": "float32",
-            "compiled_ms": 1e-6 * s**2,
-        }
+        CellResult("v", "eager", f"1x1x{s}x64", "float32", "cpu", compiled_ms=1e-6 * s**2)
         for s in (512, 1024, 2048, 4096)
     ]
     ((xs, ys, slope),) = scaling_series(cells).values()

@@ -114,7 +114,7 @@ def test_cli_runs_it_through_the_interpreter(tmp_path, cli):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     cell_dir = tmp_path / "triton-flash__eager__1x2x48x32__float32__cpu"
     result = json.loads((cell_dir / "result.json").read_text())
-    assert result["ok"] and result["max_rel_err"] < 1e-5
+    assert result["status"] == "ok" and result["max_rel_err"] < 1e-5
 
 
 def test_cli_without_gpu_or_interpreter_is_one_line(cli):

@@ -1,0 +1,342 @@
+"""After a cell has started: timeouts, crashes, orphans, locks, corrupt state, failed reruns,
+unwritable places and the smaller input problems. Eager cells (seconds each) unless a compile is
+the point."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from compilekit import runner
+from compilekit.spec import Cell, parse_shape
+from tests.conftest import ROOT
+
+SMALL = "1x2x64x16"
+
+
+def _file(folder, name, body):
+    path = folder / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+HANG = """
+import time
+
+def attention(q, k, v):
+    open({marker!r}, "w").close()
+    while True:
+        time.sleep(0.1)
+"""
+
+
+def _cmdlines_with(marker: str) -> list[int]:
+    pids = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        pids.append(int(pid))
+            except OSError:
+                pass
+    return pids
+
+
+def _wait_for(path, seconds=120):
+    deadline = time.time() + seconds
+    while time.time() < deadline and not os.path.exists(path):
+        time.sleep(0.1)
+    assert os.path.exists(path), f"{path} never appeared"
+
+
+def test_timeout_is_recorded_and_the_good_result_stays(tmp_path, cache_root):
+    out = str(tmp_path / "out")
+    hang = _file(tmp_path, "hang.py", HANG.format(marker=str(tmp_path / "started")))
+    cell = Cell(f"{hang}:attention", "eager", parse_shape(SMALL), "float32", "cpu")
+    result = runner.launch(cell, out, cache_root=cache_root, timeout_s=8)
+    assert result.status == "failed" and "timed out after 8 s" in result.reason
+    # a good run of the same label first, then a failing rerun: the good one stays
+    good_cell = Cell("naive", "eager", parse_shape(SMALL), "float32", "cpu")
+    good = runner.launch(good_cell, out, cache_root=cache_root)
+    assert good.status == "ok"
+    bad = runner.launch(good_cell, out, cache_root=cache_root, timeout_s=0.01)
+    assert bad.status == "failed" and "attempts" in bad.run_dir
+    from compilekit import result as results
+
+    kept = results.load(good.run_dir)
+    assert kept.status == "ok" and len(kept.attempts) == 1
+    assert os.path.isfile(os.path.join(good.run_dir, kept.attempts[0]["dir"], "result.json"))
+
+
+def test_crash_names_exit_code_and_last_log_lines(run_cell, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("crash")
+    path = _file(
+        folder,
+        "crash.py",
+        """
+        import os
+
+        def attention(q, k, v):
+            print("about to leave: bad state in my kernel", flush=True)
+            os._exit(7)
+        """,
+    )
+    result = run_cell(f"{path}:attention", "eager")
+    assert result.status == "failed"
+    assert "exit code 7" in result.reason and "bad state in my kernel" in result.reason
+
+
+def _hanging_sweep(tmp_path, name: str, cache_root: str):
+    """A sweep (in its own session) whose one cell hangs; returns (process, toml, marker)."""
+    marker = str(tmp_path / f"{name}_started")
+    hang = _file(tmp_path, f"{name}.py", HANG.format(marker=marker))
+    toml = tmp_path / f"{name}.toml"
+    toml.write_text(
+        f'variants = ["{hang}:attention"]\nmodes = ["eager"]\nshapes = ["{SMALL}"]\n'
+        'device = "cpu"\ntimeout_s = 600\n'
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "compilekit", "sweep", str(toml), "--out", str(tmp_path / "o")],
+        cwd=ROOT,
+        env={**os.environ, "COMPILEKIT_CACHE": cache_root},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return proc, toml, marker
+
+
+def test_sigkilled_sweep_leaves_no_cell_process(tmp_path, cache_root):
+    proc, _, marker = _hanging_sweep(tmp_path, "orphan_hang", cache_root)
+    _wait_for(marker)
+    assert _cmdlines_with("orphan_hang.py"), "the cell process should be running"
+    proc.send_signal(signal.SIGKILL)  # the sweep alone, not its process group
+    proc.wait()
+    time.sleep(5)
+    assert _cmdlines_with("orphan_hang.py") == []
+
+
+def test_second_run_of_a_cell_and_second_sweep_are_refused(tmp_path, cache_root, cli):
+    first, toml, marker = _hanging_sweep(tmp_path, "lock_hang", cache_root)
+    hang = str(tmp_path / "lock_hang.py")
+    try:
+        _wait_for(marker)
+        again = cli("sweep", str(toml), "--out", str(tmp_path / "o"))
+        assert again.returncode == 2
+        assert f"another compilekit sweep (PID {first.pid})" in again.stderr
+        assert len(again.stderr.strip().splitlines()) == 1
+        run = cli(
+            "run",
+            "--variant",
+            f"{hang}:attention",
+            "--mode",
+            "eager",
+            "--shape",
+            SMALL,
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path / "o2"),
+        )
+        assert (
+            run.returncode == 2 and "is being measured by another compilekit process" in run.stderr
+        )
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+
+
+def test_corrupt_result_is_redone_and_skipped_in_reports(tmp_path, cache_root, cli):
+    toml = tmp_path / "c.toml"
+    toml.write_text(
+        'variants = ["naive", "sdpa"]\nmodes = ["eager"]\nshapes = ["1x2x64x16"]\ndevice = "cpu"\n'
+    )
+    out = tmp_path / "out"
+    assert cli("sweep", str(toml), "--out", str(out)).returncode == 0
+    naive = out / "naive__eager__1x2x64x16__float32__cpu"
+    sdpa = out / "sdpa__eager__1x2x64x16__float32__cpu"
+    (naive / "result.json").write_text('{"variant": "nai')
+    proc = cli("report", str(out))
+    assert proc.returncode == 0 and f"skipped {naive}/result.json is corrupt" in proc.stderr
+    proc = cli("kernels", str(naive))
+    assert proc.returncode == 2 and "result.json is corrupt" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    (sdpa / "kernels.json").unlink()
+    proc = cli("sweep", str(toml), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "0 already done, 2 to run" in proc.stdout
+    assert "result.json is corrupt" in proc.stdout and "kernels.json is missing" in proc.stdout
+    (sdpa / "kernels.json").write_text("")
+    proc = cli("diff", str(naive), str(sdpa))
+    assert proc.returncode == 2 and "kernels.json" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_corrupt_cold_json_is_dropped_and_compiled_again(run_cell, cache_root, tmp_path):
+    first = run_cell("naive", "default")
+    cell = Cell("naive", "default", parse_shape("1x4x128x32"), "float32", "cpu")
+    cache_dir = runner.cache_dir_for(cell, cache_root)
+    with open(os.path.join(cache_dir, "cold.json"), "w") as f:
+        f.write("{")
+    again = runner.launch(cell, str(tmp_path), cache_root=cache_root)
+    assert again.status == "ok", again.reason
+    assert "cold.json is corrupt" in again.compile_notes["cache"]
+    assert again.compile_cold_s != first.compile_cold_s  # measured anew
+    assert set(again.processes) == {"cold", "capture", "measure"}
+
+
+def test_launch_failures_become_failed_cells_and_the_sweep_goes_on(tmp_path, cache_root, cli):
+    long_name = "attention_" + "x" * 250
+    user = _file(tmp_path, "long.py", f"def {long_name}(q, k, v):\n    return q\n")
+    toml = tmp_path / "long.toml"
+    toml.write_text(
+        f'variants = ["{user}:{long_name}", "naive"]\nmodes = ["eager"]\n'
+        f'shapes = ["{SMALL}"]\ndevice = "cpu"\n'
+    )
+    proc = cli("sweep", str(toml), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "[2/2] naive eager" in proc.stdout
+    assert "1 ok" in proc.stdout and "1 failed" in proc.stdout
+    assert "failed" in proc.stderr and long_name[:40] in proc.stderr
+
+
+def test_buggy_variant_in_a_sweep_exits_1_and_names_it(tmp_path, cli):
+    user = _file(tmp_path, "buggy.py", "def attention(q, k, v):\n    return [q][3]\n")
+    toml = tmp_path / "bug.toml"
+    toml.write_text(
+        f'variants = ["{user}:attention", "naive"]\nmodes = ["eager"]\nshapes = ["{SMALL}"]\n'
+        'device = "cpu"\n'
+    )
+    proc = cli("sweep", str(toml), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1
+    assert "FAILED buggy.attention-" in proc.stdout and "IndexError" in proc.stdout
+
+
+def test_labels_are_unique_per_path_and_seed(tmp_path):
+    a = Cell(f"{tmp_path}/a/attn.py:attn", "eager", parse_shape(SMALL), "float32", "cpu")
+    b = Cell(f"{tmp_path}/b/attn.py:attn", "eager", parse_shape(SMALL), "float32", "cpu")
+    seeded = Cell("naive", "eager", parse_shape(SMALL), "float32", "cpu", seed=3)
+    assert a.label() != b.label() and a.label().startswith("attn.attn-")
+    assert seeded.label().endswith("__seed3")
+    assert Cell("naive", "eager", parse_shape(SMALL), "float32", "cpu").label().endswith("__cpu")
+
+
+def test_unwritable_places_and_bad_timeouts_are_one_line(tmp_path, cli, monkeypatch):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    args = ["run", "--variant", "naive", "--mode", "eager", "--shape", SMALL, "--device", "cpu"]
+    proc = cli(*args, "--out", str(blocker / "runs"))
+    assert proc.returncode == 2 and "output directory" in proc.stderr and "OUT=" in proc.stderr
+    proc = cli(*args, "--out", str(tmp_path / "o"), env={"COMPILEKIT_CACHE": str(blocker / "c")})
+    assert proc.returncode == 2 and "COMPILEKIT_CACHE" in proc.stderr
+    proc = cli(*args, "--out", str(tmp_path / "o"), "--timeout", "-5")
+    assert proc.returncode == 2 and "positive" in proc.stderr
+    for p in (proc,):
+        assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+    from compilekit import store
+    from compilekit.errors import UserError
+
+    monkeypatch.setattr(store, "free_bytes", lambda directory: 10 * 2**20)
+    with pytest.raises(UserError, match="10 MiB free"):
+        store.check_writable(str(tmp_path / "full"), "output directory", "choose another")
+    assert not [f for f in os.listdir(tmp_path / "full") if "probe" in f or ".tmp" in f]
+
+
+def test_exit_at_import_is_one_line(tmp_path, cli):
+    user = _file(
+        tmp_path, "quits.py", "import sys\nsys.exit(3)\ndef attention(q, k, v):\n    return q\n"
+    )
+    proc = cli("run", "--variant", f"{user}:attention", "--mode", "eager", "--device", "cpu")
+    assert proc.returncode == 2 and "called sys.exit(3) while being imported" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        (
+            'variants = ["naive"]\nmodes = ["eager"]\nshapes = [1024]\n',
+            "'shapes' must be a list of strings",
+        ),
+        (
+            'variants = [1, 2]\nmodes = ["eager"]\nshapes = ["1x2x64x16"]\n',
+            "'variants' must be a list of strings",
+        ),
+        (
+            'variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64x16"]\ndtype = 5\n',
+            "'dtype' must be str",
+        ),
+        (
+            'variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64x16"]\ntimeout_s = -1\n',
+            "positive",
+        ),
+        (
+            'variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64x16"]\nseed = true\n',
+            "'seed' must be int",
+        ),
+        (
+            'name = "../up"\nvariants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64x16"]\n',
+            "must be letters",
+        ),
+        (
+            'variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x1x999999999999x1"]\n',
+            "too large",
+        ),
+    ],
+)
+def test_toml_values_of_the_wrong_kind(text, needle, tmp_path, cli):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    proc = cli("sweep", str(path), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_relative_variant_paths_resolve_against_the_toml(tmp_path):
+    from compilekit.spec import load_experiment
+
+    (tmp_path / "sub").mkdir()
+    _file(tmp_path / "sub", "mine.py", "def attention(q, k, v):\n    return q\n")
+    toml = tmp_path / "sub" / "e.toml"
+    toml.write_text(
+        'variants = ["mine.py:attention"]\nmodes = ["eager"]\nshapes = ["1x2x64x16"]\n'
+    )
+    experiment = load_experiment(str(toml))  # the cwd is not tmp_path/sub
+    assert experiment.cells[0].variant == f"{tmp_path}/sub/mine.py:attention"
+
+
+def test_log_is_capped(tmp_path):
+    from compilekit.store import cap_log
+
+    log = tmp_path / "log.txt"
+    log.write_bytes(b"start\n" + b"x" * (3 * 2**20) + b"\nthe end\n")
+    cap_log(str(log))
+    text = log.read_bytes()
+    assert len(text) < 1.1 * 2**20 and text.startswith(b"start") and text.endswith(b"the end\n")
+    assert b"bytes cut by compilekit" in text
+
+
+def test_makefile_passes_quotes_through(tmp_path):
+    weird = tmp_path / "it's.py"
+    weird.write_text("def attention(q, k, v):\n    return q\n")
+    proc = subprocess.run(
+        ["make", "-s", "-n", "experiment", f"VARIANT={weird}:attention"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # dry run: the shell line reads the variables from the environment, never splices them
+    assert '--variant "$VARIANT"' in proc.stdout
+    real = subprocess.run(
+        ["make", "-s", "list", f"VARIANT={weird}:attention"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert real.returncode == 0, real.stderr

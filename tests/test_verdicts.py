@@ -1,0 +1,305 @@
+"""One verdict per cell, decided once: statuses, FLOPs, the result record, and the order of
+timing and evidence in the measuring process."""
+
+import json
+import textwrap
+
+import pytest
+
+from compilekit import result as results
+from compilekit.spec import parse_shape
+from compilekit.store import CorruptFile
+
+
+def _user(tmp_path, body: str, name: str = "mine.py") -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+NAIVE_BODY = """
+import math
+import torch
+
+def causal(q, k, v):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    mask = torch.ones(s.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
+    return torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1) @ v
+"""
+
+
+def test_a_buggy_variant_is_failed_not_unsupported(run_cell, tmp_path_factory):
+    path = _user(tmp_path_factory.mktemp("bug"), "def attention(q, k, v):\n    return [q][3]\n")
+    result = run_cell(f"{path}:attention", "eager")
+    assert result.status == "failed", result
+    assert "IndexError" in result.reason
+
+
+def test_an_explicit_refusal_is_unsupported(run_cell, tmp_path_factory):
+    path = _user(
+        tmp_path_factory.mktemp("refuse"),
+        """
+        from compilekit.errors import Unsupported
+
+        def attention(q, k, v):
+            raise Unsupported("this kernel needs D >= 64")
+        """,
+    )
+    result = run_cell(f"{path}:attention", "eager")
+    assert result.status == "unsupported" and "needs D >= 64" in result.reason
+
+
+def test_wrong_shape_and_non_tensor_are_named(run_cell, tmp_path_factory):
+    path = _user(
+        tmp_path_factory.mktemp("shapes"),
+        """
+        def half(q, k, v):
+            return q[..., : q.shape[-1] // 2]
+
+        def pair(q, k, v):
+            return q, k
+        """,
+    )
+    half = run_cell(f"{path}:half", "eager")
+    assert half.status == "wrong"
+    assert "output shape (1, 4, 128, 16) != expected (1, 4, 128, 32)" in half.reason
+    pair = run_cell(f"{path}:pair", "eager")
+    assert pair.status == "failed" and "returned tuple, expected a Tensor" in pair.reason
+
+
+def test_out_of_memory_says_how_much_and_what_to_do(run_cell, tmp_path_factory):
+    path = _user(
+        tmp_path_factory.mktemp("oom"),
+        """
+        import torch
+
+        def attention(q, k, v):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB")
+        """,
+    )
+    result = run_cell(f"{path}:attention", "eager")
+    assert result.status == "failed"
+    assert (
+        "out of memory allocating 12.00 GiB" in result.reason and "smaller shape" in result.reason
+    )
+
+
+def test_user_variant_without_reference_is_only_self_consistent(run_cell, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("selfref")
+    plain = _user(folder, NAIVE_BODY)
+    with_ref = _user(folder, NAIVE_BODY + "\nreference = causal\n", "withref.py")
+    fake = _user(folder, "def attention(q, k, v):\n    return v * 1.0\n", "fake.py")
+    assert run_cell(f"{plain}:causal", "eager").status == "self-consistent"
+    assert run_cell(f"{with_ref}:causal", "eager").status == "ok"
+    # v * 1.0 agrees with itself; it is never "ok", and it has no FLOPs to credit
+    fake_result = run_cell(f"{fake}:attention", "eager")
+    assert fake_result.status == "self-consistent"
+    assert fake_result.tflops is None and fake_result.flops is None
+
+
+@pytest.mark.parametrize(
+    "name, shape, pairs",
+    [
+        ("naive", "2x3x1024x64", 1024 * 1025 / 2),
+        ("flex-window", "2x3x1024x64", 1024 * 256 - 256 * 255 / 2),
+        ("triton-flash-window", "1x1x16384x64", 16384 * 256 - 256 * 255 / 2),
+        ("flex-window", "1x1x100x64", 100 * 101 / 2),  # the window covers every key
+        ("sdpa-gqa", "2x8x512x128", 512 * 513 / 2),  # every query head works
+    ],
+)
+def test_flops_match_the_closed_form(name, shape, pairs):
+    from compilekit.variant import load_variant
+
+    s = parse_shape(shape)
+    expected = 4 * s.batch * s.heads * s.head_dim * pairs
+    assert load_variant(name).flops(s) == pytest.approx(expected)
+
+
+def test_window_variant_is_credited_for_the_window_only(run_cell):
+    result = run_cell("flex-window", "eager", shape="1x4x512x32")
+    assert result.status == "ok", result.reason
+    window_pairs = 512 * 256 - 256 * 255 / 2
+    assert result.flops == pytest.approx(4 * 4 * 32 * window_pairs)
+    assert result.tflops == pytest.approx(result.flops / (result.compiled_ms * 1e-3) / 1e12)
+
+
+def test_result_round_trip_and_bad_files(tmp_path):
+    original = results.CellResult(
+        "naive",
+        "default",
+        "1x2x64x32",
+        "float32",
+        "cpu",
+        status="ok",
+        compiled_ms=0.5,
+        eager_timing={"median_ms": 1.0},
+        dynamo={"recompiles": ["0/0: n == 2"]},
+    )
+    original.save(str(tmp_path))
+    again = results.load(str(tmp_path))
+    assert again.to_dict() == original.to_dict() and again.run_dir == str(tmp_path)
+    (tmp_path / "result.json").write_text('{"variant": "naive", "mo')
+    with pytest.raises(CorruptFile, match=r"result\.json is corrupt"):
+        results.load(str(tmp_path))
+    (tmp_path / "result.json").write_text(json.dumps({"format_version": 1, "ok": True}))
+    with pytest.raises(CorruptFile, match="another compilekit format"):
+        results.load(str(tmp_path))
+    with pytest.raises(ValueError):
+        results.CellResult("a", "b", "c", "d", "e", status="maybe").save(str(tmp_path))
+
+
+SPY = """
+import os, sys
+import torch
+
+LOG = {log!r}
+
+def attention(q, k, v):
+    with open(LOG, "a") as f:
+        f.write("%d %d %d\\n" % (torch.autograd._profiler_enabled(), "depyf" in sys.modules,
+                                 bool(os.environ.get("TORCH_TRACE"))))
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+reference = None
+"""
+
+
+def test_timed_calls_come_before_any_profiler_or_capture(run_cell, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("spy")
+    log = folder / "calls.txt"
+    path = _user(folder, SPY.format(log=str(log)))
+    result = run_cell(f"{path}:attention", "eager")
+    assert result.measured, result.reason
+    calls = [tuple(map(int, line.split())) for line in log.read_text().splitlines()]
+    first_profiled = next(i for i, c in enumerate(calls) if c[0])
+    timed = result.eager_timing["samples"]
+    # probe, reference, check, burn-in, samples: all before the first profiled call
+    assert first_profiled >= timed + 3
+    assert not any(depyf or trace for _, depyf, trace in calls[:first_profiled])
+    assert result.processes.keys() == {"measure"}
+
+
+def test_noise_rule():
+    from compilekit.cell import noise_note
+
+    quiet = {"min_ms": 1.0, "p90_ms": 1.1}
+    assert noise_note([quiet, quiet], load=0.5, cores=2) is None
+    assert "p90 is 2.00x" in noise_note([quiet, {"min_ms": 1.0, "p90_ms": 2.0}], 0.5, 2)
+    assert "load average 5.0 on 2 cores" in noise_note([quiet], load=5.0, cores=2)
+
+
+BREAKS = """
+import math
+import torch
+
+def attention(q, k, v):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    torch._dynamo.graph_break()
+    return torch.softmax(s, dim=-1) @ v
+
+reference = None
+"""
+RECOMPILES = """
+import torch
+
+STEP = [0]
+
+def attention(q, k, v):
+    STEP[0] += 1
+    return torch.softmax(q @ k.transpose(-2, -1) * (1.0 / q.shape[-1] ** 0.5), dim=-1) @ v * (
+        1.0 if STEP[0] > 0 else 2.0
+    ) + 0 * STEP[0]
+"""
+
+
+def test_graph_break_and_recompiles_are_shown(run_cell, tmp_path_factory):
+    from compilekit import report
+
+    folder = tmp_path_factory.mktemp("dynamo")
+    broken = run_cell(f"{_user(folder, BREAKS, 'breaks.py')}:attention", "default")
+    assert broken.measured, broken.reason
+    assert broken.dynamo["graph_breaks"], broken.dynamo
+    assert any(line.startswith("graph breaks:") for line in report.cell_notes(broken))
+    again = run_cell(f"{_user(folder, RECOMPILES, 'recompiles.py')}:attention", "default")
+    assert again.measured, again.reason
+    assert any("STEP" in reason for reason in again.dynamo["recompiles"]), again.dynamo
+    assert any(line.startswith("recompiles (") for line in report.cell_notes(again))
+
+
+def _fake_run(folder, name, kernels, shape="1x2x64x16"):
+    run_dir = folder / name
+    run_dir.mkdir()
+    results.CellResult("naive", name, shape, "float32", "cpu", status="ok", compiled_ms=1.0).save(
+        str(run_dir)
+    )
+    records = [
+        {
+            "name": n,
+            "kind": "generated",
+            "calls_per_forward": 1,
+            "device_ms": ms,
+            "share": 0.5,
+            "aten_ops": [],
+            "source_lines": [],
+            "source_via": "none",
+        }
+        for n, ms in kernels
+    ]
+    (run_dir / "kernels.json").write_text(
+        json.dumps(
+            {
+                "kernels": records,
+                "kernels_per_forward": len(records),
+                "forward_device_ms": sum(ms for _, ms in kernels),
+                "by_source_line": [],
+            }
+        )
+    )
+    return str(run_dir)
+
+
+def test_diff_rows_and_a_shape_mismatch(tmp_path):
+    from compilekit import report
+
+    a = _fake_run(
+        tmp_path,
+        "a",
+        [("cpp_fused_gone_0", 1.0), ("cpp_fused_kept_0", 1.0), ("cpp_fused_same_0", 1.0)],
+    )
+    b = _fake_run(
+        tmp_path,
+        "b",
+        [("cpp_fused_kept_1", 2.0), ("cpp_fused_new_0", 0.5), ("cpp_fused_same_1", 1.05)],
+    )
+    rows = {
+        line.split()[1]: line.split()[0]
+        for line in report.diff_view(a, b).splitlines()
+        if line.split() and line.split()[0] in ("vanished", "appeared", "changed")
+    }
+    # the per-graph counter (_0, _1) is not part of a kernel's identity
+    assert rows == {
+        "cpp_fused_gone": "vanished",
+        "cpp_fused_new": "appeared",
+        "cpp_fused_kept": "changed",
+    }
+    c = _fake_run(tmp_path, "c", [("cpp_fused_kept_0", 1.0)], shape="1x2x128x16")
+    assert "differ in shape 1x2x64x16 vs 1x2x128x16" in report.diff_view(a, c)
+
+
+def test_repeated_kernel_names_select_by_index(tmp_path, cli):
+    run_dir = _fake_run(
+        tmp_path, "r", [("aten::bmm", 1.0), ("cpp_fused_x_0", 1.0), ("aten::bmm", 3.0)]
+    )
+    proc = cli("kernels", run_dir, "--kernel", "aten::bmm")
+    assert proc.returncode == 2 and "aten::bmm#0, aten::bmm#1" in proc.stderr
+    proc = cli("kernels", run_dir, "--kernel", "aten::bmm#1")
+    assert proc.returncode == 0 and "3.0000 ms/call" in proc.stdout
+
+
+def test_report_says_nothing_to_plot_when_so(tmp_path):
+    pytest.importorskip("matplotlib")
+    from compilekit.sweepreport import report
+
+    _fake_run(tmp_path, "eager", [("cpp_fused_x_0", 1.0)])  # no compiled cell, no series
+    text = report(str(tmp_path))
+    assert "nothing to plot" in text and "matplotlib not installed" not in text
