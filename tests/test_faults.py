@@ -321,22 +321,26 @@ def test_log_is_capped(tmp_path):
     assert b"bytes cut by compilekit" in text
 
 
-def test_makefile_passes_quotes_through(tmp_path):
-    weird = tmp_path / "it's.py"
+def test_makefile_passes_quotes_through(tmp_path, cache_root):
+    weird = tmp_path / "it's here.py"
     weird.write_text("def attention(q, k, v):\n    return q\n")
     proc = subprocess.run(
-        ["make", "-s", "-n", "experiment", f"VARIANT={weird}:attention"],
+        [
+            "make",
+            "-s",
+            "experiment",
+            f"VARIANT={weird}:attention",
+            "MODE=eager",
+            "DEVICE=cpu",
+            f"SHAPE={SMALL}",
+            f"OUT={tmp_path / 'runs'}",
+            f"PYTHON={sys.executable}",
+        ],
         cwd=ROOT,
+        env={**os.environ, "COMPILEKIT_CACHE": cache_root},
         capture_output=True,
         text=True,
     )
-    assert proc.returncode == 0, proc.stderr
-    # dry run: the shell line reads the variables from the environment, never splices them
-    assert '--variant "$VARIANT"' in proc.stdout
-    real = subprocess.run(
-        ["make", "-s", "list", f"VARIANT={weird}:attention"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert real.returncode == 0, real.stderr
+    # a quote and a space in the path reach compilekit intact: the cell runs
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "self-consistent" in proc.stdout and "run directory:" in proc.stdout
