@@ -74,6 +74,9 @@ def import_closure(path: str) -> list[str]:
     import importlib.util
 
     roots = (ROOT + os.sep, os.path.dirname(os.path.abspath(path)) + os.sep)
+    # installed packages are versioned in the key, not hashed: a virtual environment inside
+    # the project (or beside the user's file) must not pull torch's sources into the closure
+    installed = _installed_dirs()
     seen, todo = set(), [os.path.abspath(path)]
     while todo:
         file = todo.pop()
@@ -91,9 +94,21 @@ def import_closure(path: str) -> list[str]:
                 names.update(f"{node.module}.{alias.name}" for alias in node.names)
         for name in names:
             found = _module_file(name, os.path.dirname(file), importlib.util, roots)
-            if found and found.startswith(roots) and found not in seen:
+            inside = found and found.startswith(roots) and not found.startswith(installed)
+            if inside and found not in seen:
                 todo.append(found)
     return sorted(seen)
+
+
+def _installed_dirs() -> tuple:
+    """Where installed packages and the standard library live (site-packages, the prefixes)."""
+    import site
+    import sysconfig
+
+    dirs = {sys.prefix, sys.base_prefix, sysconfig.get_paths()["stdlib"]}
+    dirs.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+    dirs.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else sys.prefix)
+    return tuple(os.path.abspath(d) + os.sep for d in dirs if d)
 
 
 def _module_file(name: str, beside: str, util, roots: tuple) -> str | None:

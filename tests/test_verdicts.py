@@ -303,3 +303,21 @@ def test_report_says_nothing_to_plot_when_so(tmp_path):
     _fake_run(tmp_path, "eager", [("cpp_fused_x_0", 1.0)])  # no compiled cell, no series
     text = report(str(tmp_path))
     assert "nothing to plot" in text and "matplotlib not installed" not in text
+
+
+def test_cache_key_closure_skips_installed_packages(tmp_path, monkeypatch):
+    """A virtual environment inside the project must not pull installed sources (torch's
+    thousands of files) into a variant's closure: they are versioned in the key instead."""
+    from compilekit import variant
+
+    project = tmp_path / "proj"
+    site = project / ".venv" / "lib" / "site-packages"
+    (site / "fakepkg").mkdir(parents=True)
+    (site / "fakepkg" / "__init__.py").write_text("import fakepkg.inner\n")
+    (site / "fakepkg" / "inner.py").write_text("X = 1\n")
+    (project / "helper.py").write_text("Y = 2\n")
+    mine = project / "mine.py"
+    mine.write_text("import fakepkg\nimport helper\nimport torch\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(variant, "_installed_dirs", lambda: (str(site) + "/",))
+    assert variant.import_closure(str(mine)) == sorted([str(mine), str(project / "helper.py")])
