@@ -21,15 +21,18 @@ def run(
     out: str = "runs",
     fresh: bool = False,
     timeout_s: float = 1800,
+    config: dict | None = None,
 ):
     """Measure one cell (in fresh processes, as `compilekit run` does); returns its CellResult.
 
+    config: Inductor options for this cell ({"coordinate_descent_tuning": True}), as --set.
     Bad input raises compilekit.errors.UserError with the message the CLI would print.
     """
     from compilekit import runner
     from compilekit.cli import make_cell
 
-    cell = make_cell(variant, mode, shape, dtype, device, seed)
+    assignments = [f"{key}={value!r}" for key, value in (config or {}).items()]
+    cell = make_cell(variant, mode, shape, dtype, device, seed, assignments)
     return runner.launch(cell, out, fresh=fresh, timeout_s=timeout_s)
 
 

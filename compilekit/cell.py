@@ -149,7 +149,7 @@ def _compiled_first_call(cell, variant, args):
     """A fresh torch.compile wrapper and the seconds of its first call (the compile)."""
     from compilekit import modes, timing
 
-    compiled = modes.build(cell.mode, variant.attention)
+    compiled = modes.build(cell.mode, variant.attention, dict(cell.config))
     try:
         seconds, out = timing.first_call_s(compiled, args, cell.device)
     except Exception as exc:
@@ -177,7 +177,10 @@ def run_cold(cell, cache_dir: str, record: dict) -> None:
     from compilekit.variant import load_variant
 
     variant = load_variant(cell.variant)
-    with _compile_gpu_turn(cell, record), settings.toolkit_settings(cell.device):
+    with (
+        _compile_gpu_turn(cell, record),
+        settings.toolkit_settings(cell.device, False, dict(cell.config)),
+    ):
         args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
         # One eager call first, in every process: a variant that builds state on its first
         # call (naive's mask) is then compiled to the same graph in each of them; it is also
@@ -204,7 +207,10 @@ def run_capture(cell, cache_dir: str, record: dict) -> None:
 
     variant = load_variant(cell.variant)
     capture_dir = os.path.join(cache_dir, "capture")
-    with _compile_gpu_turn(cell, record), settings.toolkit_settings(cell.device, capture=True):
+    with (
+        _compile_gpu_turn(cell, record),
+        settings.toolkit_settings(cell.device, True, dict(cell.config)),
+    ):
         args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
         _eager_probe(variant, args, cell)  # the same state as the other processes (run_cold)
         with capture.depyf_dump(os.path.join(capture_dir, "depyf")):
@@ -227,7 +233,10 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
     result.torch_version = torch.__version__
     if reason := modes.unsupported_reason(cell.mode, cell.device):
         raise CellEnded("unsupported", reason)
-    with locks.gpu_turn(result.steps_s), settings.toolkit_settings(cell.device) as changes:
+    with (
+        locks.gpu_turn(result.steps_s),
+        settings.toolkit_settings(cell.device, False, dict(cell.config)) as changes,
+    ):
         result.settings = {f"torch._inductor.config.{k}": v for k, v in changes.items()}
         if reason := inputs.dtype_probe(cell.dtype, cell.device):
             raise CellEnded("unsupported", reason)

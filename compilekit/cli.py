@@ -59,9 +59,17 @@ def resolve_device(name: str) -> str:
 
 
 def make_cell(
-    variant: str, mode: str, shape: str | None, dtype: str | None, device: str, seed: int = 0
+    variant: str,
+    mode: str,
+    shape: str | None,
+    dtype: str | None,
+    device: str,
+    seed: int = 0,
+    assignments: list[str] | tuple = (),
 ) -> Cell:
-    """Validate every field a user typed and fill the per-device defaults."""
+    """Validate every field a user typed and fill the per-device defaults; `assignments` are
+    `key=value` Inductor options (`--set`)."""
+    from compilekit import knobs
     from compilekit.modes import check_mode
     from compilekit.variant import check_variant, is_user_spec
 
@@ -73,6 +81,9 @@ def make_cell(
     shape_obj = parse_shape(shape) if shape else None
     dtype_name = parse_dtype(dtype) if dtype else None
     device = resolve_device(device)
+    config = dict(knobs.parse_assignment(a) for a in assignments)
+    knobs.check_mode(config, mode)
+    config = knobs.validate(config, "--set")
     return Cell(
         variant,
         mode,
@@ -80,6 +91,8 @@ def make_cell(
         dtype_name or DEFAULT_DTYPES[device],
         device,
         seed,
+        tuple(sorted(config.items())),
+        knobs.name_of(config) if config else "",
     )
 
 
@@ -88,7 +101,9 @@ def cmd_run(args) -> int:
 
     if args.seed < 0:
         raise UserError(f"--seed must be a non-negative integer, not {args.seed}")
-    cell = make_cell(args.variant, args.mode, args.shape, args.dtype, args.device, args.seed)
+    cell = make_cell(
+        args.variant, args.mode, args.shape, args.dtype, args.device, args.seed, args.set
+    )
     result = runner.launch(cell, args.out, fresh=args.fresh, timeout_s=args.timeout)
     if result.status == "unsupported":
         raise UserError(
@@ -219,6 +234,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="auto", help="auto, cpu or cuda")
     run.add_argument("--out", default="runs", help="the run directory goes under this one")
     run.add_argument("--seed", type=int, default=0)
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an Inductor option for this cell (repeatable), e.g. coordinate_descent_tuning=true",
+    )
     run.add_argument(
         "--fresh",
         action="store_true",

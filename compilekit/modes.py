@@ -49,14 +49,17 @@ def unsupported_reason(name: str, device: str) -> str | None:
     return None
 
 
-def build(name: str, fn: Callable) -> Callable:
-    """The variant wrapped by the mode (a fresh torch.compile wrapper for compiled modes)."""
+def build(name: str, fn: Callable, config: dict | None = None) -> Callable:
+    """The variant wrapped by the mode (a fresh torch.compile wrapper for compiled modes), with
+    the cell's Inductor options merged into the mode's (compilekit/knobs.py)."""
     import torch
+
+    from compilekit.knobs import compile_options
 
     kwargs, _ = MODES[name]
     if kwargs is None:
         return fn
-    return torch.compile(fn, **kwargs)
+    return torch.compile(fn, **compile_options(kwargs, config or {}))
 
 
 def uses_cudagraphs(name: str) -> bool:

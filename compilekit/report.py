@@ -28,13 +28,15 @@ def cell_table(results: list[dict]) -> str:
     """One row per cell, the same columns as a sweep's report (one table, one set of rules)."""
     from compilekit import sweepreport
 
-    return tabulate(sweepreport.rows(results, None), headers=sweepreport.HEADERS)
+    return tabulate(sweepreport.rows(results, None), headers=sweepreport.headers(results))
 
 
 def cell_notes(result) -> list[str]:
     """The lines a reader must not miss: the verdict's reason, host-bound calls, disturbed
     timings, skipped CUDA graphs, the backend that ran, graph breaks and recompiles."""
     notes = []
+    if result.config:
+        notes.append(f"Inductor options ({result.config_name}): {result.config}")
     if result.status in ("failed", "unsupported", "wrong") and result.reason:
         notes.append(f"{result.status}: {result.reason.splitlines()[0][:400]}")
     if result.status == "self-consistent":
@@ -237,6 +239,14 @@ def diff_view(run_a: str, run_b: str, rel_tol: float = 0.10) -> str:
         f"   B = {label(rb)} ({kb['kernels_per_forward']:g} kernels, "
         f"{rb.compiled_ms or 0:.3f} ms)"
     )
+    if ra.config != rb.config:
+        keys = sorted(set(ra.config) | set(rb.config))
+        changed = ", ".join(
+            f"{k}: {ra.config.get(k, 'default')} -> {rb.config.get(k, 'default')}"
+            for k in keys
+            if ra.config.get(k, "default") != rb.config.get(k, "default")
+        )
+        head += f"\nconfig A {ra.config_name or 'base'} vs B {rb.config_name or 'base'}: {changed}"
     differs = [
         f"{what} {getattr(ra, what)} vs {getattr(rb, what)}"
         for what in ("shape", "dtype", "device")

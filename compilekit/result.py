@@ -35,6 +35,8 @@ class CellResult:
     dtype: str
     device: str
     seed: int = 0
+    config: dict = dataclasses.field(default_factory=dict)  # the cell's own Inductor options
+    config_name: str = ""
     label: str = ""
     schema_version: int = SCHEMA_VERSION
     status: str = "failed"

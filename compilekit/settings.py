@@ -6,6 +6,8 @@ the timed process reuses exactly what the first compile built):
   profiler can see it. Without an active profiler that is one flag check per kernel call.
 - capture process only: `trace.provenance_tracking_level = 1` (torch >= 2.9), the kernel ->
   FX node -> source line mapping that the kernel map reads.
+- the cell's own Inductor options (`--set`, `[configs]`), also given to torch.compile: set here
+  too for the knobs Inductor reads at run time rather than at compile time.
 Environment variables the parent sets for each process (cache directories, TORCH_TRACE, compile
 threads) are listed in runner.PHASE_ENV.
 """
@@ -28,10 +30,11 @@ def toolkit_changes(device: str, capture: bool) -> dict:
 
 
 @contextlib.contextmanager
-def toolkit_settings(device: str, capture: bool = False):
-    """Set toolkit_changes() for the block, restore every one of them after; yields the dict."""
+def toolkit_settings(device: str, capture: bool = False, cell_config: dict | None = None):
+    """Set toolkit_changes() and the cell's own options for the block, restore every one of
+    them after; yields toolkit_changes() (what compilekit itself set)."""
     from torch._inductor import config
 
     changes = toolkit_changes(device, capture)
-    with config.patch(changes):
+    with config.patch({**(cell_config or {}), **changes}):
         yield changes

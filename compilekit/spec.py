@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import re
 
 from compilekit.errors import UserError
+from compilekit.knobs import INDUCTOR_MODES
 
 DTYPES = {
     "float32": "float32",
@@ -94,6 +96,8 @@ class Cell:
     dtype: str
     device: str
     seed: int = 0
+    config: tuple = ()  # Inductor options, as sorted (key, value) pairs (compilekit/knobs.py)
+    config_name: str = ""  # its name in the experiment's [configs], or made from --set
 
     def label(self) -> str:
         """A file-system-safe name for this cell's run directory, unique per cell: a user
@@ -105,7 +109,8 @@ class Cell:
             stem = os.path.splitext(os.path.basename(path))[0]
             variant = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{stem}.{fn}") + f"-{digest}"
         seed = f"__seed{self.seed}" if self.seed else ""
-        return f"{variant}__{self.mode}__{self.shape}__{self.dtype}__{self.device}{seed}"
+        config = f"__cfg-{self.config_name}" if self.config else ""
+        return f"{variant}__{self.mode}__{self.shape}__{self.dtype}__{self.device}{seed}{config}"
 
     def to_dict(self) -> dict:
         return {
@@ -115,6 +120,8 @@ class Cell:
             "dtype": self.dtype,
             "device": self.device,
             "seed": self.seed,
+            "config": dict(self.config),
+            "config_name": self.config_name,
         }
 
     @classmethod
@@ -126,6 +133,8 @@ class Cell:
             data["dtype"],
             data["device"],
             int(data.get("seed", 0)),
+            tuple(sorted((data.get("config") or {}).items())),
+            data.get("config_name") or "",
         )
 
 
@@ -142,6 +151,7 @@ EXPERIMENT_KEYS = {
     "seed": int,
     "timeout_s": (int, float),
     "matrix": list,
+    "configs": dict,
 }
 MATRIX_KEYS = {"variants", "modes", "shapes", "dtype", "device", "seed", "timeout_s", "note"}
 
@@ -194,6 +204,7 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
                 f"{', '.join(EXPERIMENT_KEYS)}"
             )
         _check_type(path, text, key, value)
+    configs = _configs(path, text, data.get("configs"))
     groups = data.get("matrix") or [{}]
     base = {k: v for k, v in data.items() if k in MATRIX_KEYS}
     cells, timeouts = [], {}
@@ -233,19 +244,30 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
         except UserError as exc:
             raise UserError(f"{path}, {place}: {exc}") from None
         device = device_resolver(device) if device_resolver else device
-        for variant in merged["variants"]:
-            for mode in merged["modes"]:
-                for shape in shapes:
-                    cell = Cell(variant, mode, shape, dtype, device, int(merged.get("seed", 0)))
-                    if cell in cells:
-                        continue
-                    if cell.label() in timeouts:
-                        raise UserError(
-                            f"{path}: two cells share the run directory {cell.label()!r}: "
-                            "rename one of the variants"
-                        )
-                    cells.append(cell)
-                    timeouts[cell.label()] = float(merged.get("timeout_s", 900))
+        for (config_name, config), variant, mode, shape in itertools.product(
+            configs.items(), merged["variants"], merged["modes"], shapes
+        ):
+            if mode not in INDUCTOR_MODES:  # eager and the cudagraphs backend: no Inductor
+                config_name, config = "", {}
+            cell = Cell(
+                variant,
+                mode,
+                shape,
+                dtype,
+                device,
+                int(merged.get("seed", 0)),
+                tuple(sorted(config.items())),
+                config_name if config else "",
+            )
+            if cell in cells:
+                continue
+            if cell.label() in timeouts:
+                raise UserError(
+                    f"{path}: two cells share the run directory {cell.label()!r}: "
+                    "rename one of the variants"
+                )
+            cells.append(cell)
+            timeouts[cell.label()] = float(merged.get("timeout_s", 900))
     name = data.get("name") or os.path.splitext(os.path.basename(path))[0]
     if not NAME_RE.match(name):
         raise UserError(
@@ -253,6 +275,26 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
             "'_', '.' or '-' (it names the output directory)"
         )
     return Experiment(name, data.get("description", ""), cells, timeouts, path)
+
+
+def _configs(path: str, text: str, table) -> dict:
+    """{name: validated config} from an experiment's [configs] table; {"base": {}} without one."""
+    from compilekit.knobs import validate
+
+    if not table:
+        return {"base": {}}
+    out = {}
+    for name, config in table.items():
+        where = f"{path}, {_where(text, key=name)}"
+        if not isinstance(config, dict):
+            raise UserError(
+                f"{where}: config {name!r} must be a table of Inductor options, e.g. "
+                f"{name} = {{ coordinate_descent_tuning = true }}"
+            )
+        if not NAME_RE.match(name):
+            raise UserError(f"{where}: config name {name!r} must be letters, digits, _ . -")
+        out[name] = validate(config, where)
+    return out
 
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$")

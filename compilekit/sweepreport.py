@@ -73,7 +73,20 @@ def _variant_name(r) -> str:
     return r.variant
 
 
+def _has_configs(results: list) -> bool:
+    return any(r.config for r in results)
+
+
+def headers(results: list) -> list[str]:
+    """The table's columns; `config` only when some cell carries Inductor options."""
+    if _has_configs(results):
+        return HEADERS[:2] + ["config"] + HEADERS[2:]
+    return HEADERS
+
+
 def rows(results: list, peak_tflops: float | None) -> list[list]:
+    """One row per cell, in headers(results) order."""
+    with_config = _has_configs(results)
     out = []
     for r in results:
         compiled = r.measured and r.mode != "eager"
@@ -101,6 +114,8 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
                 busy_text(r),
             ]
         )
+        if with_config:
+            out[-1].insert(2, r.config_name or "base")
     return out
 
 
@@ -212,7 +227,8 @@ def scaling_series(results: list) -> dict[str, tuple[list, list, float]]:
 
 def report(out_dir: str) -> str:
     """Write REPORT.md (and plots) into out_dir; return the terminal table."""
-    results = load_results(out_dir)
+    # grouped by config, then by cell, so one config's cells read together
+    results = sorted(load_results(out_dir), key=lambda r: (r.config_name, r.label))
     env = {}
     if os.path.isfile(os.path.join(out_dir, "env.json")):
         try:
@@ -275,7 +291,7 @@ def report(out_dir: str) -> str:
         "device time per forward over the latency; under 80% the call is host-bound. "
         "`noisy`: the timing spread or the machine's load says another process competed.",
         "",
-        tabulate(table, headers=HEADERS, tablefmt="github"),
+        tabulate(table, headers=headers(results), tablefmt="github"),
         "",
     ]
     if scaling:
@@ -312,4 +328,6 @@ def report(out_dir: str) -> str:
         notes += " (plots skipped: matplotlib not installed)"
     else:
         notes += " (nothing to plot)"
-    return tabulate(table, headers=HEADERS) + notes
+    configs = sorted({(r.config_name, repr(r.config)) for r in results if r.config})
+    notes = "".join(f"\nconfig {name}: {config}" for name, config in configs) + notes
+    return tabulate(table, headers=headers(results)) + notes

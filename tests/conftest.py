@@ -23,14 +23,19 @@ def cache_root(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def run_cell(tmp_path_factory, cache_root):
-    """run_cell(variant, mode, shape=, dtype=) -> CellResult (run_dir set); memoized per session."""
+    """run_cell(variant, mode, shape=, dtype=, config=) -> CellResult (run_dir set); memoized."""
     out = str(tmp_path_factory.mktemp("runs"))
     done = {}
 
-    def run(variant, mode, shape=SMALL_SHAPE, dtype="float32", device="cpu"):
-        key = (variant, mode, shape, dtype, device)
+    def run(variant, mode, shape=SMALL_SHAPE, dtype="float32", device="cpu", config=None):
+        from compilekit.knobs import name_of
+
+        config = config or {}
+        key = (variant, mode, shape, dtype, device, repr(sorted(config.items())))
         if key not in done:
-            cell = Cell(variant, mode, parse_shape(shape), dtype, device)
+            name = name_of(config) if config else ""
+            items = tuple(sorted(config.items()))
+            cell = Cell(variant, mode, parse_shape(shape), dtype, device, 0, items, name)
             done[key] = runner.launch(cell, out, cache_root=cache_root, timeout_s=900)
         return done[key]
 

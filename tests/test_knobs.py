@@ -1,0 +1,141 @@
+"""Inductor options per cell: parsed, validated against the running torch, carried by the cell
+(name, cache), applied to the compile, recorded, grouped in reports and shown in diffs."""
+
+import glob
+import os
+
+import pytest
+
+from compilekit import knobs
+from compilekit.errors import UserError
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("coordinate_descent_tuning=true", ("coordinate_descent_tuning", True)),
+        ("max_fusion_size=8", ("max_fusion_size", 8)),
+        ("max_autotune_gemm_backends=TRITON", ("max_autotune_gemm_backends", "TRITON")),
+        ("cpp.simdlen = 1", ("cpp.simdlen", 1)),
+    ],
+)
+def test_assignments_parse(text, expected):
+    assert knobs.parse_assignment(text) == expected
+
+
+def test_validation_names_the_fix():
+    with pytest.raises(UserError, match="did you mean max_fusion_size"):
+        knobs.validate({"max_fusion_siz": 1})
+    with pytest.raises(UserError, match="takes bool"):
+        knobs.validate({"coordinate_descent_tuning": "yes"})
+    with pytest.raises(UserError, match="takes int"):
+        knobs.validate({"max_fusion_size": True})
+    assert knobs.validate({"max_fusion_size": 8}) == {"max_fusion_size": 8}
+    with pytest.raises(UserError, match="do nothing under mode 'eager'"):
+        knobs.check_mode({"max_fusion_size": 8}, "eager")
+
+
+def test_compile_options_merge_the_modes_own():
+    merged = knobs.compile_options({"mode": "max-autotune"}, {"max_fusion_size": 8})
+    assert merged["options"]["max_autotune"] is True and merged["options"]["max_fusion_size"] == 8
+    assert knobs.compile_options({"mode": "max-autotune"}, {}) == {"mode": "max-autotune"}
+
+
+def _kernel_source(result) -> str:
+    (path,) = glob.glob(os.path.join(result.run_dir, "kernels", "cpp_fused_*softmax*.cpp"))
+    with open(path) as f:
+        return f.read()
+
+
+def test_a_config_recompiles_changes_the_kernels_and_is_recorded(run_cell, cli):
+    base = run_cell("naive", "default")
+    scalar = run_cell("naive", "default", config={"cpp.simdlen": 1})
+    assert scalar.status == "ok", scalar.reason
+    assert scalar.config == {"cpp.simdlen": 1} and scalar.label.endswith("__cfg-cpp.simdlen=1")
+    # its own cache: compiled anew (cold, capture, measure), not served from the base cell's
+    assert set(scalar.processes) == {"cold", "capture", "measure"}
+    # and applied: without a SIMD width Inductor writes scalar loops
+    assert "Vectorized" in _kernel_source(base) and "Vectorized" not in _kernel_source(scalar)
+    proc = cli("diff", base.run_dir, scalar.run_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert "config A base vs B cpp.simdlen=1: cpp.simdlen: default -> 1" in proc.stdout
+
+
+CONFIGS = """name = "knobs"
+variants = ["naive"]
+modes = ["eager", "default"]
+shapes = ["1x2x64x16"]
+device = "cpu"
+
+[configs]
+base = {}
+fewer = { max_fusion_size = 8 }
+"""
+
+
+def test_experiment_configs_expand_and_skip_eager(tmp_path):
+    from compilekit.spec import load_experiment
+
+    path = tmp_path / "k.toml"
+    path.write_text(CONFIGS)
+    cells = load_experiment(str(path)).cells
+    labels = sorted(c.label() for c in cells)
+    # eager runs no Inductor: one eager cell, not one per config
+    assert labels == [
+        "naive__default__1x2x64x16__float32__cpu",
+        "naive__default__1x2x64x16__float32__cpu__cfg-fewer",
+        "naive__eager__1x2x64x16__float32__cpu",
+    ]
+
+
+@pytest.mark.parametrize(
+    "configs, needle",
+    [
+        ("[configs]\nx = { max_fusion_siz = 8 }\n", "did you mean max_fusion_size"),
+        ("[configs]\nx = 5\n", "must be a table of Inductor options"),
+        ('[configs]\nx = { coordinate_descent_tuning = "yes" }\n', "takes bool"),
+    ],
+)
+def test_bad_configs_are_one_line(configs, needle, tmp_path, cli):
+    path = tmp_path / "bad.toml"
+    path.write_text(CONFIGS.split("[configs]")[0] + configs)
+    proc = cli("sweep", str(path), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_cli_set_is_validated_before_anything_runs(cli, tmp_path):
+    proc = cli(
+        "run",
+        "--mode",
+        "default",
+        "--device",
+        "cpu",
+        "--set",
+        "max_fusion_siz=1",
+        "--out",
+        str(tmp_path),
+    )
+    assert proc.returncode == 2 and "did you mean max_fusion_size" in proc.stderr
+    assert not os.listdir(tmp_path)
+
+
+def test_report_shows_configs_only_when_there_are_some():
+    from compilekit.result import CellResult
+    from compilekit.sweepreport import headers, rows
+
+    plain = CellResult("naive", "default", "1x2x64x16", "float32", "cpu", status="ok")
+    tuned = CellResult(
+        "naive",
+        "default",
+        "1x2x64x16",
+        "float32",
+        "cpu",
+        status="ok",
+        config={"max_fusion_size": 8},
+        config_name="fewer",
+    )
+    assert "config" not in headers([plain])
+    cols = headers([plain, tuned])
+    at = cols.index("config")
+    assert [row[at] for row in rows([plain, tuned], None)] == ["base", "fewer"]
