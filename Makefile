@@ -1,5 +1,5 @@
 # compilekit: `make help` lists the targets.
-# Variables: VARIANT MODE SHAPE DTYPE DEVICE OUT FRESH TIMEOUT SET RUN KERNEL EXPERIMENT GPUS FORCE DIR
+# Variables: VARIANT MODE SHAPE DTYPE DEVICE OUT FRESH TIMEOUT SET PASS RUN KERNEL EXPERIMENT GPUS FORCE DIR
 # They reach the commands through the environment ("$$VARIANT"), never spliced into the shell
 # line, so a quote or a space in a path cannot break the command.
 PYTHON ?= python3
@@ -12,13 +12,14 @@ DTYPE ?=
 FRESH ?=
 TIMEOUT ?= 1800
 SET ?=
+PASS ?=
 RUN ?=
 KERNEL ?=
 EXPERIMENT ?= experiments/cpu_small.toml
 GPUS ?=
 FORCE ?=
 DIR ?=
-export VARIANT MODE DEVICE OUT SHAPE DTYPE FRESH TIMEOUT SET RUN KERNEL EXPERIMENT GPUS FORCE DIR
+export VARIANT MODE DEVICE OUT SHAPE DTYPE FRESH TIMEOUT SET PASS RUN KERNEL EXPERIMENT GPUS FORCE DIR
 
 .PHONY: help install test test-gpu experiment list kernels verify sweep report env
 
@@ -38,10 +39,11 @@ test:  ## lint, then the CPU test suite (GPU tests skip with a reason)
 test-gpu:  ## run only the GPU-marked tests (on a CUDA machine)
 	$(PYTHON) -m pytest -q -m gpu tests
 
-experiment:  ## one cell: VARIANT=naive MODE=default [SHAPE=BxHxSxD DTYPE= DEVICE=auto OUT=runs FRESH=1 TIMEOUT=s SET="k=v k2=v2"]
+experiment:  ## one cell: VARIANT=naive MODE=default [SHAPE=BxHxSxD DTYPE= DEVICE=auto OUT=runs FRESH=1 TIMEOUT=s SET="k=v k2=v2" PASS=f.py:fn]
 	$(PYTHON) -m compilekit run --variant "$$VARIANT" --mode "$$MODE" --device "$$DEVICE" \
 	  --out "$$OUT" --timeout "$$TIMEOUT" $${SHAPE:+--shape "$$SHAPE"} \
-	  $${DTYPE:+--dtype "$$DTYPE"} $${FRESH:+--fresh} $$(for kv in $$SET; do echo "--set $$kv"; done)
+	  $${DTYPE:+--dtype "$$DTYPE"} $${FRESH:+--fresh} $$(for kv in $$SET; do echo "--set $$kv"; done) \
+	  $$(for p in $$PASS; do echo "--pass $$p"; done)
 
 list:  ## variants and modes, one line each
 	$(PYTHON) -m compilekit list

@@ -22,17 +22,19 @@ def run(
     fresh: bool = False,
     timeout_s: float = 1800,
     config: dict | None = None,
+    passes: list[str] | None = None,
 ):
     """Measure one cell (in fresh processes, as `compilekit run` does); returns its CellResult.
 
-    config: Inductor options for this cell ({"coordinate_descent_tuning": True}), as --set.
+    config: Inductor options for this cell ({"coordinate_descent_tuning": True}), as --set;
+    passes: custom graph passes (["path/to/file.py:factory"]), as --pass.
     Bad input raises compilekit.errors.UserError with the message the CLI would print.
     """
     from compilekit import runner
     from compilekit.cli import make_cell
 
     assignments = [f"{key}={value!r}" for key, value in (config or {}).items()]
-    cell = make_cell(variant, mode, shape, dtype, device, seed, assignments)
+    cell = make_cell(variant, mode, shape, dtype, device, seed, assignments, passes or ())
     return runner.launch(cell, out, fresh=fresh, timeout_s=timeout_s)
 
 

@@ -154,8 +154,21 @@ def _compiled_first_call(cell, variant, args):
         seconds, out = timing.first_call_s(compiled, args, cell.device)
     except Exception as exc:
         traceback.print_exc()
-        raise CellEnded("failed", f"torch.compile failed: {_first_line(exc)}") from None
+        # Dynamo wraps the backend's error; its own first line is only "backend='inductor'
+        # raised:": name the error underneath (a user's pass, a lowering failure)
+        inner = getattr(exc, "inner_exception", None) or exc.__cause__
+        why = _first_line(exc) if inner is None else f"{_first_line(inner)} (inside Inductor)"
+        raise CellEnded("failed", f"torch.compile failed: {why}") from None
     return compiled, seconds, out
+
+
+def _cell_pass(cell):
+    """The cell's custom graph passes as one composite pass, or None (compilekit/passes.py)."""
+    if not cell.passes:
+        return None
+    from compilekit.passes import composite
+
+    return composite(list(cell.passes))
 
 
 def _compile_gpu_turn(cell, record: dict):
@@ -179,7 +192,7 @@ def run_cold(cell, cache_dir: str, record: dict) -> None:
     variant = load_variant(cell.variant)
     with (
         _compile_gpu_turn(cell, record),
-        settings.toolkit_settings(cell.device, False, dict(cell.config)),
+        settings.toolkit_settings(cell.device, False, dict(cell.config), _cell_pass(cell)),
     ):
         args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
         # One eager call first, in every process: a variant that builds state on its first
@@ -207,14 +220,17 @@ def run_capture(cell, cache_dir: str, record: dict) -> None:
 
     variant = load_variant(cell.variant)
     capture_dir = os.path.join(cache_dir, "capture")
+    graph_pass = _cell_pass(cell)
     with (
         _compile_gpu_turn(cell, record),
-        settings.toolkit_settings(cell.device, True, dict(cell.config)),
+        settings.toolkit_settings(cell.device, True, dict(cell.config), graph_pass),
     ):
         args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
         _eager_probe(variant, args, cell)  # the same state as the other processes (run_cold)
         with capture.depyf_dump(os.path.join(capture_dir, "depyf")):
             _compiled_first_call(cell, variant, args)
+    if graph_pass is not None:  # counted in a compile that really ran (FX caches off here)
+        write_json(os.path.join(capture_dir, "passes.json"), graph_pass.stats)
     write_json(
         os.path.join(capture_dir, "graphs.json"),
         capture.read_trace(os.environ.get("TORCH_TRACE", "")),
@@ -235,7 +251,9 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
         raise CellEnded("unsupported", reason)
     with (
         locks.gpu_turn(result.steps_s),
-        settings.toolkit_settings(cell.device, False, dict(cell.config)) as changes,
+        settings.toolkit_settings(
+            cell.device, False, dict(cell.config), _cell_pass(cell)
+        ) as changes,
     ):
         result.settings = {f"torch._inductor.config.{k}": v for k, v in changes.items()}
         if reason := inputs.dtype_probe(cell.dtype, cell.device):
@@ -302,6 +320,8 @@ def _warm_compile(cell, variant, args, cache_dir: str, result):
                 async_compile.shutdown_compile_workers()
     from torch._dynamo.utils import counters
 
+    if cell.passes:
+        result.pass_stats = read_json(os.path.join(cache_dir, "capture", "passes.json"))
     result.compile_cold_s = cold["compile_cold_s"]
     result.compile_cold_measured_at = cold["measured_at"]
     result.compile_warm_s = warm_s

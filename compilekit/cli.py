@@ -66,6 +66,7 @@ def make_cell(
     device: str,
     seed: int = 0,
     assignments: list[str] | tuple = (),
+    passes: list[str] | tuple = (),
 ) -> Cell:
     """Validate every field a user typed and fill the per-device defaults; `assignments` are
     `key=value` Inductor options (`--set`)."""
@@ -84,6 +85,16 @@ def make_cell(
     config = dict(knobs.parse_assignment(a) for a in assignments)
     knobs.check_mode(config, mode)
     config = knobs.validate(config, "--set")
+    passes = [
+        os.path.abspath(p.rsplit(":", 1)[0]) + ":" + p.rsplit(":", 1)[1] if ":" in p else p
+        for p in passes
+    ]
+    if passes:
+        from compilekit.passes import load_pass
+
+        knobs.check_mode({"--pass": passes}, mode)
+        for spec in passes:
+            load_pass(spec)  # the file, the factory and its interface, before anything runs
     return Cell(
         variant,
         mode,
@@ -93,6 +104,7 @@ def make_cell(
         seed,
         tuple(sorted(config.items())),
         knobs.name_of(config) if config else "",
+        tuple(passes),
     )
 
 
@@ -102,7 +114,14 @@ def cmd_run(args) -> int:
     if args.seed < 0:
         raise UserError(f"--seed must be a non-negative integer, not {args.seed}")
     cell = make_cell(
-        args.variant, args.mode, args.shape, args.dtype, args.device, args.seed, args.set
+        args.variant,
+        args.mode,
+        args.shape,
+        args.dtype,
+        args.device,
+        args.seed,
+        args.set,
+        args.graph_pass,
     )
     result = runner.launch(cell, args.out, fresh=args.fresh, timeout_s=args.timeout)
     if result.status == "unsupported":
@@ -240,6 +259,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="an Inductor option for this cell (repeatable), e.g. coordinate_descent_tuning=true",
+    )
+    run.add_argument(
+        "--pass",
+        dest="graph_pass",
+        action="append",
+        default=[],
+        metavar="FILE.py:FACTORY",
+        help="a custom graph pass (a function returning a CustomGraphPass); repeatable",
     )
     run.add_argument(
         "--fresh",

@@ -37,6 +37,12 @@ def cell_notes(result) -> list[str]:
     notes = []
     if result.config:
         notes.append(f"Inductor options ({result.config_name}): {result.config}")
+    for spec, stats in (result.pass_stats or {}).items():
+        matches = f", matches {stats['matches']}" if "matches" in stats else ""
+        notes.append(
+            f"pass {os.path.basename(spec)}: ran {stats['invocations']}x, changed "
+            f"{stats['graphs_changed']} graph(s){matches} (in the capture's compile)"
+        )
     if result.status in ("failed", "unsupported", "wrong") and result.reason:
         notes.append(f"{result.status}: {result.reason.splitlines()[0][:400]}")
     if result.status == "self-consistent":

@@ -37,6 +37,8 @@ class CellResult:
     seed: int = 0
     config: dict = dataclasses.field(default_factory=dict)  # the cell's own Inductor options
     config_name: str = ""
+    passes: list = dataclasses.field(default_factory=list)  # custom graph passes (path.py:factory)
+    pass_stats: dict | None = None  # per pass: invocations, graphs_changed, matches (capture)
     label: str = ""
     schema_version: int = SCHEMA_VERSION
     status: str = "failed"
@@ -78,8 +80,7 @@ class CellResult:
     # bookkeeping
     processes: dict = dataclasses.field(default_factory=dict)  # process -> what it measured
     settings: dict = dataclasses.field(default_factory=dict)  # what the toolkit set in torch
-    steps_s: dict = dataclasses.field(default_factory=dict)
-    gpu_lock_wait_s: float | None = None
+    steps_s: dict = dataclasses.field(default_factory=dict)  # incl. lock waits, process walls
     wall_s: float | None = None
     exit_code: int | str | None = None
     attempts: list = dataclasses.field(default_factory=list)  # failed reruns kept beside it

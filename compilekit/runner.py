@@ -68,9 +68,13 @@ def cache_key(cell) -> dict:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
+    from compilekit.passes import pass_file
+    from compilekit.variant import closure_hash
+
     return {
         "cell": cell.to_dict(),
         "variant_sources": source_hash(cell.variant),
+        "pass_sources": [closure_hash(pass_file(spec)) for spec in cell.passes],
         "mode_options": repr(modes.MODES[cell.mode][0]),
         "compilekit": __version__,
         "compilekit_sources": _own_sources_hash(),

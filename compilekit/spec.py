@@ -98,6 +98,7 @@ class Cell:
     seed: int = 0
     config: tuple = ()  # Inductor options, as sorted (key, value) pairs (compilekit/knobs.py)
     config_name: str = ""  # its name in the experiment's [configs], or made from --set
+    passes: tuple = ()  # custom graph passes, `path.py:factory` each (compilekit/passes.py)
 
     def label(self) -> str:
         """A file-system-safe name for this cell's run directory, unique per cell: a user
@@ -110,6 +111,10 @@ class Cell:
             variant = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{stem}.{fn}") + f"-{digest}"
         seed = f"__seed{self.seed}" if self.seed else ""
         config = f"__cfg-{self.config_name}" if self.config else ""
+        if self.passes:
+            from compilekit.passes import label_of
+
+            config += "__pass-" + "+".join(label_of(spec) for spec in self.passes)
         return f"{variant}__{self.mode}__{self.shape}__{self.dtype}__{self.device}{seed}{config}"
 
     def to_dict(self) -> dict:
@@ -122,6 +127,7 @@ class Cell:
             "seed": self.seed,
             "config": dict(self.config),
             "config_name": self.config_name,
+            "passes": list(self.passes),
         }
 
     @classmethod
@@ -135,6 +141,7 @@ class Cell:
             int(data.get("seed", 0)),
             tuple(sorted((data.get("config") or {}).items())),
             data.get("config_name") or "",
+            tuple(data.get("passes") or ()),
         )
 
 

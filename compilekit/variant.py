@@ -50,8 +50,13 @@ def source_file(spec: str) -> str:
 def source_hash(spec: str) -> str:
     """Hash of a variant's import closure, without importing it (so the parent process of a
     cell never pays for importing torch)."""
+    return closure_hash(source_file(spec))
+
+
+def closure_hash(path: str) -> str:
+    """Hash of a file's import closure (its name and content, and every file it imports)."""
     digest = hashlib.sha256()
-    for path in import_closure(source_file(spec)):
+    for path in import_closure(path):
         digest.update(path.encode())
         with open(path, "rb") as f:
             digest.update(hashlib.sha256(f.read()).digest())

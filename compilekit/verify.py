@@ -44,7 +44,12 @@ def _child(cell_json: str) -> None:
     variant = load_variant(cell.variant)
     args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
     # the same Inductor settings as the run, so the cell's cache serves the same kernels
-    with settings.toolkit_settings(cell.device, False, dict(cell.config)):
+    graph_pass = None
+    if cell.passes:
+        from compilekit.passes import composite
+
+        graph_pass = composite(list(cell.passes))
+    with settings.toolkit_settings(cell.device, False, dict(cell.config), graph_pass):
         variant.attention(*args)  # one eager call first, as the cell's processes (naive's mask)
         fn = modes.build(cell.mode, variant.attention, dict(cell.config))
         fn(*args)

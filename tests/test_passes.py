@@ -1,0 +1,119 @@
+"""Custom graph passes per cell: loaded from the user's file, installed at joint_custom_pre_pass
+on the running torch, counted in a compile that really ran, refused with one line when broken."""
+
+import pytest
+
+COUNT_BMM = '''
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
+
+
+class CountBmm(CustomGraphPass):
+    """Counts the batched matmuls it sees; changes nothing."""
+
+    def __init__(self):
+        self.matches = 0
+
+    def __call__(self, graph):
+        self.matches += sum(1 for n in graph.nodes if n.target == torch.ops.aten.bmm.default)
+
+    def uuid(self):
+        return get_hash_for_files((__file__,))
+
+
+def count_bmm():
+    return CountBmm()
+
+
+class Broken(CountBmm):
+    def __call__(self, graph):
+        raise ValueError("my pass cannot handle this graph")
+
+
+def broken():
+    return Broken()
+
+
+def not_a_pass():
+    return 42
+'''
+
+
+@pytest.fixture(scope="module")
+def pass_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("passes") / "mypasses.py"
+    path.write_text(COUNT_BMM)
+    return str(path)
+
+
+def test_a_pass_runs_in_a_real_compile_and_is_counted(pass_file, cli, tmp_path):
+    import compilekit
+
+    proc = cli(
+        "run",
+        "--variant",
+        "naive",
+        "--mode",
+        "default",
+        "--device",
+        "cpu",
+        "--shape",
+        "1x4x128x32",
+        "--pass",
+        f"{pass_file}:count_bmm",
+        "--out",
+        str(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = [str(p) for p in tmp_path.iterdir() if "__pass-mypasses.count_bmm-" in p.name]
+    result = compilekit.load(run_dir)
+    stats = result.pass_stats[f"{pass_file}:count_bmm"]
+    # naive's two matmuls reach the joint graph as two bmm; the pass changed nothing
+    assert stats["invocations"] >= 1 and stats["matches"] == 2 and stats["graphs_changed"] == 0
+    assert "pass mypasses.py:count_bmm: ran" in proc.stdout
+
+
+def test_a_pass_that_raises_fails_the_cell_with_its_words(pass_file, cli, tmp_path):
+    proc = cli(
+        "run",
+        "--variant",
+        "naive",
+        "--mode",
+        "default",
+        "--device",
+        "cpu",
+        "--shape",
+        "1x2x64x16",
+        "--pass",
+        f"{pass_file}:broken",
+        "--out",
+        str(tmp_path),
+    )
+    assert proc.returncode == 1
+    assert "failed: torch.compile failed" in proc.stdout
+    assert "my pass cannot handle this graph" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "spec, needle",
+    [
+        ("{f}:nope", "no factory 'nope'"),
+        ("{f}:not_a_pass", "returned int, not a CustomGraphPass"),
+        ("/no/such/file.py:f", "not found"),
+        ("naive-to-nothing", "give path/to/file.py:factory"),
+    ],
+)
+def test_bad_passes_are_one_line(spec, needle, pass_file, cli, tmp_path):
+    proc = cli(
+        "run",
+        "--mode",
+        "default",
+        "--device",
+        "cpu",
+        "--pass",
+        spec.format(f=pass_file),
+        "--out",
+        str(tmp_path),
+    )
+    assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
