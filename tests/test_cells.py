@@ -52,9 +52,9 @@ def test_every_variant_eager_on_cpu(run_cell, variant):
     assert result.flops > 0 and result.tflops > 0
 
 
-@pytest.mark.parametrize(
-    "mode", ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
-)
+# max-autotune-no-cudagraphs compiles on CPU exactly as max-autotune (CUDA graphs are skipped
+# there anyway): 30 s of the suite for nothing new; the H200 blog sweep runs it.
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune"])
 def test_every_mode_runs_naive_on_cpu(run_cell, mode):
     result = run_cell("naive", mode)
     assert result.status == "ok", result.reason

@@ -319,5 +319,6 @@ def test_cache_key_closure_skips_installed_packages(tmp_path, monkeypatch):
     mine = project / "mine.py"
     mine.write_text("import fakepkg\nimport helper\nimport torch\n")
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(variant, "_installed_dirs", lambda: (str(site) + "/",))
+    installed = variant._installed_dirs() + (str(site) + "/",)  # the real ones, and this one
+    monkeypatch.setattr(variant, "_installed_dirs", lambda: installed)
     assert variant.import_closure(str(mine)) == sorted([str(mine), str(project / "helper.py")])
