@@ -46,24 +46,17 @@ def pass_file(tmp_path_factory):
     return str(path)
 
 
+def _run_with(cli, tmp_path, spec: str, shape: str):
+    return cli(
+        "run", "--variant", "naive", "--mode", "default", "--device", "cpu",
+        "--shape", shape, "--pass", spec, "--out", str(tmp_path),
+    )  # fmt: skip
+
+
 def test_a_pass_runs_in_a_real_compile_and_is_counted(pass_file, cli, tmp_path):
     import compilekit
 
-    proc = cli(
-        "run",
-        "--variant",
-        "naive",
-        "--mode",
-        "default",
-        "--device",
-        "cpu",
-        "--shape",
-        "1x4x128x32",
-        "--pass",
-        f"{pass_file}:count_bmm",
-        "--out",
-        str(tmp_path),
-    )
+    proc = _run_with(cli, tmp_path, f"{pass_file}:count_bmm", "1x4x128x32")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = [str(p) for p in tmp_path.iterdir() if "__pass-mypasses.count_bmm-" in p.name]
     result = compilekit.load(run_dir)
@@ -74,21 +67,7 @@ def test_a_pass_runs_in_a_real_compile_and_is_counted(pass_file, cli, tmp_path):
 
 
 def test_a_pass_that_raises_fails_the_cell_with_its_words(pass_file, cli, tmp_path):
-    proc = cli(
-        "run",
-        "--variant",
-        "naive",
-        "--mode",
-        "default",
-        "--device",
-        "cpu",
-        "--shape",
-        "1x2x64x16",
-        "--pass",
-        f"{pass_file}:broken",
-        "--out",
-        str(tmp_path),
-    )
+    proc = _run_with(cli, tmp_path, f"{pass_file}:broken", "1x2x64x16")
     assert proc.returncode == 1
     assert "failed: torch.compile failed" in proc.stdout
     assert "my pass cannot handle this graph" in proc.stdout
