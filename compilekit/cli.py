@@ -210,7 +210,7 @@ def cmd_verify(args) -> int:
 
     failures = 0
     for run_dir in args.run_dirs:
-        line, within = verify.verify(run_dir, args.tolerance)
+        line, within = verify.verify(run_dir, args.tolerance, repeat=args.repeat)
         print(line)
         failures += not within
     return 1 if failures else 0
@@ -313,6 +313,9 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("run_dirs", nargs="+", metavar="RUN")
     ver.add_argument(
         "--tolerance", type=float, default=0.05, help="allowed |ratio - 1| (default 0.05)"
+    )
+    ver.add_argument(
+        "--repeat", type=int, default=3, help="fresh bare processes, their median is used (3)"
     )
     ver.set_defaults(func=cmd_verify)
 

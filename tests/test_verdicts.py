@@ -322,3 +322,20 @@ def test_cache_key_closure_skips_installed_packages(tmp_path, monkeypatch):
     installed = variant._installed_dirs() + (str(site) + "/",)  # the real ones, and this one
     monkeypatch.setattr(variant, "_installed_dirs", lambda: installed)
     assert variant.import_closure(str(mine)) == sorted([str(mine), str(project / "helper.py")])
+
+
+def test_verify_retimes_in_fresh_processes_and_flags_a_wrong_figure(run_cell, cli, tmp_path):
+    import shutil
+
+    result = run_cell("naive", "eager")
+    proc = cli("verify", result.run_dir, "--repeat", "2", "--tolerance", "100")
+    assert proc.returncode == 0, proc.stderr
+    assert "bare perf_counter" in proc.stdout and "median of 2 fresh processes" in proc.stdout
+    # a run whose stored figure is 50x off must read OUTSIDE, exit 1
+    doctored = tmp_path / "doctored"
+    shutil.copytree(result.run_dir, doctored)
+    bad = results.load(str(doctored))
+    bad.compiled_ms *= 50
+    bad.save(str(doctored))
+    proc = cli("verify", str(doctored), "--repeat", "1", "--tolerance", "0.5")
+    assert proc.returncode == 1 and "OUTSIDE 50%" in proc.stdout, proc.stdout + proc.stderr
