@@ -18,31 +18,48 @@ DEFAULT_DTYPES = {"cuda": "bfloat16", "cpu": "float32"}
 
 
 def cuda_available() -> bool:
-    """What torch.cuda.is_available() would say, without importing torch (seconds per run):
-    a CUDA build of torch (its version.py names a CUDA version) and a driver that reports a
-    device (cuInit and cuDeviceGetCount, which honour CUDA_VISIBLE_DEVICES as torch does)."""
-    import ctypes
+    """What torch.cuda.is_available() says, without importing torch where the answer is certain
+    (seconds per run): a CPU build of torch (its version.py names no CUDA version) has none; a
+    CUDA build whose driver reports a device (cuInit, cuDeviceGetCount: they honour
+    CUDA_VISIBLE_DEVICES as torch does) has one. Anything else asks torch itself."""
+    built = _torch_cuda_build()
+    if built is False:
+        return False
+    if built and _driver_device_count() > 0:
+        return True
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _torch_cuda_build() -> bool | None:
+    """Whether the installed torch is a CUDA build, read from torch/version.py; None if unknown."""
     import importlib.util
     import re
 
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:
-        return False
+        return None
     try:
         with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as f:
             built = re.search(r"^cuda\b[^=]*=\s*(.+)$", f.read(), re.M)
     except OSError:
-        built = None
-    if not built or built[1].strip() == "None":
-        return False
+        return None
+    return None if built is None else built[1].strip() != "None"
+
+
+def _driver_device_count() -> int:
+    """CUDA devices the driver reports (0 without a driver)."""
+    import ctypes
+
     try:
         driver = ctypes.CDLL("libcuda.so.1")
     except OSError:
-        return False
+        return 0
     count = ctypes.c_int(0)
     if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
-        return False
-    return count.value > 0
+        return 0
+    return count.value
 
 
 def resolve_device(name: str) -> str:

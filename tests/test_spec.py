@@ -58,3 +58,23 @@ def test_missing_callable_lists_the_callables(tmp_path, capsys):
     assert main(["run", "--variant", f"{path}:nope"]) == 2
     err = capsys.readouterr().err
     assert "no callable 'nope'" in err and "my_attention" in err
+
+
+def test_cuda_check_asks_torch_unless_the_answer_is_certain(monkeypatch):
+    """A CPU build needs no torch import; a CUDA build whose driver probe fails asks torch
+    (never a silent CPU fallback for DEVICE=auto on a GPU machine)."""
+    import torch
+
+    from compilekit import cli
+
+    # read from torch/version.py without importing torch: the same answer torch gives
+    assert cli._torch_cuda_build() is (torch.version.cuda is not None)
+    monkeypatch.setattr(cli, "_torch_cuda_build", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert cli.cuda_available() is False  # certain: a CPU build
+    monkeypatch.setattr(cli, "_torch_cuda_build", lambda: True)
+    monkeypatch.setattr(cli, "_driver_device_count", lambda: 0)
+    assert cli.cuda_available() is True  # the probe saw nothing: torch decides
+    monkeypatch.setattr(cli, "_driver_device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cli.cuda_available() is True  # the driver reports devices
