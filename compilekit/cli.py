@@ -146,10 +146,10 @@ def cmd_run(args) -> int:
             f"{result.reason} (choose another variant, mode, dtype or device; "
             "`compilekit list` shows them)"
         )
-    print(report.cell_table([result]))
+    print(report.cell_table([result]) if args.wide else report.cell_summary(result))
     for line in report.cell_notes(result):
         print(line)
-    print(f"run directory: {result.run_dir}")
+    print(f"run directory: {result.run_dir} (make kernels RUN=... for its kernel map)")
     return 0 if result.ok else 1
 
 
@@ -270,6 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="auto", help="auto, cpu or cuda")
     run.add_argument("--out", default="runs", help="the run directory goes under this one")
     run.add_argument("--seed", type=int, default=0)
+    run.add_argument(
+        "--wide", action="store_true", help="print the sweep report's wide table for this cell"
+    )
     run.add_argument(
         "--set",
         action="append",

@@ -24,11 +24,46 @@ def _fmt(value, digits=3):
     return value
 
 
-def cell_table(results: list[dict]) -> str:
+def cell_table(results: list) -> str:
     """One row per cell, the same columns as a sweep's report (one table, one set of rules)."""
     from compilekit import sweepreport
 
     return tabulate(sweepreport.rows(results, None), headers=sweepreport.headers(results))
+
+
+def cell_summary(result) -> str:
+    """One cell as a few short lines that fit a terminal (the wide table: `run --wide`); the
+    same figures and rules as the table (sweepreport.rows)."""
+    from compilekit import sweepreport
+
+    row = dict(zip(sweepreport.headers([result]), sweepreport.rows([result], None)[0]))
+    lines = [
+        f"{result.variant} / {result.mode} / {result.shape} {result.dtype} {result.device}: "
+        + result.status
+        + (
+            f" (max_rel_err {row['max_rel_err']} vs {result.reference})"
+            if result.reference
+            else ""
+        )
+    ]
+    if result.measured:
+        lines.append(
+            f"latency     eager {result.eager_ms:.3f} ms -> compiled {result.compiled_ms:.3f} ms,"
+            f" speedup {row['speedup']}x" + (" (noisy: see below)" if result.noisy else "")
+        )
+        if result.mode != "eager":
+            pays = (
+                f"pays off after {row['break_even_cold']} calls (cold), "
+                f"{row['break_even_warm']} (warm)"
+                if row["break_even_warm"] != "never"
+                else "never pays off: compiled is not faster beyond the timing spread"
+            )
+            lines.append(f"compile     cold {row['cold_s']} s, warm {row['warm_s']} s; {pays}")
+        lines.append(
+            f"work        {row['TFLOP/s']} TFLOP/s, {row['kernels/fwd']} kernels per forward"
+            + (f", GPU busy {row['GPU busy']}" if result.gpu_busy_share is not None else "")
+        )
+    return "\n".join(lines)
 
 
 def cell_notes(result) -> list[str]:

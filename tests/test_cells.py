@@ -218,7 +218,13 @@ def test_cli_run_prints_table_and_run_dir(cli, tmp_path):
         str(tmp_path),
     )
     assert proc.returncode == 0, proc.stderr
-    assert "eager_ms" in proc.stdout and "run directory:" in proc.stdout
+    assert "latency     eager" in proc.stdout and "run directory:" in proc.stdout
+    # it fits a terminal: no line of the summary is wider than 100 columns
+    summary = proc.stdout.split("run directory:")[0].splitlines()
+    assert len(summary) <= 12 and max(len(line) for line in summary[:3]) <= 100
+    wide = cli("run", "--variant", "naive", "--mode", "eager", "--shape", "1x4x128x32",
+               "--out", str(tmp_path), "--wide")  # fmt: skip
+    assert wide.returncode == 0 and "eager_ms" in wide.stdout and "kernels/fwd" in wide.stdout
     assert os.path.isfile(tmp_path / "naive__eager__1x4x128x32__float32__cpu" / "result.json")
 
 
