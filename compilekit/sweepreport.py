@@ -108,7 +108,7 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
                 _num(r.compile_warm_s, ".1f"),
                 (f"{cold:,}" if cold else "never") if compiled else "-",
                 (f"{warm:,}" if warm else "never") if compiled else "-",
-                _num(r.tflops, ".1f"),
+                _num(r.tflops, ".3g"),
                 _num(r.tflops / peak_tflops * 100 if r.tflops and peak_tflops else None, ".1f"),
                 _num(r.kernels_per_forward, "g"),
                 busy_text(r),
