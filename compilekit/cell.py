@@ -395,15 +395,9 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
         capture_dir = os.path.join(cache_dir, "capture")
         if cell.mode != "eager":
             graphs = read_json(os.path.join(capture_dir, "graphs.json"))
-            if os.path.isdir(os.path.join(capture_dir, "depyf")):
-                shutil.copytree(
-                    os.path.join(capture_dir, "depyf"), os.path.join(stage_dir, "depyf")
-                )
-            if os.path.isdir(os.path.join(capture_dir, "torch_trace")):
-                shutil.copytree(
-                    os.path.join(capture_dir, "torch_trace"),
-                    os.path.join(stage_dir, "torch_trace"),
-                )
+            for name in ("depyf", "torch_trace"):  # the capture's evidence, kept with the run
+                if os.path.isdir(os.path.join(capture_dir, name)):
+                    shutil.copytree(os.path.join(capture_dir, name), os.path.join(stage_dir, name))
         # the two inputs of the map, kept so it can be read (and rebuilt) without a GPU
         write_json(os.path.join(stage_dir, "provenance.json"), graphs)
         write_json(os.path.join(stage_dir, "forward.json"), forward)

@@ -94,17 +94,17 @@ def _own_sources_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-def cache_dir_for(cell, cache_root: str) -> str:
-    """The cell's own cache folder, named by a hash of cache_key()."""
+def cache_dir_for(cell, cache_root: str, key: dict | None = None) -> str:
+    """The cell's own cache folder, named by a hash of its cache_key() (computed if not given)."""
     import hashlib
 
-    key = json.dumps(cache_key(cell), sort_keys=True)
+    text = json.dumps(key if key is not None else cache_key(cell), sort_keys=True)
     return os.path.join(
-        cache_root, cell.label() + "-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+        cache_root, cell.label() + "-" + hashlib.sha256(text.encode()).hexdigest()[:12]
     )
 
 
-def _cache_state(cell, cache_dir: str, fresh: bool) -> tuple[bool, str | None]:
+def _cache_state(key: dict, cache_dir: str, fresh: bool) -> tuple[bool, str | None]:
     """(whether cold + capture must run, a note when a kept cache had to be dropped).
 
     A cache is reused only when its key.json matches and cold.json and the capture read back.
@@ -117,7 +117,8 @@ def _cache_state(cell, cache_dir: str, fresh: bool) -> tuple[bool, str | None]:
     try:
         for name in needed:
             read_json(os.path.join(cache_dir, name))
-        if read_json(os.path.join(cache_dir, "key.json")) != cache_key(cell):
+        # compared as JSON reads it back (a tuple in the key comes back a list)
+        if read_json(os.path.join(cache_dir, "key.json")) != json.loads(json.dumps(key)):
             return True, f"the kept cache in {cache_dir} has another key; compiled again"
     except CorruptFile as exc:
         return True, f"{exc}; the cache was dropped and compiled again"
@@ -233,10 +234,11 @@ def launch(
     cache_root = cache_root or default_cache_root()
     check_writable(out_dir, "output directory", "choose another with OUT=dir (--out)")
     check_writable(cache_root, "compile cache", "set COMPILEKIT_CACHE to a writable directory")
-    cache_dir = cache_dir_for(cell, cache_root)
+    key = cache_key(cell)  # once: it hashes the variant's import closure
+    cache_dir = cache_dir_for(cell, cache_root, key)
     try:
         with exclusive_lock(cache_dir + ".lock"):
-            return _launch_locked(cell, out_dir, cache_dir, fresh, timeout_s, env)
+            return _launch_locked(cell, out_dir, cache_dir, key, fresh, timeout_s, env)
     except Busy as busy:
         raise UserError(
             f"cell {cell.label()} is being measured by another compilekit process (PID "
@@ -244,7 +246,7 @@ def launch(
         ) from None
 
 
-def _launch_locked(cell, out_dir, cache_dir, fresh, timeout_s, env) -> results.CellResult:
+def _launch_locked(cell, out_dir, cache_dir, key, fresh, timeout_s, env) -> results.CellResult:
     start = time.perf_counter()
     run_dir = os.path.join(out_dir, cell.label())
     stage_dir = f"{run_dir}.tmp-{os.getpid()}"
@@ -252,13 +254,13 @@ def _launch_locked(cell, out_dir, cache_dir, fresh, timeout_s, env) -> results.C
     os.makedirs(stage_dir)
     log_path = os.path.join(stage_dir, "log.txt")
     compiles = cell.mode != "eager"
-    rebuild, cache_note = _cache_state(cell, cache_dir, fresh) if compiles else (False, None)
+    rebuild, cache_note = _cache_state(key, cache_dir, fresh) if compiles else (False, None)
     phases = ["measure"]
     if rebuild:
         # an interrupted or stale cache would make the next "cold" compile partly warm
         shutil.rmtree(cache_dir, ignore_errors=True)
         os.makedirs(os.path.join(cache_dir, "capture"))
-        write_json(os.path.join(cache_dir, "key.json"), cache_key(cell))
+        write_json(os.path.join(cache_dir, "key.json"), key)
         phases = ["cold", "capture", "measure"]
     result, walls = None, {}
     with open(log_path, "w") as log:
