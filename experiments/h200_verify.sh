@@ -7,6 +7,7 @@
 #   A: the fidelity cells (run + `compilekit verify`) and the warm single cell, one at a time
 #   B: the blog matrix, 4 cell processes per GPU;  C: the same, forced, 1 per GPU
 #   D: the two compared cell by cell;  E: the GPU tests;  F: experiments/seqlen.toml
+# Order: A E B C D F (the GPU tests reuse A's compiles through COMPILEKIT_CACHE).
 # Nothing runs beside A's timings: a host-bound cell's figure depends on a quiet CPU.
 set -u
 WAIT_S=${WAIT_S:-540}
@@ -39,6 +40,10 @@ phases() {
     fidelity
     touch $R/A.done
   fi
+  if want E && [ ! -e $R/E.done ]; then
+    CUDA_VISIBLE_DEVICES=0 python3 -m pytest -q -rA -s -m gpu tests/test_gpu.py ${GPU_TESTS:+-k "$GPU_TESTS"} > $R/pytest_gpu.log 2>&1
+    touch $R/E.done
+  fi
   if want B && [ ! -e $R/B.done ]; then
     t=$(date +%s); python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog4 --gpus $GPUS --per-gpu 4 > $R/blog4.log 2>&1
     echo "blog matrix (first run, compiles) 4 per GPU on GPUs $GPUS: $(( $(date +%s) - t )) s" >> $R/figures.txt
@@ -66,10 +71,6 @@ print("\n".join(rows))
 print(f"cells {len(rows)}, worst |ratio - 1| = {worst:.3f}")
 EOF
     touch $R/D.done
-  fi
-  if want E && [ ! -e $R/E.done ]; then
-    CUDA_VISIBLE_DEVICES=0 python3 -m pytest -q -rA -s -m gpu tests/test_gpu.py ${GPU_TESTS:+-k "$GPU_TESTS"} > $R/pytest_gpu.log 2>&1
-    touch $R/E.done
   fi
   if want F && [ ! -e $R/F.done ]; then
     python3 -m compilekit sweep experiments/seqlen.toml --out /tmp/seqlen --gpus $GPUS > $R/seqlen.log 2>&1
