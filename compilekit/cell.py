@@ -249,15 +249,19 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
     result.torch_version = torch.__version__
     if reason := modes.unsupported_reason(cell.mode, cell.device):
         raise CellEnded("unsupported", reason)
-    with (
-        locks.gpu_turn(result.steps_s),
-        settings.toolkit_settings(
-            cell.device, False, dict(cell.config), _cell_pass(cell)
-        ) as changes,
-    ):
-        result.settings = {f"torch._inductor.config.{k}": v for k, v in changes.items()}
-        if reason := inputs.dtype_probe(cell.dtype, cell.device):
-            raise CellEnded("unsupported", reason)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(locks.gpu_turn(result.steps_s))
+        if cell.mode != "eager":  # eager calls never read Inductor's config: spare its import
+            with _step(result, "inductor_import_and_settings"):
+                changes = stack.enter_context(
+                    settings.toolkit_settings(
+                        cell.device, False, dict(cell.config), _cell_pass(cell)
+                    )
+                )
+            result.settings = {f"torch._inductor.config.{k}": v for k, v in changes.items()}
+        with _step(result, "device_init"):  # the first kernel: CUDA context, dtype support
+            if reason := inputs.dtype_probe(cell.dtype, cell.device):
+                raise CellEnded("unsupported", reason)
         with _step(result, "inputs_and_reference"):
             args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
             eager_out = _eager_probe(variant, args, cell)
@@ -268,11 +272,12 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
         compiled = variant.attention
         if cell.mode != "eager":
             compiled = _warm_compile(cell, variant, args, cache_dir, result)
-        out = compiled(*args)
-        _checked(out, args[0], "compiled:")
-        result.max_rel_err = inputs.max_rel_err(out, ref)
-        result.error_bound = inputs.ERROR_BOUNDS[cell.dtype]
-        del out, ref
+        with _step(result, "check"):
+            out = compiled(*args)
+            _checked(out, args[0], "compiled:")
+            result.max_rel_err = inputs.max_rel_err(out, ref)
+            result.error_bound = inputs.ERROR_BOUNDS[cell.dtype]
+            del out, ref
         from compilekit.result import verdict
 
         result.status = verdict(
@@ -373,7 +378,6 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
     """After the timed calls: peak memory, profile, kernel map, diagnostics."""
     import torch
 
-    from compilekit import capture, diagnose, kernelmap, profiling
     from compilekit.store import read_json, write_json
 
     if cell.device == "cuda":
@@ -382,7 +386,9 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
         torch.cuda.synchronize()
         result.peak_memory_mb = torch.cuda.max_memory_allocated() / 2**20
     label = f"{cell.variant}/{cell.mode}"
-    with _step(result, "profile"):
+    with _step(result, "profile"):  # the profiler's import included
+        from compilekit import capture, diagnose, kernelmap, profiling
+
         prof = profiling.run_profiler(compiled, args, label, cell.device, stage_dir)
         forward = profiling.forward_kernels(prof, label, cell.device)
         eager_lines = (

@@ -89,9 +89,11 @@ def test_toolkit_timing_matches_a_bare_do_bench(run_cell, cache_root, variant, m
 
     result = run_cell(variant, mode, shape=shape, dtype="bfloat16", device="cuda")
     assert result.measured, result.reason
-    line, within = verify.verify(result.run_dir, 0.05, cache_root=cache_root)
+    line, verdict = verify.verify(result.run_dir, 0.05, cache_root=cache_root)
     print(line)
-    assert within, line
+    if verdict == "inconclusive":  # the reference itself moved > 5% between fresh processes
+        pytest.skip(line)
+    assert verdict == "within", line
 
 
 def test_host_bound_cell_says_so(run_cell):

@@ -188,27 +188,21 @@ def test_noise_rule():
     assert "load average 5.0 on 2 cores" in noise_note([quiet], load=5.0, cores=2)
 
 
-BREAKS = """
+# one variant shows both (each compiled cell costs ~25 s of the suite): a graph break, and a
+# recompile because the guarded global STEP changes between calls
+BREAKS_AND_RECOMPILES = """
 import math
-import torch
-
-def attention(q, k, v):
-    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    torch._dynamo.graph_break()
-    return torch.softmax(s, dim=-1) @ v
-
-reference = None
-"""
-RECOMPILES = """
 import torch
 
 STEP = [0]
 
 def attention(q, k, v):
     STEP[0] += 1
-    return torch.softmax(q @ k.transpose(-2, -1) * (1.0 / q.shape[-1] ** 0.5), dim=-1) @ v * (
-        1.0 if STEP[0] > 0 else 2.0
-    ) + 0 * STEP[0]
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) * (1.0 if STEP[0] > 0 else 2.0)
+    torch._dynamo.graph_break()
+    return torch.softmax(s, dim=-1) @ v + 0 * STEP[0]
+
+reference = None
 """
 
 
@@ -216,14 +210,14 @@ def test_graph_break_and_recompiles_are_shown(run_cell, tmp_path_factory):
     from compilekit import report
 
     folder = tmp_path_factory.mktemp("dynamo")
-    broken = run_cell(f"{_user(folder, BREAKS, 'breaks.py')}:attention", "default")
-    assert broken.measured, broken.reason
-    assert broken.dynamo["graph_breaks"], broken.dynamo
-    assert any(line.startswith("graph breaks:") for line in report.cell_notes(broken))
-    again = run_cell(f"{_user(folder, RECOMPILES, 'recompiles.py')}:attention", "default")
-    assert again.measured, again.reason
-    assert any("STEP" in reason for reason in again.dynamo["recompiles"]), again.dynamo
-    assert any(line.startswith("recompiles (") for line in report.cell_notes(again))
+    path = _user(folder, BREAKS_AND_RECOMPILES, "breaks.py")
+    result = run_cell(f"{path}:attention", "default")
+    assert result.measured, result.reason
+    assert result.dynamo["graph_breaks"], result.dynamo
+    notes = report.cell_notes(result)
+    assert any(line.startswith("graph breaks:") for line in notes), notes
+    assert any("STEP" in reason for reason in result.dynamo["recompiles"]), result.dynamo
+    assert any(line.startswith("recompiles (") for line in notes), notes
 
 
 def _fake_run(folder, name, kernels, shape="1x2x64x16"):
@@ -339,3 +333,20 @@ def test_verify_retimes_in_fresh_processes_and_flags_a_wrong_figure(run_cell, cl
     bad.save(str(doctored))
     proc = cli("verify", str(doctored), "--repeat", "1", "--tolerance", "0.5")
     assert proc.returncode == 1 and "OUTSIDE 50%" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_verify_is_inconclusive_when_the_bare_retimes_disagree(run_cell, monkeypatch):
+    from compilekit import verify
+
+    result = run_cell("naive", "eager")
+    ms = result.compiled_ms
+    for bares, expected in (
+        ([ms, ms * 1.01, ms * 0.99], "within"),
+        ([ms * 2, ms * 2.02, ms * 1.98], "outside"),
+        ([ms * 0.5, ms, ms * 1.6], "inconclusive"),  # the yardstick itself moved 3x
+    ):
+        times = iter(bares)
+        monkeypatch.setattr(verify, "_bare_once", lambda cell, env: next(times))
+        line, verdict = verify.verify(result.run_dir, 0.05, repeat=3)
+        assert verdict == expected, line
+    assert "INCONCLUSIVE" in line and "disagree among themselves" in line
