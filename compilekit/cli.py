@@ -199,9 +199,12 @@ def cmd_sweep(args) -> int:
         gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else available
         unknown = [g for g in gpus if g not in available]
         if unknown:
+            masked = os.environ.get("CUDA_VISIBLE_DEVICES")
             raise UserError(
                 f"GPUs {','.join(unknown)} not visible (torch sees "
-                f"{','.join(available) or 'none'}): set GPUS= to some of those"
+                f"{'GPUs ' + ','.join(available) if available else 'no GPU'}"
+                f"{f', under CUDA_VISIBLE_DEVICES={masked}' if masked is not None else ''}): "
+                "set GPUS= to some of those"
             )
     check_writable(out_dir, "output directory", "choose another with OUT=dir (--out)")
     env = envinfo.environment("cuda" if "cuda" in devices else "cpu", runner.default_cache_root())

@@ -17,8 +17,8 @@ R=/tmp/res; mkdir -p $R
 NGPU=$(nvidia-smi -L | wc -l); GPUS=$(seq -s, 0 $((NGPU - 1))); LAST=$((NGPU - 1))
 start=$(date +%s)
 
-fidelity() {  # the issue's five cells: run, then `compilekit verify` (bare do_bench, fresh process)
-  export CUDA_VISIBLE_DEVICES=$LAST
+fidelity() (  # the issue's five cells: run, then `compilekit verify` (bare do_bench, fresh process)
+  export CUDA_VISIBLE_DEVICES=$LAST  # in this subshell only: the sweeps after it use every GPU
   for c in "sdpa default 8x16x1024x64" "sdpa default 1x4x128x64" "naive reduce-overhead 1x4x128x64" \
            "triton-flash eager 8x16x1024x64" "naive default 8x16x1024x64" "sdpa eager 8x16x1024x64"; do
     set -- $c
@@ -31,7 +31,7 @@ fidelity() {  # the issue's five cells: run, then `compilekit verify` (bare do_b
     echo "make experiment naive default, run $i: $(( ($(date +%s%N) - s) / 1000000 )) ms wall" >> $R/figures.txt
   done
   python3 -c "import json; r=json.load(open('/tmp/single/naive__default__8x16x1024x64__bfloat16__cuda/result.json')); print('warm cell steps_s', r['steps_s'], 'wall_s', round(r['wall_s'], 2))" >> $R/figures.txt
-}
+)
 
 want() { case " ${PHASES:-A B C D E F} " in *" $1 "*) return 0;; esac; return 1; }
 
