@@ -1,5 +1,6 @@
 # compilekit: `make help` lists the targets.
 # Variables: VARIANT MODE SHAPE DTYPE DEVICE OUT FRESH TIMEOUT SET PASS RUN KERNEL EXPERIMENT GPUS FORCE DIR
+#            A B (make html-diff) RAY
 # They reach the commands through the environment ("$$VARIANT"), never spliced into the shell
 # line, so a quote or a space in a path cannot break the command.
 PYTHON ?= python3
@@ -19,16 +20,19 @@ EXPERIMENT ?= experiments/cpu_small.toml
 GPUS ?=
 FORCE ?=
 DIR ?=
-export VARIANT MODE DEVICE OUT SHAPE DTYPE FRESH TIMEOUT SET PASS RUN KERNEL EXPERIMENT GPUS FORCE DIR
+A ?=
+B ?=
+RAY ?=
+export VARIANT MODE DEVICE OUT SHAPE DTYPE FRESH TIMEOUT SET PASS RUN KERNEL EXPERIMENT GPUS FORCE DIR A B RAY
 
-.PHONY: help install test test-gpu experiment list kernels verify sweep report env
+.PHONY: help install test test-gpu experiment list kernels verify sweep report html html-diff env
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
-install:  ## install compilekit, test and plot deps, triton's interpreter (CPU torch 2.13 on CPU machines)
+install:  ## install compilekit, test, plot and Ray deps, triton's interpreter (CPU torch 2.13 on CPU machines)
 	$(PYTHON) -m pip install -q torch==2.13.0 || $(PYTHON) -m pip install -q torch
-	$(PYTHON) -m pip install -q -e '.[dev,plot]'
+	$(PYTHON) -m pip install -q -e '.[dev,plot,ray]'
 	@# Triton's interpreter runs triton-flash on the CPU; never replace a CUDA torch's own triton
 	$(PYTHON) -c "import triton, numpy" 2>/dev/null || $(PYTHON) -m pip install -q triton numpy
 
@@ -54,12 +58,18 @@ kernels:  ## kernel map of a run: RUN=runs/<cell> [KERNEL=name, or name#n where 
 verify:  ## re-time RUN=runs/<cell> with a bare do_bench / perf_counter in a fresh process
 	$(PYTHON) -m compilekit verify "$$RUN"
 
-sweep:  ## every cell of EXPERIMENT=experiments/x.toml [OUT=dir GPUS=0,1 FORCE=1], resumable
+sweep:  ## every cell of EXPERIMENT=experiments/x.toml [OUT=dir GPUS=0,1 FORCE=1 RAY=auto|host:port], resumable
 	$(PYTHON) -m compilekit sweep "$$EXPERIMENT" $$( [ "$$OUT" = runs ] || echo --out "$$OUT") \
-	  $${GPUS:+--gpus "$$GPUS"} $${FORCE:+--force} $${FRESH:+--fresh}
+	  $${GPUS:+--gpus "$$GPUS"} $${FORCE:+--force} $${FRESH:+--fresh} $${RAY:+--ray "$$RAY"}
 
 report:  ## REPORT.md, table and plots of a sweep: DIR=runs/<experiment>
 	$(PYTHON) -m compilekit report "$$DIR"
+
+html:  ## the HTML page of a run or sweep: DIR=runs/<cell> or runs/<experiment> (writes its index.html)
+	$(PYTHON) -m compilekit html "$$DIR"
+
+html-diff:  ## an HTML diff of two runs: A=runs/<cell> B=runs/<cell> [OUT=file.html]
+	$(PYTHON) -m compilekit html --diff "$$A" "$$B" $$( [ "$$OUT" = runs ] || echo --out "$$OUT")
 
 env:  ## versions and the device's measured ceilings (cached)
 	$(PYTHON) -m compilekit env

@@ -242,7 +242,7 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
     with _step(result, "imports"):  # torch, and the variant's module
         import torch
 
-        from compilekit import inputs, locks, modes, settings
+        from compilekit import envinfo, inputs, locks, modes, settings
         from compilekit.variant import load_variant
 
         variant = load_variant(cell.variant)
@@ -294,6 +294,7 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
         with _step(result, "time"), locks.cpu_alone(result.steps_s):
             _time(cell, variant, compiled, args, result)
         _evidence(cell, compiled, args, stage_dir, cache_dir, result)
+    result.env = envinfo.cell_env(cell.device)  # after the GPU work: it asks for the GPU's name
 
 
 @contextlib.contextmanager

@@ -150,6 +150,9 @@ def cmd_run(args) -> int:
     for line in report.cell_notes(result):
         print(line)
     print(f"run directory: {result.run_dir} (make kernels RUN=... for its kernel map)")
+    page = os.path.join(result.run_dir, "index.html")
+    if os.path.isfile(page):
+        print(f"page: {page} (open it in a browser: source heat map, kernels, their code)")
     return 0 if result.ok else 1
 
 
@@ -192,7 +195,11 @@ def cmd_sweep(args) -> int:
     out_dir = args.out or os.path.join("runs", experiment.name)
     devices = {cell.device for cell in experiment.cells}
     gpus = None
-    if "cuda" in devices:
+    if not args.ray and (args.shared_dir or args.ray_resources):
+        raise UserError("--shared-dir and --ray-resources go with --ray")
+    if args.ray and (args.gpus or args.per_gpu != 4):
+        raise UserError("--gpus and --per-gpu are for a local sweep: on Ray, Ray assigns GPUs")
+    if "cuda" in devices and not args.ray:  # Ray's nodes, not this machine, have the GPUs
         import torch
 
         available = [str(i) for i in range(torch.cuda.device_count())]
@@ -206,23 +213,50 @@ def cmd_sweep(args) -> int:
                 f"{f', under CUDA_VISIBLE_DEVICES={masked}' if masked is not None else ''}): "
                 "set GPUS= to some of those"
             )
+    if args.ray:  # Ray there, the cluster answering, the resources readable: before any write
+        from compilekit import raysweep
+
+        raysweep.preflight(args.ray)
+        raysweep.parse_resources(args.ray_resources)
     check_writable(out_dir, "output directory", "choose another with OUT=dir (--out)")
-    env = envinfo.environment("cuda" if "cuda" in devices else "cpu", runner.default_cache_root())
-    write_json(os.path.join(out_dir, "env.json"), env)
-    results = sweep.run_sweep(
-        experiment,
-        out_dir,
-        gpus=gpus,
-        force=args.force,
-        retry_failed=args.retry_failed,
-        fresh=args.fresh,
-        per_gpu=args.per_gpu,
-    )
+    if args.ray:
+        results = _ray_sweep(args, experiment, out_dir)
+    else:
+        env = envinfo.environment(
+            "cuda" if "cuda" in devices else "cpu", runner.default_cache_root()
+        )
+        write_json(os.path.join(out_dir, "env.json"), env)
+        results = sweep.run_sweep(
+            experiment,
+            out_dir,
+            gpus=gpus,
+            force=args.force,
+            retry_failed=args.retry_failed,
+            fresh=args.fresh,
+            per_gpu=args.per_gpu,
+        )
     print(sweepreport.report(out_dir))
+    _sweep_page(out_dir)
     bad = [r for r in results if r.status in ("failed", "wrong")]
     for r in bad:
         print(f"compilekit: {r.status} {r.label}: {(r.reason or '')[:300]}", file=sys.stderr)
     return 1 if bad else 0
+
+
+def _ray_sweep(args, experiment, out_dir: str):
+    """The sweep's cells as Ray tasks (compilekit/raysweep.py); Ray only imported here."""
+    from compilekit import raysweep
+
+    return raysweep.run_ray_sweep(
+        experiment,
+        out_dir,
+        address=args.ray,
+        resources=raysweep.parse_resources(args.ray_resources),
+        shared_dir=args.shared_dir,
+        force=args.force,
+        retry_failed=args.retry_failed,
+        fresh=args.fresh,
+    )
 
 
 def cmd_verify(args) -> int:
@@ -240,6 +274,27 @@ def cmd_report(args) -> int:
     from compilekit import sweepreport
 
     print(sweepreport.report(args.dir))
+    _sweep_page(args.dir)
+    return 0
+
+
+def _sweep_page(out_dir: str) -> None:
+    from compilekit import pages
+
+    if path := pages.write_quietly(pages.sweep_page, out_dir):
+        print(f"page: {path}")
+
+
+def cmd_html(args) -> int:
+    from compilekit import pages
+
+    if args.diff:
+        run_a, run_b = args.diff
+        print(pages.diff_page(run_a, run_b, args.out or "compilekit-diff.html"))
+        return 0
+    if not args.dir:
+        raise UserError("give a run or sweep directory, or --diff RUN_A RUN_B")
+    print(pages.page_for(args.dir))
     return 0
 
 
@@ -328,6 +383,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="cell processes per GPU; they start "
         "up side by side but take turns on the GPU (default 4)",
     )
+    sw.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="ADDRESS",
+        help="run the cells as Ray tasks on the cluster at ADDRESS (default: auto, the one "
+        "this machine belongs to); needs pip install 'compilekit[ray]'",
+    )
+    sw.add_argument(
+        "--shared-dir",
+        action="store_true",
+        help="with --ray: every node mounts --out at the same path, so tasks write their run "
+        "directories there (else they come back through Ray's object store)",
+    )
+    sw.add_argument(
+        "--ray-resources",
+        default=None,
+        metavar="JSON",
+        help='with --ray: what each cell asks of Ray, e.g. \'{"GPU": 1, "H200": 1}\' '
+        "(default: one GPU for CUDA cells, one CPU for CPU cells)",
+    )
     sw.set_defaults(func=cmd_sweep)
 
     ver = sub.add_parser(
@@ -345,6 +422,16 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="tables, REPORT.md and plots for a sweep directory")
     rep.add_argument("dir")
     rep.set_defaults(func=cmd_report)
+
+    page = sub.add_parser(
+        "html", help="a self-contained HTML page for a run, a sweep, or a diff of two runs"
+    )
+    page.add_argument("dir", nargs="?", help="a run or sweep directory (writes its index.html)")
+    page.add_argument("--diff", nargs=2, metavar=("RUN_A", "RUN_B"), help="compare two runs")
+    page.add_argument(
+        "--out", default=None, help="where --diff writes (default ./compilekit-diff.html)"
+    )
+    page.set_defaults(func=cmd_html)
 
     env = sub.add_parser("env", help="versions and the device's measured ceilings (cached)")
     env.add_argument("--device", default="auto")

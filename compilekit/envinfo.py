@@ -54,6 +54,31 @@ def versions() -> dict:
     return info
 
 
+def cell_env(device: str) -> dict:
+    """Where a cell was measured, kept in its result.json `env`: the host, the versions of
+    compilekit, torch, triton and Python, and the GPU's name (so a report can tell when cells
+    from different machines are compared)."""
+    import socket
+    from importlib import metadata
+
+    import torch
+
+    from compilekit import __version__
+
+    try:
+        triton = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        triton = None
+    return {
+        "host": socket.gethostname(),
+        "compilekit": __version__,
+        "torch": torch.__version__,
+        "triton": triton,
+        "python": platform.python_version(),
+        "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
+    }
+
+
 def _median_time_s(fn, device: str, reps: int) -> float:
     import statistics
 

@@ -261,25 +261,21 @@ def _per_forward(kmap: dict) -> dict[str, float]:
     return out
 
 
-def diff_view(run_a: str, run_b: str, rel_tol: float = 0.10) -> str:
-    """Kernels that appear, vanish, or change per-forward time by more than rel_tol."""
+def diff_rows(run_a: str, run_b: str, rel_tol: float = 0.10) -> dict:
+    """The diff of two runs as data: {"a", "b" (CellResults), "ka", "kb" (kernel maps), "rows"
+    ({change, kernel, a_ms, b_ms}: kernels that appear, vanish, or change their per-forward
+    time by more than rel_tol, the costliest first), "config" and "differs" (notes)}."""
     (ra, ka), (rb, kb) = load_run(run_a), load_run(run_b)
     a, b = _per_forward(ka), _per_forward(kb)
     rows = []
     for name in sorted(set(a) | set(b), key=lambda n: -max(a.get(n, 0), b.get(n, 0))):
         if name not in b:
-            rows.append(["vanished", name[:70], _fmt(a[name]), "-"])
+            rows.append({"change": "vanished", "kernel": name, "a_ms": a[name], "b_ms": None})
         elif name not in a:
-            rows.append(["appeared", name[:70], "-", _fmt(b[name])])
+            rows.append({"change": "appeared", "kernel": name, "a_ms": None, "b_ms": b[name]})
         elif abs(b[name] - a[name]) > rel_tol * max(a[name], 1e-9):
-            rows.append(["changed", name[:70], _fmt(a[name]), _fmt(b[name])])
-    label = lambda r: f"{r.variant}/{r.mode}"  # noqa: E731
-    head = (
-        f"A = {label(ra)} ({ka['kernels_per_forward']:g} kernels, "
-        f"{ra.compiled_ms or 0:.3f} ms)"
-        f"   B = {label(rb)} ({kb['kernels_per_forward']:g} kernels, "
-        f"{rb.compiled_ms or 0:.3f} ms)"
-    )
+            rows.append({"change": "changed", "kernel": name, "a_ms": a[name], "b_ms": b[name]})
+    config = ""
     if ra.config != rb.config:
         keys = sorted(set(ra.config) | set(rb.config))
         changed = ", ".join(
@@ -287,17 +283,45 @@ def diff_view(run_a: str, run_b: str, rel_tol: float = 0.10) -> str:
             for k in keys
             if ra.config.get(k, "default") != rb.config.get(k, "default")
         )
-        head += f"\nconfig A {ra.config_name or 'base'} vs B {rb.config_name or 'base'}: {changed}"
+        config = f"config A {ra.config_name or 'base'} vs B {rb.config_name or 'base'}: {changed}"
     differs = [
         f"{what} {getattr(ra, what)} vs {getattr(rb, what)}"
         for what in ("shape", "dtype", "device")
         if getattr(ra, what) != getattr(rb, what)
     ]
-    if differs:
+    return {
+        "a": ra,
+        "b": rb,
+        "ka": ka,
+        "kb": kb,
+        "rows": rows,
+        "config": config,
+        "differs": differs,
+        "rel_tol": rel_tol,
+    }
+
+
+def diff_view(run_a: str, run_b: str, rel_tol: float = 0.10) -> str:
+    """Kernels that appear, vanish, or change per-forward time by more than rel_tol."""
+    diff = diff_rows(run_a, run_b, rel_tol)
+    ra, rb, ka, kb = diff["a"], diff["b"], diff["ka"], diff["kb"]
+    label = lambda r: f"{r.variant}/{r.mode}"  # noqa: E731
+    head = (
+        f"A = {label(ra)} ({ka['kernels_per_forward']:g} kernels, "
+        f"{ra.compiled_ms or 0:.3f} ms)"
+        f"   B = {label(rb)} ({kb['kernels_per_forward']:g} kernels, "
+        f"{rb.compiled_ms or 0:.3f} ms)"
+    )
+    if diff["config"]:
+        head += "\n" + diff["config"]
+    if diff["differs"]:
         head += (
-            f"\nnote: A and B differ in {', '.join(differs)}: kernel times compare different "
-            "problems"
+            f"\nnote: A and B differ in {', '.join(diff['differs'])}: kernel times compare "
+            "different problems"
         )
-    if not rows:
-        return head + "\nno kernel appeared, vanished or changed by more than 10%"
+    if not diff["rows"]:
+        return head + f"\nno kernel appeared, vanished or changed by more than {rel_tol:.0%}"
+    rows = [
+        [r["change"], r["kernel"][:70], _fmt(r["a_ms"]), _fmt(r["b_ms"])] for r in diff["rows"]
+    ]
     return head + "\n" + tabulate(rows, headers=["change", "kernel", "A ms/fwd", "B ms/fwd"])

@@ -44,6 +44,7 @@ class CellResult:
     status: str = "failed"
     reason: str | None = None  # one line: why unsupported, failed or wrong
     torch_version: str | None = None
+    env: dict | None = None  # where it was measured: host, compilekit/torch/triton, GPU name
     # check (step 3)
     reference: str | None = None  # what the outputs were checked against
     max_rel_err: float | None = None

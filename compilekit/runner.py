@@ -20,7 +20,7 @@ import sys
 import time
 
 from compilekit import cell as cell_process
-from compilekit import locks
+from compilekit import locks, pages
 from compilekit import result as results
 from compilekit.errors import UserError
 from compilekit.store import (
@@ -286,10 +286,10 @@ def _launch_locked(cell, out_dir, cache_dir, key, fresh, timeout_s, env) -> resu
     result.steps_s = {**result.steps_s, **walls}  # each process's wall, as the parent saw it
     result.wall_s = time.perf_counter() - start
     cap_log(log_path)
-    return _place(result, stage_dir, run_dir)
+    return place(result, stage_dir, run_dir)
 
 
-def _place(result, stage_dir: str, run_dir: str) -> results.CellResult:
+def place(result, stage_dir: str, run_dir: str) -> results.CellResult:
     """Move the staged run into place, unless it failed and a good run is already there: then
     it goes to <run_dir>/attempts/<time>/ and the good one stays (and lists the attempt)."""
     previous = None
@@ -318,4 +318,5 @@ def _place(result, stage_dir: str, run_dir: str) -> results.CellResult:
     os.replace(stage_dir, run_dir)
     shutil.rmtree(old, ignore_errors=True)
     result.run_dir = run_dir
+    pages.write_quietly(pages.run_page, run_dir)  # index.html: a view of what is saved
     return result

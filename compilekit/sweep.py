@@ -78,9 +78,51 @@ def _status(result: results.CellResult) -> str:
     return result.status.upper() if result.status == "failed" else result.status
 
 
-def _failed(cell, reason: str) -> results.CellResult:
+def failed_result(cell, reason: str) -> results.CellResult:
     """A launch that raised instead of returning: recorded like any failed cell."""
     return results.for_cell(cell, status="failed", reason=reason)
+
+
+def launch_or_record(cell, out_dir: str, **launch_args) -> results.CellResult:
+    """runner.launch, with whatever it raises recorded as this cell's failure (the sweep, local
+    or on Ray, goes on)."""
+    try:
+        return runner.launch(cell, out_dir, **launch_args)
+    except UserError as exc:
+        return failed_result(cell, str(exc))
+    except Exception as exc:  # noqa: BLE001 (a full disk, a path too long: this cell only)
+        return failed_result(
+            cell, f"compilekit could not run this cell: {type(exc).__name__}: {exc}"
+        )
+
+
+def select_cells(experiment, out_dir: str, force: bool, retry_failed: bool, log):
+    """({label: stored result} of the cells already done, [cells to run]), after removing what
+    a killed sweep left half-done."""
+    clean_stale(out_dir)
+    done, todo = {}, []
+    for cell in experiment.cells:
+        run_dir = os.path.join(out_dir, cell.label())
+        stored = None if force else cell_done(run_dir, retry_failed, log)
+        if stored is not None:
+            done[cell.label()] = stored
+        else:
+            todo.append(cell)
+    return done, todo
+
+
+def progress_line(
+    position: int, total: int, cell, result, failed: int, left_s: float, extra: str = ""
+) -> str:
+    """`[n/N] variant mode shape dtype: status  (k failed or wrong, ~m min left)` and `extra`,
+    then the reason on a second line when the cell did not pass."""
+    line = (
+        f"[{position}/{total}] {cell.variant} {cell.mode} {cell.shape} {cell.dtype}: "
+        f"{_status(result)}  ({failed} failed or wrong, ~{left_s / 60:.1f} min left){extra}"
+    )
+    if result.reason and result.status != "ok":
+        line += f"\n    reason: {result.reason.splitlines()[0][:300]}"
+    return line
 
 
 def run_sweep(
@@ -117,17 +159,10 @@ def run_sweep(
 
 
 def _run_locked(experiment, out_dir, gpus, force, retry_failed, cache_root, fresh, per_gpu, log):
-    clean_stale(out_dir)
-    done: dict[str, results.CellResult] = {}
+    done, cells = select_cells(experiment, out_dir, force, retry_failed, log)
     todo: queue.Queue = queue.Queue()
-    for cell in experiment.cells:
-        stored = (
-            None if force else cell_done(os.path.join(out_dir, cell.label()), retry_failed, log)
-        )
-        if stored is not None:
-            done[cell.label()] = stored
-        else:
-            todo.put(cell)
+    for cell in cells:
+        todo.put(cell)
     total, pending = len(experiment.cells), todo.qsize()
     print(
         f"{experiment.name}: {total} cells, {total - pending} already done, {pending} to run"
@@ -149,21 +184,14 @@ def _run_locked(experiment, out_dir, gpus, force, retry_failed, cache_root, fres
             env["COMPILEKIT_GPU_LOCK"] = os.path.join(
                 tempfile.gettempdir(), f"compilekit-gpu{gpu}.lock"
             )
-        try:
-            return runner.launch(
-                cell,
-                out_dir,
-                cache_root=cache_root,
-                fresh=fresh,
-                timeout_s=experiment.timeout_s.get(cell.label(), 900),
-                env=env,
-            )
-        except UserError as exc:
-            return _failed(cell, str(exc))
-        except Exception as exc:  # noqa: BLE001 (a full disk, a path too long: this cell only)
-            return _failed(
-                cell, f"compilekit could not run this cell: {type(exc).__name__}: {exc}"
-            )
+        return launch_or_record(
+            cell,
+            out_dir,
+            cache_root=cache_root,
+            fresh=fresh,
+            timeout_s=experiment.timeout_s.get(cell.label(), 900),
+            env=env,
+        )
 
     def work(gpu):
         nonlocal finished
@@ -178,17 +206,12 @@ def _run_locked(experiment, out_dir, gpus, force, retry_failed, cache_root, fres
                 finished += 1
                 failed = sum(1 for r in done.values() if r.status in ("failed", "wrong"))
                 left_s = (pending - finished) * (time.perf_counter() - start) / finished
+                position = total - pending + finished
                 print(
-                    f"[{total - pending + finished}/{total}] {cell.variant} {cell.mode} "
-                    f"{cell.shape} {cell.dtype}: {_status(result)}  ({failed} failed or wrong, "
-                    f"~{left_s / 60:.1f} min left)",
+                    progress_line(position, total, cell, result, failed, left_s),
                     file=log,
                     flush=True,
                 )
-                if result.reason and result.status != "ok":
-                    print(
-                        f"    reason: {result.reason.splitlines()[0][:300]}", file=log, flush=True
-                    )
 
     threads = [threading.Thread(target=work, args=(gpu,), daemon=True) for gpu in workers]
     for t in threads:
@@ -197,13 +220,15 @@ def _run_locked(experiment, out_dir, gpus, force, retry_failed, cache_root, fres
         t.join()
     for cell in experiment.cells:  # a worker that died is a bug; its cells still get a record
         if cell.label() not in done:
-            done[cell.label()] = _failed(cell, "the sweep never ran this cell (worker ended)")
+            done[cell.label()] = failed_result(
+                cell, "the sweep never ran this cell (worker ended)"
+            )
     ordered = [done[c.label()] for c in experiment.cells]
-    _summary(experiment, ordered, out_dir, gpus, time.perf_counter() - start, log)
+    summary(experiment, ordered, out_dir, gpus, time.perf_counter() - start, log)
     return ordered
 
 
-def _summary(experiment, ordered, out_dir, gpus, wall_s, log) -> None:
+def summary(experiment, ordered, out_dir, gpus, wall_s, log) -> None:
     """sweep.json, and the closing lines: counts per status, then each failed or wrong cell."""
     counts = {s: sum(1 for r in ordered if r.status == s) for s in results.STATUSES}
     summary = {

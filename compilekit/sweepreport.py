@@ -77,16 +77,41 @@ def _has_configs(results: list) -> bool:
     return any(r.config for r in results)
 
 
+def hosts(results: list) -> list[str]:
+    """The machines the cells were measured on (result.json `env.host`)."""
+    return sorted({r.env["host"] for r in results if r.env and r.env.get("host")})
+
+
+def machine_mix(results: list) -> list[str]:
+    """One line per distinct (GPU or CPU, torch, triton) among the cells, with how many cells
+    each measured; empty when they all agree (a comparison of like with like)."""
+    kinds = {}
+    for r in results:
+        if r.env:
+            key = (r.env.get("gpu") or "CPU", r.env.get("torch"), r.env.get("triton"))
+            kinds.setdefault(key, []).append(r.env.get("host"))
+    if len(kinds) < 2:
+        return []
+    return [
+        f"{gpu}, torch {torch}, triton {triton}: {len(hs)} cell(s) on {', '.join(sorted(set(hs)))}"
+        for (gpu, torch, triton), hs in sorted(kinds.items(), key=lambda kv: str(kv[0]))
+    ]
+
+
 def headers(results: list) -> list[str]:
-    """The table's columns; `config` only when some cell carries Inductor options."""
+    """The table's columns; `config` only when some cell carries Inductor options, `node` only
+    when the cells come from more than one machine."""
+    out = list(HEADERS)
     if _has_configs(results):
-        return HEADERS[:2] + ["config"] + HEADERS[2:]
-    return HEADERS
+        out.insert(2, "config")
+    if len(hosts(results)) > 1:
+        out.append("node")
+    return out
 
 
 def rows(results: list, peak_tflops: float | None) -> list[list]:
     """One row per cell, in headers(results) order."""
-    with_config = _has_configs(results)
+    with_config, with_node = _has_configs(results), len(hosts(results)) > 1
     out = []
     for r in results:
         compiled = r.measured and r.mode != "eager"
@@ -116,6 +141,8 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
         )
         if with_config:
             out[-1].insert(2, r.config_name or "base")
+        if with_node:
+            out[-1].append((r.env or {}).get("host") or "-")
     return out
 
 
@@ -265,6 +292,19 @@ def report(out_dir: str) -> str:
     ]
     scaling = scaling_series([r for r in results if r.ok])
     md = [f"# compilekit report: {os.path.basename(os.path.abspath(out_dir))}", ""]
+    mix = machine_mix(results)
+    if mix:
+        md += (
+            [
+                "## Mixed machines: compare with care",
+                "",
+                "These cells were measured on different GPU models or torch/triton versions; the "
+                "`node` column says where each ran:",
+                "",
+            ]
+            + [f"- {line}" for line in mix]
+            + [""]
+        )
     if env:
         md += [
             "## Machine",
@@ -328,6 +368,8 @@ def report(out_dir: str) -> str:
         notes += " (plots skipped: matplotlib not installed)"
     else:
         notes += " (nothing to plot)"
+    if mix:
+        notes += "\nmixed machines (GPU model or torch/triton version): " + "; ".join(mix)
     configs = sorted({(r.config_name, repr(r.config)) for r in results if r.config})
     notes = "".join(f"\nconfig {name}: {config}" for name, config in configs) + notes
     return tabulate(table, headers=headers(results)) + notes

@@ -6,13 +6,14 @@ import sys
 
 import pytest
 
-from compilekit import runner
+from compilekit import pages, runner
 from compilekit.spec import Cell, parse_shape
 
 # Big enough that kernel time dominates Python overhead (the 15% sum check needs that).
 CPU_SHAPE = "1x8x512x64"
 SMALL_SHAPE = "1x4x128x32"  # H a multiple of the GQA group (4)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CPU_SMALL = os.path.join(ROOT, "experiments", "cpu_small.toml")
 
 
 @pytest.fixture(scope="session")
@@ -60,3 +61,78 @@ def cli(cache_root):
         )
 
     return call
+
+
+def _no_browser(reason: str):
+    """Skip with the reason; fail instead where CI says a browser must be there."""
+    if os.environ.get("COMPILEKIT_BROWSER_REQUIRED"):
+        pytest.fail(f"COMPILEKIT_BROWSER_REQUIRED is set but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Chromium (Debian's /usr/bin/chromium, or $CHROMIUM) driven by Playwright."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _no_browser("playwright is not installed (pip install -e '.[dev]')")
+    executable = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    if not os.path.isfile(executable):
+        _no_browser(f"no Chromium at {executable} (apt-get install chromium, or set CHROMIUM)")
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=executable, args=pages.CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def open_page(browser):
+    """open_page(path) -> (page, errors): a file loaded in a fresh tab; errors collects console
+    errors and uncaught exceptions as they happen."""
+    pages = []
+
+    def load(path):
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors = []
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto("file://" + os.path.abspath(path))
+        pages.append(page)
+        return page, errors
+
+    yield load
+    for page in pages:
+        page.close()
+
+
+def png_colors(png: bytes) -> int:
+    """How many distinct byte values the decompressed pixel data of a PNG holds: a blank page
+    gives a handful (one color and the row filter bytes), a drawn page hundreds."""
+    import struct
+    import zlib
+
+    pos, data = 8, b""
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos : pos + 4])
+        kind = png[pos + 4 : pos + 8]
+        if kind == b"IDAT":
+            data += png[pos + 8 : pos + 8 + length]
+        pos += 12 + length
+    return len(set(zlib.decompress(data)))
+
+
+@pytest.fixture(scope="session")
+def small_sweep(tmp_path_factory, cache_root):
+    """(CompletedProcess, out dir) of `compilekit sweep experiments/cpu_small.toml`, run once."""
+    out = tmp_path_factory.mktemp("cpu_small")
+    env = {**os.environ, "COMPILEKIT_CACHE": cache_root}
+    proc = subprocess.run(
+        [sys.executable, "-m", "compilekit", "sweep", CPU_SMALL, "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    return proc, out

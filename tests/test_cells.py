@@ -228,7 +228,10 @@ def test_cli_run_prints_table_and_run_dir(cli, tmp_path):
     wide = cli("run", "--variant", "naive", "--mode", "eager", "--shape", "1x4x128x32",
                "--out", str(tmp_path), "--wide")  # fmt: skip
     assert wide.returncode == 0 and "eager_ms" in wide.stdout and "kernels/fwd" in wide.stdout
-    assert os.path.isfile(tmp_path / "naive__eager__1x4x128x32__float32__cpu" / "result.json")
+    run_dir = tmp_path / "naive__eager__1x4x128x32__float32__cpu"
+    assert os.path.isfile(run_dir / "result.json")
+    assert f"page: {run_dir / 'index.html'}" in proc.stdout  # the run ends naming its page
+    assert os.path.isfile(run_dir / "index.html")
 
 
 def test_python_api_runs_and_loads(tmp_path, cache_root, monkeypatch):
