@@ -19,6 +19,7 @@ from collections import defaultdict
 from compilekit import report
 from compilekit import result as results_mod
 from compilekit.errors import UserError
+from compilekit.spec import parse_shape
 from compilekit.store import CorruptFile, read_json, write_text
 
 PAGE = "index.html"
@@ -260,9 +261,12 @@ def run_page(run_dir: str) -> str:
         result = results_mod.load(run_dir)
     except CorruptFile as exc:
         raise UserError(f"{exc}: run the cell again") from None
-    kmap = None
+    kmap, missing = None, ""
     if result.measured:
-        _, kmap = report.load_run(run_dir)
+        try:
+            _, kmap = report.load_run(run_dir)
+        except UserError as exc:  # the numbers stand; the page says what is missing
+            missing = str(exc)
     html = _render(
         "run.html.j2",
         title=f"{result.variant} / {result.mode} / {result.shape}",
@@ -276,6 +280,7 @@ def run_page(run_dir: str) -> str:
         kmap=kmap,
         links=evidence_links(run_dir),
         log_tail=_log_tail(run_dir) if not result.measured else "",
+        missing=missing,
     )
     path = os.path.join(run_dir, PAGE)
     write_text(path, html)
@@ -316,7 +321,14 @@ def sweep_groups(results: list, out_dir: str) -> list[dict]:
     for r in results:
         groups[(r.shape, r.dtype, r.device, r.config_name)].append(r)
     out = []
-    for (shape, dtype, device, config), cells in sorted(groups.items()):
+
+    def order(key):  # shapes by size (S, then D, B, H), not as strings
+        shape = parse_shape(key[0])
+        return (shape.seq, shape.head_dim, shape.batch, shape.heads, *key[1:])
+
+    for (shape, dtype, device, config), cells in sorted(
+        groups.items(), key=lambda kv: order(kv[0])
+    ):
         modes = sorted({r.mode for r in cells}, key=lambda m: list(MODES).index(m))
         variants = list(dict.fromkeys(report_name(r) for r in cells))
         grid = {(report_name(r), r.mode): r for r in cells}
@@ -364,9 +376,17 @@ def sweep_page(out_dir: str, log=sys.stderr, refresh_runs: bool = False) -> str:
     from compilekit import sweepreport
 
     results = sweepreport.load_results(out_dir, log=log)
+    unwritten = []
     for r in results:
         if refresh_runs or not os.path.isfile(os.path.join(r.run_dir, PAGE)):
-            write_quietly(run_page, r.run_dir, log=log)
+            if write_quietly(run_page, r.run_dir, log=None) is None:
+                unwritten.append(r.label)
+    if unwritten:
+        print(
+            f"compilekit: no run page for {len(unwritten)} cell(s) (the first: {unwritten[0]}); "
+            f"`compilekit html {os.path.join(out_dir, unwritten[0])}` says why",
+            file=log,
+        )
     env = {}
     if os.path.isfile(os.path.join(out_dir, "env.json")):
         try:
@@ -426,5 +446,6 @@ def write_quietly(render, *args, log=sys.stderr) -> str | None:
     try:
         return render(*args)
     except Exception as exc:  # noqa: BLE001 - the page is a view; the run stands without it
-        print(f"compilekit: no HTML page for {args[0]}: {exc}", file=log)
+        if log is not None:
+            print(f"compilekit: no HTML page for {args[0]}: {exc}", file=log)
         return None

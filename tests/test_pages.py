@@ -118,3 +118,21 @@ def test_html_of_a_missing_directory_is_one_line(cli, tmp_path):
     proc = cli("html", str(tmp_path / "nowhere"))
     assert proc.returncode == 2 and "not a directory" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_page_of_a_measured_cell_without_its_kernel_map_keeps_the_numbers(tmp_path):
+    run_dir = tmp_path / "nomap"
+    run_dir.mkdir()
+    results.CellResult(
+        "naive",
+        "default",
+        "1x2x64x16",
+        "float32",
+        "cpu",
+        status="ok",
+        compiled_ms=1.25,
+        eager_ms=2.5,
+        speedup=2.0,
+    ).save(str(run_dir))
+    text = "".join(Tags(open(pages.run_page(str(run_dir))).read()).text)
+    assert "No kernel map" in text and "kernels.json" in text and "1.25" in text

@@ -167,3 +167,16 @@ def test_ray_without_ray_or_cluster_is_one_line(cli, tmp_path):
         assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
         assert not (tmp_path / "o").exists()
+
+
+def test_shared_dir_tasks_write_the_run_directories_themselves(cluster, tmp_path, cli):
+    toml = tmp_path / "shared.toml"
+    toml.write_text(EAGER_ONLY.replace('"1x2x96x32", "1x2x128x32"', '"1x2x96x32"'))
+    out = tmp_path / "shared"
+    proc = cli("sweep", str(toml), "--ray", cluster, "--shared-dir", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(_done(out)) == 4
+    for label in _done(out):
+        r = results.load(str(out / label))
+        assert r.status == "ok" and (out / label / "kernels.json").is_file()
+        assert (out / label / "index.html").is_file()
