@@ -1,4 +1,5 @@
-"""Custom Inductor graph passes per cell: `--pass path/to/file.py:factory`.
+"""Custom Inductor graph passes per cell: `--pass NAME` (shipped, compilekit/passlib) or
+`--pass path/to/file.py:factory`.
 
 `factory()` returns a `torch._inductor.custom_graph_pass.CustomGraphPass` (a callable on an FX
 graph with a `uuid()`). A cell's passes run at `joint_custom_pre_pass`, before Inductor's own
@@ -18,24 +19,33 @@ import os
 import sys
 
 from compilekit.errors import UserError
+from compilekit.passlib import PASSES
 
 
 def is_pass_spec(spec: str) -> bool:
-    return ":" in spec and spec.split(":", 1)[0].endswith(".py")
+    return spec in PASSES or (":" in spec and spec.split(":", 1)[0].endswith(".py"))
+
+
+def _file_and_factory(spec: str) -> tuple[str, str]:
+    if spec in PASSES:  # shipped with compilekit: compilekit/passlib/<file>, make_pass()
+        return os.path.join(os.path.dirname(__file__), "passlib", PASSES[spec]), "make_pass"
+    if not is_pass_spec(spec):
+        raise UserError(
+            f"pass {spec!r}: give one of {', '.join(PASSES)}, or path/to/file.py:factory "
+            "(a function returning a CustomGraphPass)"
+        )
+    return os.path.abspath(spec.rsplit(":", 1)[0]), spec.rsplit(":", 1)[1]
 
 
 def pass_file(spec: str) -> str:
-    if not is_pass_spec(spec):
-        raise UserError(
-            f"pass {spec!r}: give path/to/file.py:factory (a function returning a CustomGraphPass)"
-        )
-    return os.path.abspath(spec.rsplit(":", 1)[0])
+    """The file a pass lives in (its cache key covers the file and what it imports)."""
+    return _file_and_factory(spec)[0]
 
 
 def load_pass(spec: str):
     """The pass object `factory()` returns; UserError when the file, the factory or the
     object's interface is missing."""
-    path, name = pass_file(spec), spec.rsplit(":", 1)[1]
+    path, name = _file_and_factory(spec)
     if not os.path.isfile(path):
         raise UserError(f"pass file {path!r} not found: give an existing path/to/file.py:factory")
     module_name = "compilekit_pass_" + hashlib.sha1(path.encode()).hexdigest()[:8]
@@ -59,8 +69,11 @@ def load_pass(spec: str):
 
 
 def label_of(spec: str) -> str:
-    """A short file-system-safe name: the file's stem, the factory and a hash of the path."""
-    path, name = pass_file(spec), spec.rsplit(":", 1)[1]
+    """A short file-system-safe name: a shipped pass's own name, else the file's stem, the
+    factory and a hash of the path."""
+    if spec in PASSES:
+        return spec
+    path, name = _file_and_factory(spec)
     stem = os.path.splitext(os.path.basename(path))[0]
     return f"{stem}.{name}-{hashlib.sha1(path.encode()).hexdigest()[:6]}"
 

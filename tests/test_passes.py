@@ -53,17 +53,33 @@ def _run_with(cli, tmp_path, spec: str, shape: str):
     )  # fmt: skip
 
 
-def test_a_pass_runs_in_a_real_compile_and_is_counted(pass_file, cli, tmp_path):
+def test_passes_run_in_a_real_compile_in_order_and_are_counted(pass_file, cli, tmp_path):
+    """A user's pass, then the shipped naive-to-sdpa, on naive-inline in one real compile."""
+    import json
+
     import compilekit
 
-    proc = _run_with(cli, tmp_path, f"{pass_file}:count_bmm", "1x4x128x32")
+    proc = cli(
+        "run", "--variant", "naive-inline", "--mode", "default", "--device", "cpu",
+        "--shape", "1x4x128x32", "--pass", f"{pass_file}:count_bmm", "--pass", "naive-to-sdpa",
+        "--out", str(tmp_path),
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = [str(p) for p in tmp_path.iterdir() if "__pass-mypasses.count_bmm-" in p.name]
+    assert run_dir.endswith("+naive-to-sdpa")
     result = compilekit.load(run_dir)
-    stats = result.pass_stats[f"{pass_file}:count_bmm"]
-    # naive's two matmuls reach the joint graph as two bmm; the pass changed nothing
-    assert stats["invocations"] >= 1 and stats["matches"] == 2 and stats["graphs_changed"] == 0
+    assert result.status == "ok", result.reason  # within fp32's bound of float64
+    counted = result.pass_stats[f"{pass_file}:count_bmm"]
+    # the two matmuls reach the joint graph as two bmm; the counting pass changed nothing
+    assert counted["invocations"] >= 1 and counted["matches"] == 2
+    assert counted["graphs_changed"] == 0
+    rewrote = result.pass_stats["naive-to-sdpa"]
+    assert rewrote["matches"] == 1 and rewrote["graphs_changed"] >= 1
     assert "pass mypasses.py:count_bmm: ran" in proc.stdout
+    assert "pass naive-to-sdpa: ran" in proc.stdout
+    with open(f"{run_dir}/kernels.json") as f:
+        names = [k["name"] for k in json.load(f)["kernels"]]
+    assert any("scaled_dot_product" in n for n in names) and "aten::bmm" not in names, names
 
 
 def test_a_pass_that_raises_fails_the_cell_with_its_words(pass_file, cli, tmp_path):
@@ -79,7 +95,7 @@ def test_a_pass_that_raises_fails_the_cell_with_its_words(pass_file, cli, tmp_pa
         ("{f}:nope", "no factory 'nope'"),
         ("{f}:not_a_pass", "returned int, not a CustomGraphPass"),
         ("/no/such/file.py:f", "not found"),
-        ("naive-to-nothing", "give path/to/file.py:factory"),
+        ("naive-to-nothing", "give one of naive-to-sdpa, or path/to/file.py:factory"),
     ],
 )
 def test_bad_passes_are_one_line(spec, needle, pass_file, cli, tmp_path):

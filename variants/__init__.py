@@ -7,6 +7,7 @@ one the built-ins use `compilekit.inputs.causal_reference`) and `DESCRIPTION` (o
 # name -> module; a new variant is one line here and one file beside this one.
 VARIANTS = {
     "naive": "variants.naive",
+    "naive-inline": "variants.naive_inline",
     "inplace": "variants.inplace",
     "sdpa": "variants.sdpa",
     "sdpa-math": "variants.sdpa_math",
