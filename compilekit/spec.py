@@ -159,8 +159,12 @@ EXPERIMENT_KEYS = {
     "timeout_s": (int, float),
     "matrix": list,
     "configs": dict,
+    "passes": list,
 }
-MATRIX_KEYS = {"variants", "modes", "shapes", "dtype", "device", "seed", "timeout_s", "note"}
+MATRIX_KEYS = {
+    "variants", "modes", "shapes", "dtype", "device", "seed", "timeout_s", "note", "passes",
+}  # fmt: skip
+# in a [[matrix]] table, `configs` names which of the top-level [configs] it sweeps
 
 
 @dataclasses.dataclass
@@ -190,6 +194,7 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
     import tomllib
 
     from compilekit.modes import check_mode
+    from compilekit.passes import load_pass
     from compilekit.variant import check_variant
 
     if not os.path.isfile(path):
@@ -219,7 +224,18 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
         place = f"[[matrix]] #{number}" if "matrix" in data else "top level"
         if not isinstance(group, dict):
             raise UserError(f"{path}: {place} must be a table")
+        chosen = configs
+        if "matrix" in data and "configs" in group:
+            names = group["configs"]
+            if not isinstance(names, list) or not all(n in configs for n in names) or not names:
+                raise UserError(
+                    f"{path}, {_where(text, key='configs')}: configs in {place} must list names "
+                    f"from the [configs] table: {', '.join(configs)}"
+                )
+            chosen = {n: configs[n] for n in names}
         for key, value in group.items():
+            if key == "configs" and "matrix" in data:
+                continue
             if key not in MATRIX_KEYS:
                 raise UserError(
                     f"{path}, {_where(text, key=key)}: unknown key {key!r} in {place}: "
@@ -244,6 +260,12 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
                 check_mode(mode)
             except UserError as exc:
                 raise UserError(f"{path}, {_where(text, value=mode)}: {exc}") from None
+        passes = tuple(_resolve(spec, path) for spec in merged.get("passes", []))
+        for spec, written in zip(passes, merged.get("passes", [])):
+            try:
+                load_pass(spec)  # the file, the factory and its interface, before any cell
+            except UserError as exc:
+                raise UserError(f"{path}, {_where(text, value=written)}: {exc}") from None
         try:
             shapes = [parse_shape(s) for s in merged["shapes"]]
             dtype = parse_dtype(merged.get("dtype", "float32"))
@@ -252,9 +274,10 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
             raise UserError(f"{path}, {place}: {exc}") from None
         device = device_resolver(device) if device_resolver else device
         for (config_name, config), variant, mode, shape in itertools.product(
-            configs.items(), merged["variants"], merged["modes"], shapes
+            chosen.items(), merged["variants"], merged["modes"], shapes
         ):
-            if mode not in INDUCTOR_MODES:  # eager and the cudagraphs backend: no Inductor
+            inductor = mode in INDUCTOR_MODES  # eager and the cudagraphs backend: no Inductor
+            if not inductor:
                 config_name, config = "", {}
             cell = Cell(
                 variant,
@@ -265,6 +288,7 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
                 int(merged.get("seed", 0)),
                 tuple(sorted(config.items())),
                 config_name if config else "",
+                passes if inductor else (),
             )
             if cell in cells:
                 continue
@@ -306,7 +330,7 @@ def _configs(path: str, text: str, table) -> dict:
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$")
 # What each list holds, and the checks on scalars, beyond EXPERIMENT_KEYS' container types.
-LIST_ITEMS = {"variants": str, "modes": str, "shapes": str}
+LIST_ITEMS = {"variants": str, "modes": str, "shapes": str, "passes": str}
 
 
 def _check_type(path: str, text: str, key: str, value) -> None:
@@ -336,6 +360,7 @@ _EXAMPLES = {
     "variants": '"naive", "sdpa"',
     "modes": '"eager", "default"',
     "shapes": '"8x16x1024x64"',
+    "passes": '"naive-to-sdpa"',
 }
 
 

@@ -139,3 +139,25 @@ def test_report_shows_configs_only_when_there_are_some():
     cols = headers([plain, tuned])
     at = cols.index("config")
     assert [row[at] for row in rows([plain, tuned], None)] == ["base", "fewer"]
+
+
+def test_inductor_knobs_experiment_picks_configs_and_passes_per_matrix():
+    from compilekit.spec import load_experiment
+    from tests.conftest import ROOT
+
+    cells = load_experiment(f"{ROOT}/experiments/inductor_knobs.toml").cells
+    assert len(cells) <= 40  # one H200 call
+    by_label = {c.label(): c for c in cells}
+    passed = [c for c in cells if c.passes]
+    assert {(c.variant, c.mode, c.config_name) for c in passed} == {
+        ("naive", "default", ""),
+        ("naive-inline", "default", ""),
+    }
+    assert all(c.passes == ("naive-to-sdpa",) for c in passed)
+    assert all(not c.config and not c.passes for c in cells if c.mode == "eager")
+    autotuned = {(c.variant, c.config_name) for c in cells if c.mode.startswith("max-autotune")}
+    assert autotuned == {
+        ("naive", ""), ("naive", "gemm_aten"), ("naive", "gemm_triton"),
+        ("flex", ""), ("flex", "flex_exhaustive"),
+    }  # fmt: skip
+    assert "naive__default__8x16x1024x64__bfloat16__cuda__cfg-cdt" in by_label

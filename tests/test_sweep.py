@@ -170,6 +170,16 @@ def test_scaling_exponent_fit():
             'shapes = ["1x2x64x32"]\n[[matrix]]\nvariants = ["naive"]\nmodes = ["eager"]\nbogus = 1\n',
             "line 5: unknown key 'bogus' in [[matrix]] #1",
         ),
+        (
+            'shapes = ["1x2x64x32"]\n[[matrix]]\nvariants = ["naive"]\nmodes = ["default"]\n'
+            'passes = ["nope.py:make"]\n',
+            "line 5: pass file",
+        ),
+        (
+            '[configs]\nbase = {}\n[[matrix]]\nvariants = ["naive"]\nmodes = ["default"]\n'
+            'shapes = ["1x2x64x32"]\nconfigs = ["cdt"]\n',
+            "must list names from the [configs] table: base",
+        ),
     ],
 )
 def test_bad_experiment_file_is_one_line_and_runs_nothing(text, needle, tmp_path, cli):
