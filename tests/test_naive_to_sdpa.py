@@ -114,12 +114,19 @@ def test_dynamic_shapes_in_a_real_compile():
     sequence lengths from one graph."""
     from torch._inductor import config
 
+    def times_inverse_sqrt(q, k, v, mask):  # naive's own scale, with its mask passed in
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+        return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v
+
     graph_pass = make_pass()
     with config.patch(joint_custom_pre_pass=graph_pass, fx_graph_cache=False):
-        compiled = torch.compile(_triu_masked_fill, dynamic=True)
-        for seq in (40, 72):
-            q, k, v = (torch.randn(1, 2, seq, 16) for _ in "qkv")
-            truth = _triu_masked_fill(q.double(), k.double(), v.double())
-            assert max_rel_err(compiled(q, k, v), truth) < ERROR_BOUNDS["float32"]
+        for fn in (_triu_masked_fill, times_inverse_sqrt):
+            compiled = torch.compile(fn, dynamic=True)
+            for seq in (40, 72):
+                q, k, v = (torch.randn(1, 2, seq, 16) for _ in "qkv")
+                mask = (torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1),)
+                mask = mask if fn is times_inverse_sqrt else ()
+                truth = fn(q.double(), k.double(), v.double(), *mask)
+                assert max_rel_err(compiled(q, k, v, *mask), truth) < ERROR_BOUNDS["float32"]
     torch._dynamo.reset()
-    assert graph_pass.matches >= 1 and set(graph_pass.rewrites) == {"is_causal"}
+    assert set(graph_pass.rewrites) == {"is_causal", "attn_mask"}, graph_pass.rewrites

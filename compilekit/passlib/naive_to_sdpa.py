@@ -6,7 +6,7 @@ It reads the ATen graph Inductor hands to `joint_custom_pre_pass`, where the blo
     out = view(bmm(view(expand(P)), view(expand(v))))
     P   = div(exp(sub(X, amax(X, -1))), sum(exp(...), -1))     softmax over the last dim
     X   = where(mask, fill, S) or where(keep, S, fill)          masked_fill, torch.where
-    S   = view(bmm(q, k^T)) / c, or * c, or neither             / sqrt(d), * scale
+    S   = view(bmm(q, k^T)) / c, * c, / sqrt(d), * (1 / sqrt(d)), or unscaled
 
 The mask decides what SDPA is told:
 - built in the graph from iota (`triu(ones, 1)`, `~tril(ones)`, or a `tril` keep-mask), where
@@ -94,6 +94,17 @@ def _sqrt_of(node):
     return str(_val(d) if isinstance(d, torch.fx.Node) else d)
 
 
+def _inverse_sqrt_of(node):
+    """d's value as text when node is 1 / sqrt(d), as dynamic shapes write
+    `* (1.0 / math.sqrt(q.shape[-1]))`; else None."""
+    node = _through(node, {CAST})
+    if not _is(node, aten.div.Tensor, aten.true_divide.Tensor):
+        return None
+    if _constant(_through(node.args[0], {CAST})) != 1.0:
+        return None
+    return _sqrt_of(node.args[1])
+
+
 def scores(s):
     """(q, k, scale) when s is q @ k^T (4-D), times or over a constant (or over sqrt of the
     head dim, scale None: SDPA's own default); else None."""
@@ -104,6 +115,9 @@ def scores(s):
         s = s.args[0]
     elif _is(s, aten.div.Tensor) and _sqrt_of(s.args[1]) is not None:
         scale, head_dim = None, _sqrt_of(s.args[1])
+        s = s.args[0]
+    elif _is(s, aten.mul.Tensor) and _inverse_sqrt_of(s.args[1]) is not None:
+        scale, head_dim = None, _inverse_sqrt_of(s.args[1])  # * (1.0 / math.sqrt(d))
         s = s.args[0]
     bmm = _through(s)
     if not _is(bmm, aten.bmm.default):
