@@ -13,14 +13,8 @@ import pytest
 from compilekit import __version__
 from compilekit import result as results
 from tests.conftest import CPU_SMALL, ROOT
+from tests.test_sweep import EAGER_ONLY  # 6 eager cells, the local resume test's
 
-EAGER_ONLY = """name = "ray_resume"
-variants = ["naive", "sdpa"]
-modes = ["eager"]
-shapes = ["1x2x64x32", "1x2x96x32", "1x2x128x32"]
-dtype = "float32"
-device = "cpu"
-"""
 # the cell's process kills its parent, the Ray worker running the task, mid-cell: once, or
 # every time
 KILLS_ITS_WORKER = """
