@@ -93,7 +93,9 @@ def test_ray_sweep_matches_the_local_sweep_cell_for_cell(cluster, small_sweep, c
     assert "Mixed machines" not in (out / "REPORT.md").read_text()
 
 
-def test_killed_ray_sweep_resumes_only_missing_cells(cluster, tmp_path, cache_root):
+def test_killed_ray_sweep_resumes_only_missing_cells_also_into_a_shared_dir(
+    cluster, tmp_path, cache_root
+):
     path = tmp_path / "resume.toml"
     path.write_text(EAGER_ONLY)
     out = tmp_path / "out"
@@ -109,12 +111,17 @@ def test_killed_ray_sweep_resumes_only_missing_cells(cluster, tmp_path, cache_ro
     proc.wait()
     before = {d: os.path.getmtime(out / d / "result.json") for d in _done(out)}
     assert 2 <= len(before) < 6
-    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    # the rest with --shared-dir: the tasks write their run directories into out themselves
+    again = subprocess.run(
+        cmd + ["--shared-dir"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"{len(before)} already done, {6 - len(before)} to run" in again.stdout
     assert len(_done(out)) == 6
     assert all(os.path.getmtime(out / d / "result.json") == t for d, t in before.items())
     assert not [d for d in os.listdir(out) if ".tmp-" in d]
+    for label in _done(out):
+        assert (out / label / "kernels.json").is_file() and (out / label / "index.html").is_file()
 
 
 def test_a_task_killed_mid_cell_is_retried_or_recorded_failed(cluster, tmp_path, cli):
@@ -161,16 +168,3 @@ def test_ray_without_ray_or_cluster_is_one_line(cli, tmp_path):
         assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
         assert not (tmp_path / "o").exists()
-
-
-def test_shared_dir_tasks_write_the_run_directories_themselves(cluster, tmp_path, cli):
-    toml = tmp_path / "shared.toml"
-    toml.write_text(EAGER_ONLY.replace('"1x2x96x32", "1x2x128x32"', '"1x2x96x32"'))
-    out = tmp_path / "shared"
-    proc = cli("sweep", str(toml), "--ray", cluster, "--shared-dir", "--out", str(out))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert len(_done(out)) == 4
-    for label in _done(out):
-        r = results.load(str(out / label))
-        assert r.status == "ok" and (out / label / "kernels.json").is_file()
-        assert (out / label / "index.html").is_file()
