@@ -431,7 +431,7 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
     result.sdpa_backend = diagnose.sdpa_backend(records, [row["name"] for row in op_rows])
     if cell.mode != "eager":
         result.dynamo = diagnose.dynamo_counters()
-        result.attention_rewrite = diagnose.attention_rewrite(result.dynamo, records)
+        result.attention_rewrite = diagnose.attention_rewrite(result.dynamo, records, cell.passes)
 
 
 def main(argv: list[str]) -> int:

@@ -122,11 +122,11 @@ def cudagraph_status(
     }
 
 
-def attention_rewrite(dynamo: dict, kernel_records: list[dict]) -> str | None:
+def attention_rewrite(dynamo: dict, kernel_records: list[dict], passes: tuple = ()) -> str | None:
     """Whether Inductor's fuse_attention pass turned a written-out attention into SDPA.
 
     Only asked where the compiled graph still holds the pattern (a matmul and a softmax);
-    None otherwise.
+    None otherwise. Where the cell ran no pass of its own, it names the one that ships.
     """
     fired = (dynamo.get("inductor") or {}).get("fuse_attention", 0)
     if fired:
@@ -135,8 +135,9 @@ def attention_rewrite(dynamo: dict, kernel_records: list[dict]) -> str | None:
     has_matmul = any(op.endswith(("bmm", "mm", "matmul")) for op in ops)
     has_softmax = any(op.endswith(("amax", "_softmax", "softmax", "exp")) for op in ops)
     if has_matmul and has_softmax:
+        hint = "; `--pass naive-to-sdpa` rewrites its written-out forms into one SDPA"
         return (
             "Inductor's fuse_attention rewrite did not fire: the pattern stays matmul + "
-            "softmax + matmul (see kernels.json)"
+            f"softmax + matmul (see kernels.json{'' if passes else hint})"
         )
     return None

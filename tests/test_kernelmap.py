@@ -130,6 +130,7 @@ def test_naive_default_maps_fused_kernel_to_scale_mask_softmax(run_cell):
     assert wanted <= lines
     assert fused[0]["source_via"] == "inductor provenance"
     assert "did not fire" in result.attention_rewrite  # DESIGN: naive is not rewritten to SDPA
+    assert "--pass naive-to-sdpa" in result.attention_rewrite  # and the way to have it
     assert "aten.amax" in fused[0]["aten_ops"]
     assert os.path.isfile(os.path.join(result.run_dir, fused[0]["source_file"]))
     # the two matmuls are extern calls, each mapped to its own line
