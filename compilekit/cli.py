@@ -217,10 +217,19 @@ def cmd_sweep(args) -> int:
         from compilekit import raysweep
 
         raysweep.preflight(args.ray)
-        raysweep.parse_resources(args.ray_resources)
+        resources = raysweep.parse_resources(args.ray_resources)
     check_writable(out_dir, "output directory", "choose another with OUT=dir (--out)")
     if args.ray:
-        results = _ray_sweep(args, experiment, out_dir)
+        results = raysweep.run_ray_sweep(
+            experiment,
+            out_dir,
+            address=args.ray,
+            resources=resources,
+            shared_dir=args.shared_dir,
+            force=args.force,
+            retry_failed=args.retry_failed,
+            fresh=args.fresh,
+        )
     else:
         env = envinfo.environment(
             "cuda" if "cuda" in devices else "cpu", runner.default_cache_root()
@@ -241,22 +250,6 @@ def cmd_sweep(args) -> int:
     for r in bad:
         print(f"compilekit: {r.status} {r.label}: {(r.reason or '')[:300]}", file=sys.stderr)
     return 1 if bad else 0
-
-
-def _ray_sweep(args, experiment, out_dir: str):
-    """The sweep's cells as Ray tasks (compilekit/raysweep.py); Ray only imported here."""
-    from compilekit import raysweep
-
-    return raysweep.run_ray_sweep(
-        experiment,
-        out_dir,
-        address=args.ray,
-        resources=raysweep.parse_resources(args.ray_resources),
-        shared_dir=args.shared_dir,
-        force=args.force,
-        retry_failed=args.retry_failed,
-        fresh=args.fresh,
-    )
 
 
 def cmd_verify(args) -> int:
@@ -343,8 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
         dest="graph_pass",
         action="append",
         default=[],
-        metavar="FILE.py:FACTORY",
-        help="a custom graph pass (a function returning a CustomGraphPass); repeatable",
+        metavar="NAME|FILE.py:FACTORY",
+        help="a graph pass: one that ships (naive-to-sdpa) or a function returning a "
+        "CustomGraphPass; repeatable",
     )
     run.add_argument(
         "--fresh",

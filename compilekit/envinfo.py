@@ -54,26 +54,31 @@ def versions() -> dict:
     return info
 
 
+def installed_version(name: str) -> str | None:
+    """A package's version from its metadata (nothing imported), None when not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def cell_env(device: str) -> dict:
     """Where a cell was measured, kept in its result.json `env`: the host, the versions of
     compilekit, torch, triton and Python, and the GPU's name (so a report can tell when cells
     from different machines are compared)."""
     import socket
-    from importlib import metadata
 
     import torch
 
     from compilekit import __version__
 
-    try:
-        triton = metadata.version("triton")
-    except metadata.PackageNotFoundError:
-        triton = None
     return {
         "host": socket.gethostname(),
         "compilekit": __version__,
         "torch": torch.__version__,
-        "triton": triton,
+        "triton": installed_version("triton"),
         "python": platform.python_version(),
         "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
     }

@@ -16,11 +16,11 @@ import os
 import sys
 from collections import defaultdict
 
-from compilekit import report
+from compilekit import report, sweepreport
 from compilekit import result as results_mod
 from compilekit.errors import UserError
 from compilekit.spec import parse_shape
-from compilekit.store import CorruptFile, read_json, write_text
+from compilekit.store import write_text
 
 PAGE = "index.html"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -252,19 +252,11 @@ def evidence_links(run_dir: str) -> list[tuple[str, str]]:
 
 def run_page(run_dir: str) -> str:
     """Render run_dir/index.html; return its path."""
-    if not os.path.isfile(os.path.join(run_dir, "result.json")):
-        raise UserError(
-            f"{run_dir!r} is neither a run directory (no result.json) nor a sweep directory: "
-            "give a directory made by `compilekit run` or `compilekit sweep`"
-        )
-    try:
-        result = results_mod.load(run_dir)
-    except CorruptFile as exc:
-        raise UserError(f"{exc}: run the cell again") from None
+    result = report.load_result(run_dir)
     kmap, missing = None, ""
     if result.measured:
         try:
-            _, kmap = report.load_run(run_dir)
+            kmap = report.load_kernel_map(run_dir, result)
         except UserError as exc:  # the numbers stand; the page says what is missing
             missing = str(exc)
     html = _render(
@@ -330,8 +322,8 @@ def sweep_groups(results: list, out_dir: str) -> list[dict]:
         groups.items(), key=lambda kv: order(kv[0])
     ):
         modes = sorted({r.mode for r in cells}, key=lambda m: list(MODES).index(m))
-        variants = list(dict.fromkeys(report_name(r) for r in cells))
-        grid = {(report_name(r), r.mode): r for r in cells}
+        variants = list(dict.fromkeys(sweepreport.variant_name(r) for r in cells))
+        grid = {(sweepreport.variant_name(r), r.mode): r for r in cells}
         rows = []
         for v in variants:
             row = []
@@ -356,12 +348,6 @@ def sweep_groups(results: list, out_dir: str) -> list[dict]:
     return out
 
 
-def report_name(r) -> str:
-    from compilekit.sweepreport import _variant_name
-
-    return _variant_name(r)
-
-
 def _inline_images(out_dir: str) -> list[tuple[str, str]]:
     images = []
     for path in sorted(glob.glob(os.path.join(out_dir, "*.png"))):
@@ -373,8 +359,6 @@ def _inline_images(out_dir: str) -> list[tuple[str, str]]:
 def sweep_page(out_dir: str, log=sys.stderr, refresh_runs: bool = False) -> str:
     """Render out_dir/index.html for a sweep (or any directory of run directories); each cell's
     page too where it is missing (every one with refresh_runs), so the matrix links land."""
-    from compilekit import sweepreport
-
     results = sweepreport.load_results(out_dir, log=log)
     unwritten = []
     for r in results:
@@ -387,12 +371,7 @@ def sweep_page(out_dir: str, log=sys.stderr, refresh_runs: bool = False) -> str:
             f"`compilekit html {os.path.join(out_dir, unwritten[0])}` says why",
             file=log,
         )
-    env = {}
-    if os.path.isfile(os.path.join(out_dir, "env.json")):
-        try:
-            env = read_json(os.path.join(out_dir, "env.json"))
-        except CorruptFile as exc:
-            print(f"compilekit: skipped {exc}", file=log)
+    env = sweepreport.load_env(out_dir, log)
     problems = [r for r in results if r.status in ("wrong", "unsupported", "failed")]
     html = _render(
         "sweep.html.j2",
@@ -408,7 +387,7 @@ def sweep_page(out_dir: str, log=sys.stderr, refresh_runs: bool = False) -> str:
             (s, n) for s in results_mod.STATUSES if (n := sum(r.status == s for r in results))
         ],
         images=_inline_images(out_dir),
-        name=report_name,
+        name=sweepreport.variant_name,
     )
     path = os.path.join(out_dir, PAGE)
     write_text(path, html)

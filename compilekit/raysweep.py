@@ -122,16 +122,11 @@ def _check_node(driver_version: str) -> dict:
     """Before a worker's first cell: compilekit imports, torch and triton are there, and this
     node runs the driver's compilekit; the node's facts, or a reason it cannot measure."""
     if not _CHECKED:
-        from importlib import metadata
-
         from compilekit import __version__
+        from compilekit.envinfo import installed_version
 
         facts = {"host": socket.gethostname(), "compilekit": __version__}
-        for name in ("torch", "triton"):
-            try:
-                facts[name] = metadata.version(name)
-            except metadata.PackageNotFoundError:
-                facts[name] = None
+        facts.update({name: installed_version(name) for name in ("torch", "triton")})
         problem = None
         if __version__ != driver_version:
             problem = f"runs compilekit {__version__}, the driver {driver_version}"
@@ -191,7 +186,7 @@ def _measure(cell, task: dict, node: dict) -> dict:
         if not task["shared_dir"] and os.path.isdir(run_dir):
             buffer = io.BytesIO()
             with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-                tar.add(run_dir, arcname=cell.label())
+                tar.add(run_dir, arcname=".")  # unpacked straight into the driver's stage
             archive = buffer.getvalue()
         return {"result": result.to_dict(), "node": node["host"], "archive": archive}
     finally:
@@ -212,10 +207,6 @@ def _unpack(cell, reply: dict, out_dir: str) -> results.CellResult:
     os.makedirs(stage)
     with tarfile.open(fileobj=io.BytesIO(reply["archive"]), mode="r:gz") as tar:
         tar.extractall(stage, filter="data")
-    inner = os.path.join(stage, cell.label())
-    for name in os.listdir(inner):
-        os.replace(os.path.join(inner, name), os.path.join(stage, name))
-    os.rmdir(inner)
     return runner.place(results.load(stage), stage, run_dir)
 
 

@@ -122,15 +122,25 @@ def cell_notes(result) -> list[str]:
 def load_run(run_dir: str):
     """The CellResult and kernels.json of a run directory; anything missing, old or corrupt is
     a user error naming the file."""
+    result = load_result(run_dir)
+    return result, load_kernel_map(run_dir, result)
+
+
+def load_result(run_dir: str):
+    """A run directory's CellResult; a missing, old or corrupt result.json is a user error."""
     if not os.path.isfile(os.path.join(run_dir, "result.json")):
         raise UserError(
             f"{run_dir!r} is not a run directory (no result.json): give a directory "
             "made by `compilekit run`"
         )
     try:
-        result = results.load(run_dir)
+        return results.load(run_dir)
     except CorruptFile as exc:
         raise UserError(f"{exc}: run the cell again (FORCE=1 in a sweep)") from None
+
+
+def load_kernel_map(run_dir: str, result) -> dict:
+    """A run directory's kernels.json; missing or unreadable is a user error naming why."""
     kernels_path = os.path.join(run_dir, "kernels.json")
     if not os.path.isfile(kernels_path):
         why = result.reason or "no kernels.json"
@@ -145,7 +155,7 @@ def load_run(run_dir: str):
         raise UserError(
             f"{kernels_path} is not a readable kernel map ({exc}): run the cell again"
         ) from None
-    return result, kmap
+    return kmap
 
 
 def _lines(rec: dict, limit: int = 3) -> str:

@@ -57,17 +57,13 @@ def default_cache_root() -> str:
 def cache_key(cell) -> dict:
     """Everything that changes the compiled code or the cold figure of a cell."""
     import platform
-    from importlib import metadata
 
     from compilekit import __version__, modes
+    from compilekit.envinfo import installed_version
     from compilekit.variant import source_hash
 
-    versions = {}
-    for name in ("torch", "triton", "depyf"):  # read from package metadata: nothing imported
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
+    # from package metadata: nothing imported
+    versions = {name: installed_version(name) for name in ("torch", "triton", "depyf")}
     from compilekit.passes import pass_file
     from compilekit.variant import closure_hash
 

@@ -38,6 +38,18 @@ def load_results(out_dir: str, log=sys.stderr) -> list[results_mod.CellResult]:
     return found
 
 
+def load_env(out_dir: str, log=sys.stderr) -> dict:
+    """A sweep's env.json ({} when there is none; an unreadable one is skipped with a line)."""
+    path = os.path.join(out_dir, "env.json")
+    if not os.path.isfile(path):
+        return {}
+    try:
+        return read_json(path)
+    except CorruptFile as exc:
+        print(f"compilekit: skipped {exc}", file=log)
+        return {}
+
+
 def saves_time(r) -> bool:
     """Compiled beats eager by more than the timing spread: its p90 under eager's p10."""
     eager, compiled = r.eager_timing or {}, r.compiled_timing or {}
@@ -65,7 +77,7 @@ def _num(value, fmt):
     return "-" if value is None else format(value, fmt)
 
 
-def _variant_name(r) -> str:
+def variant_name(r) -> str:
     """A user variant as file.py:fn (the label keeps the path hash); built-ins as they are."""
     if ":" in r.variant and r.variant.split(":", 1)[0].endswith(".py"):
         path, fn = r.variant.rsplit(":", 1)
@@ -119,7 +131,7 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
         warm = break_even_calls(r.compile_warm_s, r)
         out.append(
             [
-                _variant_name(r),
+                variant_name(r),
                 r.mode,
                 r.shape,
                 r.dtype,
@@ -187,14 +199,14 @@ def plot(results: list[dict], out_dir: str) -> list[str]:
     compiled = [r for r in cells if r.mode != "eager"]
     if compiled:
         modes = sorted({r.mode for r in compiled})
-        variants = sorted({_variant_name(r) for r in compiled})
+        variants = sorted({variant_name(r) for r in compiled})
         fig, ax = plt.subplots(figsize=(max(6, len(variants) * 1.3), 4))
         width = 0.8 / len(modes)
         for i, mode in enumerate(modes):
             xs = [j + i * width for j, v in enumerate(variants)]
             ys = [
                 next(
-                    (r.speedup for r in compiled if _variant_name(r) == v and r.mode == mode),
+                    (r.speedup for r in compiled if variant_name(r) == v and r.mode == mode),
                     float("nan"),
                 )
                 for v in variants
@@ -235,7 +247,7 @@ def scaling_series(results: list) -> dict[str, tuple[list, list, float]]:
     for r in results:
         shape = parse_shape(r.shape)
         key = (
-            f"{_variant_name(r)}/{r.mode} B={shape.batch} H={shape.heads} "
+            f"{variant_name(r)}/{r.mode} B={shape.batch} H={shape.heads} "
             f"D={shape.head_dim} {r.dtype}"
         )
         groups[key][shape.seq] = r.compiled_ms
@@ -256,37 +268,32 @@ def report(out_dir: str) -> str:
     """Write REPORT.md (and plots) into out_dir; return the terminal table."""
     # grouped by config, then by cell, so one config's cells read together
     results = sorted(load_results(out_dir), key=lambda r: (r.config_name, r.label))
-    env = {}
-    if os.path.isfile(os.path.join(out_dir, "env.json")):
-        try:
-            env = read_json(os.path.join(out_dir, "env.json"))
-        except CorruptFile as exc:
-            print(f"compilekit: skipped {exc}", file=sys.stderr)
+    env = load_env(out_dir)
     ceilings = env.get("ceilings", {})
     peak = ceilings.get("matmul_tflops")
     table = rows(results, peak)
     images = plot(results, out_dir)
     problems = [
-        f"- `{_variant_name(r)}` / `{r.mode}` / {r.shape} {r.dtype}: {r.status}: "
+        f"- `{variant_name(r)}` / `{r.mode}` / {r.shape} {r.dtype}: {r.status}: "
         f"{(r.reason or '').splitlines()[0][:300] if r.reason else '-'}"
         for r in results
         if r.status in ("wrong", "unsupported", "failed")
     ]
     attempts = [
-        f"- `{_variant_name(r)}` / `{r.mode}` / {r.shape}: {len(r.attempts)} failed rerun(s) "
+        f"- `{variant_name(r)}` / `{r.mode}` / {r.shape}: {len(r.attempts)} failed rerun(s) "
         f"kept in {r.label}/attempts/ (the last: {r.attempts[-1]['reason']})"
         for r in results
         if r.attempts
     ]
     host_bound = [
-        f"- `{_variant_name(r)}` / `{r.mode}` / {r.shape}: GPU busy {r.gpu_busy_share:.0%} of "
+        f"- `{variant_name(r)}` / `{r.mode}` / {r.shape}: GPU busy {r.gpu_busy_share:.0%} of "
         f"each call ({r.profiled_forward_device_ms:.3f} of {r.compiled_ms:.3f} ms; host "
         f"{_num(r.host_ms_per_call, '.3f')} ms per call): host-bound"
         for r in results
         if r.host_bound
     ]
     noisy = [
-        f"- `{_variant_name(r)}` / `{r.mode}` / {r.shape}: {r.noise_note}"
+        f"- `{variant_name(r)}` / `{r.mode}` / {r.shape}: {r.noise_note}"
         for r in results
         if r.noisy
     ]
