@@ -5,10 +5,11 @@ Every report carries these so "TFLOP/s" can be read against what this card actua
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
+
+from compilekit.store import read_json, write_json
 
 
 def versions() -> dict:
@@ -138,12 +139,9 @@ def environment(device: str, cache_root: str, remeasure: bool = False) -> dict:
         cache_root, "ceilings-" + "".join(c if c.isalnum() else "_" for c in key) + ".json"
     )
     if os.path.exists(path) and not remeasure:
-        with open(path) as f:
-            ceilings = json.load(f)
+        ceilings = read_json(path)
     else:
         ceilings = measure_ceilings(device)
         os.makedirs(cache_root, exist_ok=True)
-        with open(path + ".tmp", "w") as f:
-            json.dump(ceilings, f, indent=2)
-        os.replace(path + ".tmp", path)
+        write_json(path, ceilings)
     return {**info, "device": device, "ceilings": ceilings}

@@ -12,6 +12,8 @@ import fcntl
 import json
 import os
 import shutil
+import tempfile
+import threading
 
 # What one cell may write (trace, dump, kernels, logs) with room to spare; checked up front.
 FREE_SPACE_MARGIN_BYTES = 512 * 2**20
@@ -23,19 +25,13 @@ class CorruptFile(Exception):
 
 def write_json(path: str, data) -> None:
     """Write JSON atomically (a temp file renamed into place); no temp file survives a failure."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=2, default=str)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
+    write_text(path, json.dumps(data, indent=2, default=str))
 
 
 def write_text(path: str, text: str) -> None:
-    """Write a text file atomically, like write_json."""
-    tmp = f"{path}.tmp-{os.getpid()}"
+    """Write a text file atomically: a temp file of this process and thread (a sweep writes
+    from several threads), renamed into place; no temp file survives a failure."""
+    tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
     try:
         with open(tmp, "w") as f:
             f.write(text)
@@ -65,8 +61,9 @@ def check_writable(directory: str, what: str, fix: str) -> None:
 
     try:
         os.makedirs(directory, exist_ok=True)
-        probe = os.path.join(directory, f".compilekit-probe-{os.getpid()}")
-        with open(probe, "w") as f:
+        # a name of its own per check: a sweep's cells run this from threads of one process
+        fd, probe = tempfile.mkstemp(prefix=".compilekit-probe-", dir=directory)
+        with os.fdopen(fd, "w") as f:
             f.write("x")
         os.remove(probe)
     except OSError as exc:

@@ -344,3 +344,29 @@ def test_makefile_passes_quotes_through(tmp_path, cache_root):
     # a quote and a space in the path reach compilekit intact: the cell runs
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "self-consistent" in proc.stdout and "run directory:" in proc.stdout
+
+
+def test_writable_check_holds_when_a_sweeps_cells_run_it_at_once(tmp_path):
+    """A sweep launches its cells from threads of one process: their directory checks run side
+    by side and must not trip over each other (a probe file named by PID alone once made the
+    first cells of an H200 sweep fail with 'not writable')."""
+    import threading
+
+    from compilekit import store
+
+    errors = []
+
+    def check():
+        for _ in range(200):
+            try:
+                store.check_writable(str(tmp_path / "out"), "output directory", "choose another")
+            except Exception as exc:  # noqa: BLE001 (collected for the assertion)
+                errors.append(exc)
+
+    threads = [threading.Thread(target=check) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    assert os.listdir(tmp_path / "out") == []
