@@ -126,3 +126,43 @@ def test_cli_without_gpu_or_interpreter_is_one_line(cli):
     assert proc.returncode == 2
     assert "needs a CUDA GPU, or Triton's interpreter" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+LAUNCH_PATHS = r"""
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from variants import triton_flash as tf
+
+wrapped = []
+real_wrap = torch.library.wrap_triton
+torch.library.wrap_triton = lambda kernel: wrapped.append(type(real_wrap(kernel)).__name__) or real_wrap(kernel)
+
+# The eager path as on a GPU (no interpreter): the kernel launched straight, no wrap_triton.
+launched = []
+class Kernel:  # stands in for the autotuned kernel, which needs a GPU to run
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: launched.append(grid({"BLOCK_M": 128}))
+real_kernel, tf._attn_fwd = tf._attn_fwd, Kernel()
+tf.check_inputs = lambda *args: None
+q = torch.randn(2, 4, 300, 64)
+tf.flash_attention(q, q, q)
+print("eager", launched, wrapped)
+
+# The path torch.compile traces: the triton_op, whose kernel goes through wrap_triton.
+tf._attn_fwd = real_kernel
+with FakeTensorMode():
+    q = torch.empty(2, 4, 300, 64, device="cuda", dtype=torch.bfloat16)
+    out = tf._flash_op(q, q, q, True, 0)
+print("traced", tuple(out.shape), wrapped)
+"""
+
+
+def test_eager_launches_the_kernel_itself_and_the_traced_op_wraps_it():
+    """Eager calls skip the custom op and wrap_triton (their host cost exceeded the kernel at
+    small shapes); the op torch.compile traces hands its kernel to Inductor via wrap_triton.
+    The grid puts heads first and the query blocks second (the LPT order's axis)."""
+    proc = _child(LAUNCH_PATHS, interpret=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    eager, traced = proc.stdout.strip().splitlines()[-2:]
+    assert eager == "eager [(8, 3)] []"
+    assert traced == "traced (2, 4, 300, 64) ['TraceableTritonKernelWrapper']"

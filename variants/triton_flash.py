@@ -33,25 +33,107 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 def _configs():
     if INTERPRET:  # every config would be interpreted in numpy: one small one
         return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=1, num_stages=1)]
-    # Hopper: 128-row query tiles with 4-8 warps keep the wgmma units fed; more stages hide the
-    # K/V loads. D=128 needs fewer stages to fit shared memory.
+    # Hopper: 128-row query tiles keep the wgmma units fed (FlexAttention's defaults: 128x128,
+    # 3 stages, 4 warps at D=64; 128x64, 3 stages, 8 warps at D=128); more stages hide the K/V
+    # loads; small tiles for D=256 and for short sequences.
     return [
         triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
         for m, n, w, s in [
+            (128, 128, 4, 3),
+            (128, 128, 8, 3),
             (128, 64, 4, 3),
             (128, 64, 8, 3),
-            (128, 128, 8, 3),
             (128, 32, 4, 4),
             (64, 64, 4, 3),
-            (128, 64, 8, 4),
             (64, 32, 4, 2),
         ]
     ]
 
 
+SHARED_MEMORY_BYTES = 227 * 1024  # per block on the H100/H200
+
+
+def _fits(configs, named_args, **kwargs):
+    """Drop tiles whose pipelined K/V buffers and query tile overflow shared memory (they would
+    only fail to compile, one by one, while autotuning)."""
+    dim = kwargs.get("HEAD_DIM") or named_args.get("HEAD_DIM") or 64
+    size = named_args["Q"].element_size()
+
+    def smem(c):
+        kv = c.num_stages * 2 * c.kwargs["BLOCK_N"] * dim * size
+        return kv + c.kwargs["BLOCK_M"] * dim * size
+
+    return [c for c in configs if smem(c) <= SHARED_MEMORY_BYTES] or configs[-1:]
+
+
 if triton is not None:
 
-    @triton.autotune(configs=_configs(), key=["N_CTX", "HEAD_DIM", "CAUSAL", "WINDOW"])
+    @triton.jit
+    def _attn_blocks(
+        acc,
+        l_i,
+        m_i,
+        q,
+        k_base,
+        v_base,
+        stride_kn,
+        stride_kk,
+        stride_vn,
+        stride_vk,
+        offs_m,
+        offs_n,
+        offs_d,
+        lo,
+        hi,
+        N_CTX,
+        qk_scale,
+        MASKED: tl.constexpr,
+        CAUSAL: tl.constexpr,
+        WINDOW: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+    ):
+        """Key blocks [lo, hi) folded into the running softmax state (acc, l_i, m_i).
+
+        MASKED=False is the hot loop: every key there is in range and visible to every query
+        row of the tile, so it skips the bounds loads, the compare, the select and the guard
+        for fully masked rows (softmax ALU work is what Hopper runs out of first).
+        """
+        for start_n in range(lo, hi, BLOCK_N):
+            cols = start_n + offs_n
+            k_ptrs = k_base + cols[None, :] * stride_kn + offs_d[:, None] * stride_kk
+            v_ptrs = v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vk
+            if MASKED:
+                k = tl.load(k_ptrs, mask=cols[None, :] < N_CTX, other=0.0)
+                keep = cols[None, :] < N_CTX
+                if CAUSAL:
+                    keep = keep & (offs_m[:, None] >= cols[None, :])
+                if WINDOW > 0:
+                    keep = keep & (offs_m[:, None] - cols[None, :] < WINDOW)
+                qk = tl.where(keep, tl.dot(q, k) * qk_scale, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(qk, 1))
+                m_exp = tl.where(m_new == float("-inf"), 0.0, m_new)  # fully masked rows stay 0
+            else:
+                k = tl.load(k_ptrs)
+                qk = tl.dot(q, k) * qk_scale
+                m_new = tl.maximum(m_i, tl.max(qk, 1))
+                m_exp = m_new  # every row saw a key: the max is finite
+            # -- online softmax: rescale what came before to the new running max --
+            p = tl.math.exp2(qk - m_exp[:, None])
+            alpha = tl.math.exp2(m_i - m_exp)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            if MASKED:
+                v = tl.load(v_ptrs, mask=cols[:, None] < N_CTX, other=0.0)
+            else:
+                v = tl.load(v_ptrs)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+        return acc, l_i, m_i
+
+    @triton.autotune(
+        configs=_configs(),
+        key=["S_BUCKET", "HEAD_DIM", "CAUSAL", "WINDOW"],
+        prune_configs_by={"early_config_prune": _fits},
+    )
     @triton.jit
     def _attn_fwd(
         Q,
@@ -77,6 +159,7 @@ if triton is not None:
         H,
         KV_GROUP,
         N_CTX,
+        S_BUCKET,  # N_CTX rounded up to a power of two: the autotuner keys on it, not on N_CTX
         HEAD_DIM: tl.constexpr,
         # constexpr: Inductor passes Python float kernel arguments as fp64 (eager Triton as
         # fp32), which would make the loop-carried m_i change type under torch.compile
@@ -86,8 +169,13 @@ if triton is not None:
         BLOCK_M: tl.constexpr,
         BLOCK_N: tl.constexpr,
     ):
-        start_m = tl.program_id(0)
-        off_hz = tl.program_id(1)
+        # Grid (B*H, query blocks): heads vary fastest in launch order, and under a causal mask
+        # the query blocks run last-first, so the heaviest tiles (most keys) start first and
+        # the light ones fill the tail (longest-processing-time order).
+        off_hz = tl.program_id(0)
+        start_m = tl.program_id(1)
+        if CAUSAL:
+            start_m = tl.num_programs(1) - 1 - start_m
         off_z = off_hz // H
         off_h = off_hz % H
         off_kvh = off_h // KV_GROUP  # GQA: KV_GROUP query heads share one K/V head
@@ -112,43 +200,66 @@ if triton is not None:
         acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
         qk_scale = SM_SCALE * 1.44269504  # exp(x) = exp2(x * log2(e))
 
-        # -- the key blocks this query tile can see --
-        lo = 0
+        # -- the key blocks this query tile can see, in two loops: the blocks every row of the
+        # tile sees whole (no mask), then the diagonal or tail blocks (masked) --
+        if WINDOW > 0:  # the window's edge crosses most blocks it touches: one masked loop
+            lo = tl.maximum(start_m * BLOCK_M - WINDOW + 1, 0) // BLOCK_N * BLOCK_N
+            full_hi = lo
+        elif CAUSAL:
+            lo = 0
+            full_hi = start_m * BLOCK_M // BLOCK_N * BLOCK_N  # keys left of the tile's first row
+        else:
+            lo = 0
+            full_hi = N_CTX // BLOCK_N * BLOCK_N
         hi = N_CTX
         if CAUSAL:
             hi = tl.minimum((start_m + 1) * BLOCK_M, N_CTX)
-        if WINDOW > 0:
-            lo = tl.maximum(start_m * BLOCK_M - WINDOW + 1, 0) // BLOCK_N * BLOCK_N
-
-        for start_n in range(lo, hi, BLOCK_N):
-            cols = start_n + offs_n
-            # -- compute qk --
-            k = tl.load(
-                k_base + cols[None, :] * stride_kn + offs_d[:, None] * stride_kk,
-                mask=cols[None, :] < N_CTX,
-                other=0.0,
-            )
-            qk = tl.dot(q, k)
-            keep = cols[None, :] < N_CTX
-            if CAUSAL:
-                keep = keep & (offs_m[:, None] >= cols[None, :])
-            if WINDOW > 0:
-                keep = keep & (offs_m[:, None] - cols[None, :] < WINDOW)
-            qk = tl.where(keep, qk * qk_scale, float("-inf"))
-            # -- online softmax: rescale what came before to the new running max --
-            m_new = tl.maximum(m_i, tl.max(qk, 1))
-            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # fully masked rows stay 0
-            p = tl.math.exp2(qk - m_safe[:, None])
-            alpha = tl.math.exp2(m_i - m_safe)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            # -- compute p @ v --
-            v = tl.load(
-                v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vk,
-                mask=cols[:, None] < N_CTX,
-                other=0.0,
-            )
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
+        acc, l_i, m_i = _attn_blocks(
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_base,
+            v_base,
+            stride_kn,
+            stride_kk,
+            stride_vn,
+            stride_vk,
+            offs_m,
+            offs_n,
+            offs_d,
+            lo,
+            full_hi,
+            N_CTX,
+            qk_scale,
+            False,
+            CAUSAL,
+            WINDOW,
+            BLOCK_N,
+        )
+        acc, l_i, m_i = _attn_blocks(
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_base,
+            v_base,
+            stride_kn,
+            stride_kk,
+            stride_vn,
+            stride_vk,
+            offs_m,
+            offs_n,
+            offs_d,
+            full_hi,
+            hi,
+            N_CTX,
+            qk_scale,
+            True,
+            CAUSAL,
+            WINDOW,
+            BLOCK_N,
+        )
 
         # -- normalise and store the rows that exist --
         acc = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
@@ -201,17 +312,18 @@ def check_inputs(q, k, v, causal: bool, window: int) -> None:
         )
 
 
-def _launch(q, k, v, causal: bool, window: int):
+def _launch(q, k, v, causal: bool, window: int, kernel=None):
+    """Launch `kernel` (default: the autotuned Triton kernel itself, the eager path). The op
+    passes torch.library.wrap_triton's wrapper instead, through which torch.compile sees the
+    kernel (wrap_triton hands back the bare kernel where wrapping is off, as in the op's own
+    eager dispatch)."""
     batch, heads, seq, dim = q.shape
     out = torch.empty_like(q)
 
     def grid(meta):
-        return (triton.cdiv(seq, meta["BLOCK_M"]), batch * heads)
+        return (batch * heads, triton.cdiv(seq, meta["BLOCK_M"]))
 
-    launch = _attn_fwd
-    if not INTERPRET and hasattr(torch.library, "wrap_triton"):
-        launch = torch.library.wrap_triton(_attn_fwd)  # so Inductor sees the kernel, not a blob
-    launch[grid](
+    (kernel or _attn_fwd)[grid](
         q,
         k,
         v,
@@ -223,6 +335,7 @@ def _launch(q, k, v, causal: bool, window: int):
         heads,
         heads // k.shape[1],
         seq,
+        triton.next_power_of_2(seq),
         HEAD_DIM=dim,
         SM_SCALE=1.0 / math.sqrt(dim),
         CAUSAL=causal,
@@ -237,17 +350,25 @@ if hasattr(torch.library, "triton_op"):
     def _flash_op(
         q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window: int
     ) -> torch.Tensor:
-        return _launch(q, k, v, causal, window)
+        # wrap_triton: so Inductor sees the kernel, not a blob
+        return _launch(q, k, v, causal, window, torch.library.wrap_triton(_attn_fwd))
 else:  # torch < 2.6: no triton_op; eager only
     _flash_op = _launch
 
 
 def flash_attention(q, k, v, causal: bool = True, window: int = 0):
-    """softmax(q kT / sqrt(D) + mask) v for q [B, H, S, D], k/v [B, H_kv, S, D]."""
+    """softmax(q kT / sqrt(D) + mask) v for q [B, H, S, D], k/v [B, H_kv, S, D].
+
+    Eagerly the kernel is launched straight away: the custom op's dispatch would cost more host
+    time than the kernel takes at small shapes. Under torch.compile the call goes through the
+    op (a triton_op), so Inductor sees the kernel, schedules it and keeps it in CUDA graphs.
+    """
     check_inputs(q, k, v, causal, window)
     if INTERPRET:  # the interpreter runs on host tensors; skip the op layer it cannot trace
         return _launch(q.contiguous(), k.contiguous(), v.contiguous(), causal, window)
-    return _flash_op(q, k, v, causal, window)
+    if torch.compiler.is_compiling():
+        return _flash_op(q, k, v, causal, window)
+    return _launch(q, k, v, causal, window)
 
 
 def attention(q, k, v):

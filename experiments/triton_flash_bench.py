@@ -1,0 +1,136 @@
+"""triton-flash against cuDNN SDPA and compiled FlexAttention, back to back in one process.
+
+For each shape (bf16, causal): device time per call (triton.testing.do_bench median, fresh
+random inputs, outputs checked against cuDNN first), TFLOP/s, and the host time per call (a
+launch-only loop: what the CPU spends issuing one call). Rows:
+- triton-flash eager (the variant as a user calls it), and compiled (torch.compile default);
+- `--baseline FILE`: another copy of variants/triton_flash.py, eager, for a before/after;
+- cuDNN SDPA eager (the variant sdpa-cudnn) and FlexAttention compiled (the variant flex).
+
+Usage (GPU): python experiments/triton_flash_bench.py [--shapes 8x16x1024x64,...]
+             [--baseline old_triton_flash.py] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+
+import torch
+
+from compilekit import timing
+from compilekit.spec import parse_shape
+from compilekit.variant import load_variant
+from variants.masks import causal_flops
+
+SHAPES = "8x16x1024x64,1x32x8192x128,16x16x512x64,1x32x16384x128,2x32x4096x128"
+
+
+def _module_from(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def contenders(baseline: str | None) -> dict:
+    """name -> callable(q, k, v); the compiled ones are compiled on first use."""
+    flash = load_variant("triton-flash").attention
+    out = {
+        "triton-flash eager": flash,
+        "triton-flash compiled": torch.compile(flash),
+    }
+    if baseline:
+        out["baseline eager"] = _module_from(baseline, "baseline_flash").attention
+    out["cuDNN SDPA eager"] = load_variant("sdpa-cudnn").attention
+    out["flex compiled"] = torch.compile(load_variant("flex").attention)
+    return out
+
+
+def bench_shape(shape: str, fns: dict) -> list[dict]:
+    """One row per contender at `shape`: device ms, TFLOP/s, host µs per call, error."""
+    dims = parse_shape(shape)
+    gen = torch.Generator(device="cuda").manual_seed(dims.seq * dims.head_dim)
+    q, k, v = (
+        torch.randn(
+            dims.batch,
+            dims.heads,
+            dims.seq,
+            dims.head_dim,
+            device="cuda",
+            dtype=torch.bfloat16,
+            generator=gen,
+        )
+        for _ in range(3)
+    )
+    truth = fns["cuDNN SDPA eager"](q, k, v).float()
+    flops = causal_flops(dims)
+    rows = []
+    for name, fn in fns.items():
+        try:
+            out = fn(q, k, v)
+            err = float((out.float() - truth).abs().max() / truth.abs().max())
+            ms = timing.bench(fn, (q, k, v), "cuda")["median_ms"]
+            host_us = timing.host_ms_per_call(fn, (q, k, v)) * 1e3
+        except Exception as exc:  # noqa: BLE001 (a contender that cannot run this shape)
+            rows.append({"shape": shape, "name": name, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        rows.append(
+            {
+                "shape": shape,
+                "name": name,
+                "ms": ms,
+                "tflops": flops / (ms * 1e-3) / 1e12,
+                "host_us": host_us,
+                "rel_err_vs_cudnn": err,
+            }
+        )
+    cudnn = next((r["ms"] for r in rows if r["name"] == "cuDNN SDPA eager" and "ms" in r), None)
+    flex = next((r["ms"] for r in rows if r["name"] == "flex compiled" and "ms" in r), None)
+    for r in rows:
+        if "ms" in r:
+            r["vs_cudnn"] = cudnn / r["ms"] if cudnn else None
+            r["vs_flex"] = flex / r["ms"] if flex else None
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", default=SHAPES)
+    parser.add_argument("--baseline", help="another copy of variants/triton_flash.py")
+    parser.add_argument("--json", help="also write the rows here")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("triton_flash_bench needs a CUDA GPU", file=sys.stderr)
+        return 2
+    rows = []
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, causal")
+    print(
+        f"{'shape':16} {'contender':24} {'ms':>8} {'TFLOP/s':>8} {'host µs':>8} "
+        f"{'x cuDNN':>8} {'x flex':>7} {'err':>8}"
+    )
+    for shape in args.shapes.split(","):
+        # fresh compiles per shape, as a user compiling for one shape gets them (one wrapper
+        # over all shapes would go dynamic, then hit the recompile limit)
+        torch._dynamo.reset()
+        for r in bench_shape(shape, contenders(args.baseline)):
+            rows.append(r)
+            if "error" in r:
+                print(f"{shape:16} {r['name']:24} {r['error'][:80]}")
+                continue
+            print(
+                f"{shape:16} {r['name']:24} {r['ms']:8.4f} {r['tflops']:8.1f} "
+                f"{r['host_us']:8.1f} {r['vs_cudnn'] or 0:8.2f} {r['vs_flex'] or 0:7.2f} "
+                f"{r['rel_err_vs_cudnn']:8.1e}",
+                flush=True,
+            )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
