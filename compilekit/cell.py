@@ -185,7 +185,7 @@ def _compile_gpu_turn(cell, record: dict):
 
 def run_cold(cell, cache_dir: str, record: dict) -> None:
     """The first call in a clean process with empty caches -> cache_dir/cold.json."""
-    from compilekit import inputs, settings
+    from compilekit import diagnose, inputs, settings
     from compilekit.store import write_json
     from compilekit.variant import load_variant
 
@@ -199,11 +199,14 @@ def run_cold(cell, cache_dir: str, record: dict) -> None:
         # call (naive's mask) is then compiled to the same graph in each of them; it is also
         # where a refusal of the variant itself shows.
         _eager_probe(variant, args, cell)
-        _, cold_s, _ = _compiled_first_call(cell, variant, args)
+        with diagnose.autotune_choices() as tuned:  # max-autotune prints its choices
+            _, cold_s, _ = _compiled_first_call(cell, variant, args)
     write_json(
         os.path.join(cache_dir, "cold.json"),
         {
             "compile_cold_s": cold_s,
+            # only a compile that really autotunes (this one, caches empty) has choices to show
+            "autotune": tuned,
             "measured_at": datetime.datetime.now().isoformat(timespec="seconds"),
             "includes": "the first compiled call in a fresh process with empty Inductor caches "
             "(after one eager call): Dynamo trace, Inductor import and lowering, kernel "
@@ -328,6 +331,7 @@ def _warm_compile(cell, variant, args, cache_dir: str, result):
 
     if cell.passes:
         result.pass_stats = read_json(os.path.join(cache_dir, "capture", "passes.json"))
+    result.autotune = cold.get("autotune") or None
     result.compile_cold_s = cold["compile_cold_s"]
     result.compile_cold_measured_at = cold["measured_at"]
     result.compile_warm_s = warm_s
@@ -412,16 +416,23 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
         records = kernelmap.build_map(
             forward, graphs, kernel_files, stage_dir, cell.mode != "eager", eager_lines
         )
-        write_json(
-            os.path.join(stage_dir, "kernels.json"),
-            {
-                "forward_device_ms": forward["forward_device_ms"],
-                "forward_host_ms": forward["forward_host_ms"],
-                "kernels_per_forward": forward["kernels_per_forward"],
-                "kernels": records,
-                "by_source_line": kernelmap.by_source_line(records),
-            },
+    with _step(result, "roofline"):  # the ceilings are measured once per machine, then kept
+        from compilekit import envinfo, roofline
+
+        roofline.annotate(
+            records, envinfo.device_ceilings(cell.device, os.path.dirname(cache_dir))
         )
+        result.roofline = roofline.summary(records)
+    write_json(
+        os.path.join(stage_dir, "kernels.json"),
+        {
+            "forward_device_ms": forward["forward_device_ms"],
+            "forward_host_ms": forward["forward_host_ms"],
+            "kernels_per_forward": forward["kernels_per_forward"],
+            "kernels": records,
+            "by_source_line": kernelmap.by_source_line(records),
+        },
+    )
     result.kernels_per_forward = forward["kernels_per_forward"]
     result.profiled_forward_device_ms = forward["forward_device_ms"]
     result.profiled_forward_host_ms = forward["forward_host_ms"]
@@ -432,6 +443,13 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
     if cell.mode != "eager":
         result.dynamo = diagnose.dynamo_counters()
         result.attention_rewrite = diagnose.attention_rewrite(result.dynamo, records, cell.passes)
+    if (result.cudagraphs or {}).get("applied"):
+        result.replay = diagnose.replay_breakdown(
+            records,
+            result.host_ms_per_call,
+            diagnose.cudagraph_tree_stats(torch.cuda.current_device()),
+            result.dynamo["inductor"].get("cudagraph_recorded_non_static_inputs", 0),
+        )
 
 
 def main(argv: list[str]) -> int:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
+import sys
 
 SDPA_BACKENDS = (
     ("cudnn", "cudnn"),
@@ -66,8 +68,6 @@ def dynamo_counters() -> dict:
 
 def recompile_reasons() -> list[str]:
     """Why Dynamo compiled a frame again, one entry per recompile, in torch's words."""
-    import re
-
     from torch._dynamo.utils import get_compilation_metrics
 
     reasons = []
@@ -141,3 +141,124 @@ def attention_rewrite(dynamo: dict, kernel_records: list[dict], passes: tuple = 
             f"softmax + matmul (see kernels.json{'' if passes else hint})"
         )
     return None
+
+
+def cudagraph_tree_stats(device_index: int = 0) -> dict | None:
+    """Recordings and unexpected re-records of this process's CUDA-graph trees (torch keeps
+    them on the tree manager; no counter); None where no tree exists."""
+    try:
+        from torch._inductor import cudagraph_trees
+
+        manager = cudagraph_trees.get_container(device_index).tree_manager
+    except Exception:  # noqa: BLE001 (internals that moved: the figure is then unknown)
+        return None
+    if manager is None:
+        return None
+
+    def count(nodes) -> int:
+        return sum(1 + count([c for cs in n.children.values() for c in cs]) for n in nodes)
+
+    roots = [node for nodes in (manager.roots or {}).values() for node in nodes]
+    return {
+        "recordings": count(roots),
+        "rerecords": sum(n for per in manager.num_rerecord.values() for n in per.values()),
+    }
+
+
+def replay_breakdown(
+    records: list[dict], host_ms: float | None, tree: dict | None, copies_recorded: int
+) -> dict:
+    """Where a CUDA-graph call's time goes: the inputs copied into the graph's buffers before
+    each replay (count, MiB, GPU time from the kernel map), the GPU work inside the graph, and
+    the host time per call against it; with the recordings and re-records."""
+    copies = [r for r in records if r["kind"] == "memcpy" and r["launcher"].endswith("copy_")]
+    per_fwd = [r["device_ms"] * r["calls_per_forward"] for r in records]
+    copy_ms = sum(r["device_ms"] * r["calls_per_forward"] for r in copies)
+    total_ms = sum(per_fwd)
+    # copy_(dst, src) records both tensors: half the recorded bytes were copied
+    copied = [r["bytes"] / 2 * r["calls_per_forward"] for r in copies if r.get("bytes")]
+    out = {
+        "input_copies_per_call": sum(r["calls_per_forward"] for r in copies),
+        "inputs_recorded_non_static": copies_recorded,
+        "input_copy_mib": sum(copied) / 2**20 if len(copied) == len(copies) else None,
+        "input_copy_ms": copy_ms,
+        "graph_gpu_ms": total_ms - copy_ms,
+        "graph_share": (total_ms - copy_ms) / total_ms if total_ms else None,
+        "host_ms_per_call": host_ms,
+        **(tree or {}),
+    }
+    mib = f"{out['input_copy_mib']:.1f} MiB, " if out["input_copy_mib"] is not None else ""
+    notes = [
+        f"{out['input_copies_per_call']:g} input copies per call ({mib}{copy_ms:.4f} ms on the "
+        f"GPU, {copy_ms / total_ms if total_ms else 0:.0%} of its time)"
+    ]
+    if host_ms is not None:
+        verdict = (
+            "the replay path costs more host time than the graph's GPU work"
+            if host_ms > out["graph_gpu_ms"]
+            else "the GPU work outlasts the host's"
+        )
+        notes.append(
+            f"host {host_ms:.4f} ms per call vs {out['graph_gpu_ms']:.4f} ms of GPU work in "
+            f"the graph: {verdict}"
+        )
+    if tree:
+        notes.append(f"{tree['recordings']} recording(s), {tree['rerecords']} re-record(s)")
+    out["note"] = "CUDA graph: " + "; ".join(notes)
+    return out
+
+
+AUTOTUNE_HEAD_RE = re.compile(r"^AUTOTUNE (\w+)\((.*)\)$")
+AUTOTUNE_CHOICE_RE = re.compile(r"^\s+(\S+) ([\d.]+|inf) ms (?:[\d.]+%|<[^>]*>) ?(.*)$")
+
+
+def parse_autotune(text: str) -> list[dict]:
+    """max-autotune's own tables, as torch prints them on stderr ("AUTOTUNE bmm(8x1024x64,
+    ...)" then one line per choice, fastest first), as [{"op", "sizes", "choices": [{"name",
+    "ms", "description"}], "winner", "margin"}]; margin is the runner-up's time over the
+    winner's."""
+    tuned: list[dict] = []
+    for line in text.splitlines():
+        if head := AUTOTUNE_HEAD_RE.match(line):
+            tuned.append({"op": head[1], "sizes": head[2], "choices": []})
+        elif tuned and (choice := AUTOTUNE_CHOICE_RE.match(line)):
+            tuned[-1]["choices"].append(
+                {"name": choice[1], "ms": float(choice[2]), "description": choice[3].strip()}
+            )
+    for op in tuned:
+        ranked = op["choices"]
+        op["winner"] = ranked[0]["name"] if ranked else None
+        op["margin"] = (
+            ranked[1]["ms"] / ranked[0]["ms"] if len(ranked) > 1 and ranked[0]["ms"] else None
+        )
+    return tuned
+
+
+class _Tee:
+    """A stream that writes through to `inner` and keeps a copy."""
+
+    def __init__(self, inner):
+        self.inner, self.parts = inner, []
+
+    def write(self, text):
+        self.parts.append(text)
+        return self.inner.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@contextlib.contextmanager
+def autotune_choices():
+    """Collect max-autotune's choices while compiling: yields a list that is filled, on exit,
+    with parse_autotune of what torch wrote to stderr meanwhile (torch prints the tables there;
+    a tee of sys.stderr imports and hooks nothing, so the cold compile it wraps stays a
+    user's)."""
+    tuned: list[dict] = []
+    tee = _Tee(sys.stderr)
+    sys.stderr = tee
+    try:
+        yield tuned
+    finally:
+        sys.stderr = tee.inner
+        tuned.extend(parse_autotune("".join(tee.parts)))

@@ -131,17 +131,32 @@ def measure_ceilings(device: str) -> dict:
     }
 
 
-def environment(device: str, cache_root: str, remeasure: bool = False) -> dict:
-    """Versions plus ceilings for `device`; ceilings come from the cache when already measured."""
-    info = versions()
-    key = f"{info.get('gpu') if device == 'cuda' else info['cpu']}-{info['torch']}-{device}"
+def device_ceilings(device: str, cache_root: str, remeasure: bool = False) -> dict:
+    """The device's measured ceilings (measure_ceilings), kept in cache_root per device model and
+    torch version: measured once, then read back."""
+    import torch
+
+    name = (
+        torch.cuda.get_device_name(0)
+        if device == "cuda"
+        else (platform.processor() or platform.machine())
+    )
+    key = f"{name}-{torch.__version__}-{device}"
     path = os.path.join(
         cache_root, "ceilings-" + "".join(c if c.isalnum() else "_" for c in key) + ".json"
     )
     if os.path.exists(path) and not remeasure:
-        ceilings = read_json(path)
-    else:
-        ceilings = measure_ceilings(device)
-        os.makedirs(cache_root, exist_ok=True)
-        write_json(path, ceilings)
-    return {**info, "device": device, "ceilings": ceilings}
+        return read_json(path)
+    ceilings = measure_ceilings(device)
+    os.makedirs(cache_root, exist_ok=True)
+    write_json(path, ceilings)
+    return ceilings
+
+
+def environment(device: str, cache_root: str, remeasure: bool = False) -> dict:
+    """Versions plus ceilings for `device`; ceilings come from the cache when already measured."""
+    return {
+        **versions(),
+        "device": device,
+        "ceilings": device_ceilings(device, cache_root, remeasure),
+    }

@@ -229,6 +229,8 @@ def build_map(
                 "calls_per_forward": k["calls_per_forward"],
                 "device_ms": k["device_ms"],
                 "share": k["device_ms"] * k["calls_per_forward"] / total_ms,
+                "bytes": k.get("bytes"),  # of the launching op's tensors (profiling.py)
+                "flops": k.get("flops"),
             }
         )
     return records

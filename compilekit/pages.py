@@ -224,12 +224,23 @@ def kernel_views(run_dir: str, kmap: dict) -> list[dict]:
                 "code_lines": code_lines,
                 "code_cut": cut,
                 "library_note": None if code_lines else _library_note(rec),
+                "roofline": _roofline_text(rec.get("roofline") or {}),
                 "lines": ", ".join(
                     f"{os.path.basename(ln['file'])}:{ln['line']}" for ln in rec["source_lines"]
                 ),
             }
         )
     return views
+
+
+def _roofline_text(roof: dict) -> str:
+    """ "memory, 41% of copy GB/s" / "compute, 63% of matmul TFLOP/s" / "launch" / "-"."""
+    bound = roof.get("bound")
+    if bound == "memory" and roof.get("bandwidth_share") is not None:
+        return f"memory, {roof['bandwidth_share']:.0%} of copy GB/s"
+    if bound == "compute" and roof.get("compute_share") is not None:
+        return f"compute, {roof['compute_share']:.0%} of matmul TFLOP/s"
+    return bound or "-"
 
 
 def evidence_links(run_dir: str) -> list[tuple[str, str]]:

@@ -7,6 +7,7 @@ profiler's own table) and returns the op cost matrix and the kernels of one forw
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import statistics
@@ -37,6 +38,8 @@ def run_profiler(
         activities=activities,
         schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE),
         profile_memory=with_memory,
+        record_shapes=True,  # the launching ops' tensor sizes: bytes moved, for the roofline
+        with_flops=True,  # torch's FLOP count of the matmuls that launched kernels
     ) as prof:
         for _ in range(steps):
             with record_function(label):
@@ -85,6 +88,48 @@ def _cpu_kernels(event, out: list) -> None:
             out.append(child)
         else:
             _cpu_kernels(child, out)
+
+
+# Bytes per element of the dtype names the profiler records (record_shapes).
+DTYPE_BYTES = {
+    "double": 8,
+    "long int": 8,
+    "c10::complex<float>": 8,
+    "float": 4,
+    "int": 4,
+    "c10::BFloat16": 2,
+    "c10::Half": 2,
+    "short int": 2,
+    "bool": 1,
+    "signed char": 1,
+    "unsigned char": 1,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
+}
+# Ops whose output the profiler does not list among the inputs: (op, inputs) -> output dims.
+MATMUL_OUT = {
+    "aten::mm": lambda a, b: a[:-1] + b[-1:],
+    "aten::bmm": lambda a, b: a[:-1] + b[-1:],
+}
+
+
+def launcher_bytes(event) -> int | None:
+    """Bytes of the tensors the launching op reads and writes, from its recorded shapes: the
+    traffic a kernel cannot avoid (each tensor once). None when nothing was recorded (a CUDA
+    graph replay launches its kernels without per-kernel arguments)."""
+    shapes = getattr(event, "input_shapes", None) or []
+    dtypes = getattr(event, "input_dtypes", None) or []
+    tensors = [
+        (dims, DTYPE_BYTES[dtype])
+        for dims, dtype in zip(shapes, dtypes)
+        if isinstance(dims, list) and dims and dtype in DTYPE_BYTES
+    ]
+    if not tensors:
+        return None
+    out = MATMUL_OUT.get(event.name)
+    if out and len(tensors) == 2:  # eager mm/bmm: the output is allocated inside
+        tensors.append((out(tensors[0][0], tensors[1][0]), tensors[0][1]))
+    return sum(math.prod(dims) * size for dims, size in tensors)
 
 
 def _descendants(event) -> list:
@@ -184,20 +229,29 @@ def forward_kernels(prof, label: str, device: str) -> dict:
     """Kernels of one forward, in launch order, with per-call time and who launched them.
 
     Returns {"kernels": [{"name", "launcher", "launcher_index", "calls_per_forward",
-    "device_ms"}], "kernels_per_forward", "forward_device_ms" (busy time per forward),
-    "forward_host_ms"}. `launcher_index` counts earlier launches by an op of the same name in the
-    forward (the second bmm is 1). Device time is a kernel's duration on the GPU, or its CPU
-    time where the CPU is the device.
+    "device_ms", "bytes", "flops"}], "kernels_per_forward", "forward_device_ms" (busy time per
+    forward), "forward_host_ms"}. `launcher_index` counts earlier launches by an op of the same
+    name in the forward (the second bmm is 1). `bytes` and `flops` are the launching op's (see
+    launcher_bytes; flops only where torch counts them). Device time is a kernel's duration on
+    the GPU, or its CPU time where the CPU is the device.
     """
     steps = [e for e in prof.events() if e.name == label and e.device_type == DeviceType.CPU]
     n_steps = max(1, len(steps))
     per_key: dict[tuple, dict] = {}
     n_launches = 0
     for step in steps:
-        for name, launcher, index, _, ms in _indexed(_step_launches(step, device)):
+        for name, launcher, index, op, ms in _indexed(_step_launches(step, device)):
             rec = per_key.setdefault(
                 (name, launcher, index),
-                {"name": name, "launcher": launcher, "launcher_index": index, "samples_ms": []},
+                {
+                    "name": name,
+                    "launcher": launcher,
+                    "launcher_index": index,
+                    "samples_ms": [],
+                    "bytes": launcher_bytes(op),
+                    # torch counts matmul FLOPs only; 0 means "not counted", not "none done"
+                    "flops": getattr(op, "flops", 0) or None,
+                },
             )
             rec["samples_ms"].append(ms)
             n_launches += 1
@@ -209,6 +263,8 @@ def forward_kernels(prof, label: str, device: str) -> dict:
             "launcher_index": r["launcher_index"],
             "calls_per_forward": len(r["samples_ms"]) / n_steps,
             "device_ms": statistics.median(r["samples_ms"]),
+            "bytes": r["bytes"],
+            "flops": r["flops"],
         }
         for r in per_key.values()
     ]

@@ -97,6 +97,12 @@ def cell_notes(result) -> list[str]:
     cg = result.cudagraphs or {}
     if cg.get("requested"):
         notes.append(f"cudagraphs: {cg['note']}")
+    if result.replay:
+        notes.append(result.replay["note"])
+    if result.roofline:
+        notes.append(f"{result.roofline} (share of device time; `compilekit kernels` per kernel)")
+    for op in result.autotune or []:
+        notes.append(autotune_line(op))
     if result.mode != "eager" and result.compile_notes:
         notes.append(f"cold compile: {result.compile_notes.get('cold')}")
         if result.compile_notes.get("cache"):
@@ -117,6 +123,52 @@ def cell_notes(result) -> list[str]:
             f"{len(result.attempts)} failed rerun(s) kept in attempts/; this is the last good run"
         )
     return notes
+
+
+def autotune_line(op: dict) -> str:
+    """One tuned op: its winner, by how much, out of how many choices."""
+    if not op.get("winner"):
+        return f"max-autotune {op['op']}({op['sizes']}): no choice timed"
+    best = op["choices"][0]
+    margin = (
+        f", {op['margin']:.2f}x faster than {op['choices'][1]['name']}" if op.get("margin") else ""
+    )
+    return (
+        f"max-autotune {op['op']}({op['sizes']}): {best['name']} {best['ms']:.4f} ms won "
+        f"of {len(op['choices'])} shown{margin}"
+    )
+
+
+def _roofline_cells(r: dict) -> list[str]:
+    roof = r.get("roofline") or {}
+    gbps = roof.get("gbps")
+    return [
+        "-" if gbps is None else f"{gbps:,.0f} ({roof['bandwidth_share']:.0%})",
+        "-"
+        if roof.get("tflops") is None
+        else f"{roof['tflops']:.1f} ({roof['compute_share']:.0%})",
+        roof.get("bound") or "-",
+    ]
+
+
+def autotune_tables(result) -> str:
+    """max-autotune's choices per tuned op, fastest first, as the cold compile timed them."""
+    parts = []
+    for op in result.autotune or []:
+        rows = [
+            [
+                c["name"],
+                _fmt(c["ms"]),
+                f"{op['choices'][0]['ms'] / c['ms']:.0%}" if c["ms"] else "-",
+                c["description"][:70],
+            ]
+            for c in op["choices"]
+        ]
+        parts.append(
+            f"max-autotune {op['op']}({op['sizes']}), timed in the cold compile:\n"
+            + tabulate(rows, headers=["choice", "ms", "speed vs winner", "config"])
+        )
+    return "\n\n".join(parts)
 
 
 def load_run(run_dir: str):
@@ -178,6 +230,7 @@ def kernels_view(run_dir: str, kernel: str | None = None) -> str:
             f"{r['share']:.0%}",
             ", ".join(r["aten_ops"])[:40],
             _lines(r),
+            *_roofline_cells(r),
             r["source_via"],
         ]
         for r in kmap["kernels"]
@@ -200,6 +253,9 @@ def kernels_view(run_dir: str, kernel: str | None = None) -> str:
             "share",
             "aten ops",
             "source lines",
+            "GB/s (of peak)",
+            "TFLOP/s (of peak)",
+            "bound",
             "via",
         ],
     )
@@ -213,7 +269,8 @@ def kernels_view(run_dir: str, kernel: str | None = None) -> str:
         for r in kmap["by_source_line"]
     ]
     inverse = tabulate(by_line, headers=["source line", "code", "attributed_ms/fwd", "kernels"])
-    return f"{head}\n\n{table}\n\n{inverse}"
+    tuned = autotune_tables(result)
+    return f"{head}\n\n{table}\n\n{inverse}" + (f"\n\n{tuned}" if tuned else "")
 
 
 def kernel_ids(kmap: dict) -> list[str]:

@@ -78,6 +78,11 @@ class CellResult:
     dynamo: dict | None = None
     sdpa_backend: str | None = None
     attention_rewrite: str | None = None
+    # why it was slow (issue 10): CUDA-graph replay costs, the roofline classes of the kernels'
+    # time, max-autotune's choices (from the cold compile, the one that really tuned)
+    replay: dict | None = None
+    roofline: str | None = None
+    autotune: list | None = None
     # bookkeeping
     processes: dict = dataclasses.field(default_factory=dict)  # process -> what it measured
     settings: dict = dataclasses.field(default_factory=dict)  # what the toolkit set in torch

@@ -264,6 +264,19 @@ def scaling_series(results: list) -> dict[str, tuple[list, list, float]]:
     return series
 
 
+def why_slow(results: list) -> list[str]:
+    """Markdown bullets: each measured cell's replay, roofline and autotune lines."""
+    from compilekit.report import autotune_line
+
+    out = []
+    for r in results:
+        lines = ([r.replay["note"]] if r.replay else []) + ([r.roofline] if r.roofline else [])
+        lines += [autotune_line(op) for op in r.autotune or []]
+        if lines and r.measured:
+            out.append(f"- `{variant_name(r)}` / `{r.mode}` / {r.shape}: " + "; ".join(lines))
+    return out
+
+
 def report(out_dir: str) -> str:
     """Write REPORT.md (and plots) into out_dir; return the terminal table."""
     # grouped by config, then by cell, so one config's cells read together
@@ -297,6 +310,7 @@ def report(out_dir: str) -> str:
         for r in results
         if r.noisy
     ]
+    why = why_slow(results)
     scaling = scaling_series([r for r in results if r.ok])
     md = [f"# compilekit report: {os.path.basename(os.path.abspath(out_dir))}", ""]
     mix = machine_mix(results)
@@ -355,6 +369,20 @@ def report(out_dir: str) -> str:
         md.append("")
     if host_bound:
         md += ["## Host-bound cells", ""] + host_bound + [""]
+    if why:
+        md += (
+            [
+                "## Why it was slow",
+                "",
+                "Per cell: the CUDA-graph replay's costs (inputs copied into the graph's buffers "
+                "each call, host time per call against the graph's GPU work), where the device "
+                "time sits on the roofline (per kernel: `compilekit kernels RUN`), and "
+                "max-autotune's winner per tuned op (all choices: `compilekit kernels RUN`).",
+                "",
+            ]
+            + why
+            + [""]
+        )
     if problems:
         md += ["## Not measured or not correct", ""] + problems + [""]
     if attempts:

@@ -64,6 +64,19 @@ def test_triton_flash_bf16_awkward_shapes(shape):
         assert max_rel_err(out, reference(q, k, v, causal=True, window=window)) < 3e-2
 
 
+def test_reduce_overhead_replay_costs_at_the_blog_shape(run_cell):
+    """What each reduce-overhead call pays besides the graph: the inputs copied into its
+    buffers (q, k, v at 16 MiB each in bf16, naive's 1024 x 1024 bool mask at 1 MiB)."""
+    result, kmap = _run(run_cell, "naive", "reduce-overhead")
+    assert result.cudagraphs["applied"], result.cudagraphs
+    replay = result.replay
+    assert replay["input_copies_per_call"] == 4 == replay["inputs_recorded_non_static"]
+    assert replay["input_copy_mib"] == 49.0
+    assert 0 < replay["input_copy_ms"] < replay["graph_gpu_ms"]
+    assert replay["recordings"] >= 1 and replay["rerecords"] == 0
+    assert "input copies per call" in replay["note"]
+
+
 def test_triton_flash_compiles_and_maps_to_its_call_line(run_cell):
     result, kmap = _run(run_cell, "triton-flash", "default")
     assert result.status == "ok", result.reason

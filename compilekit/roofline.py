@@ -1,0 +1,88 @@
+"""Step 8b: each kernel against this machine's measured ceilings (a roofline).
+
+A kernel's traffic is the bytes of the tensors its launching op reads and writes (recorded by
+the profiler: profiling.launcher_bytes), its work the FLOPs torch counts for matmuls. Against
+the matmul and copy ceilings `compilekit env` measures (envinfo.measure_ceilings), each kernel
+gets its achieved GB/s and TFLOP/s and one class:
+- `launch`: shorter than LAUNCH_BOUND_MS per call: fixed costs (launch, ramp-up, tail) dominate,
+  neither roof applies;
+- `compute`: its FLOPs per byte lie above the ridge point (ceiling FLOP/s over ceiling B/s);
+- `memory`: below it; also Inductor's pointwise and reduction kernels and copies, which do a few
+  FLOPs per byte, far under any GPU's or CPU's ridge;
+- none: nothing to go on (a CUDA-graph replay records no per-kernel tensors; a template or
+  library kernel without a FLOP count).
+"""
+
+from __future__ import annotations
+
+LAUNCH_BOUND_MS = 0.005
+# Kernels that move data and do (almost) no arithmetic, where the FLOP count torch leaves out
+# does not matter: Inductor's fused pointwise/reduction kernels (not its templates), copies, and
+# the eager ops of that kind.
+MEMORY_KINDS = ("generated", "memcpy")
+MEMORY_OPS = (
+    "softmax",
+    "masked_fill",
+    "where",
+    "mul",
+    "div",
+    "add",
+    "sub",
+    "exp",
+    "copy_",
+    "fill_",
+    "clone",
+    "contiguous",
+    "to_copy",
+    "tril",
+    "triu",
+)
+
+
+def place(record: dict, ceilings: dict) -> dict:
+    """{"gbps", "bandwidth_share", "tflops", "compute_share", "bound"} for one kernel record
+    (kernels.json); a figure is left out where its input was not recorded."""
+    ms = record.get("device_ms")
+    if not ms or not ceilings:
+        return {"bound": None}
+    seconds = ms * 1e-3
+    out: dict = {}
+    nbytes, flops = record.get("bytes"), record.get("flops")
+    if nbytes:
+        out["gbps"] = nbytes / seconds / 1e9
+        out["bandwidth_share"] = out["gbps"] / ceilings["copy_gbps"]
+    if flops:
+        out["tflops"] = flops / seconds / 1e12
+        out["compute_share"] = out["tflops"] / ceilings["matmul_tflops"]
+    if ms < LAUNCH_BOUND_MS:
+        out["bound"] = "launch"
+    elif nbytes and flops:
+        ridge = ceilings["matmul_tflops"] * 1e12 / (ceilings["copy_gbps"] * 1e9)
+        out["bound"] = "compute" if flops / nbytes > ridge else "memory"
+    elif nbytes and (
+        record.get("kind") in MEMORY_KINDS
+        or (record.get("kind") == "aten" and record["launcher"].endswith(MEMORY_OPS))
+    ):
+        out["bound"] = "memory"
+    else:
+        out["bound"] = None
+    return out
+
+
+def annotate(records: list[dict], ceilings: dict) -> None:
+    """Add each kernel's roofline figures to its record, in place."""
+    for record in records:
+        record["roofline"] = place(record, ceilings)
+
+
+def summary(records: list[dict]) -> str | None:
+    """One line: the share of the forward's device time in each class, largest first."""
+    totals: dict[str, float] = {}
+    for r in records:
+        bound = (r.get("roofline") or {}).get("bound") or "unclassified"
+        totals[bound] = totals.get(bound, 0.0) + r["device_ms"] * r["calls_per_forward"]
+    whole = sum(totals.values())
+    if not whole:
+        return None
+    parts = sorted(totals.items(), key=lambda kv: -kv[1])
+    return "roofline: " + ", ".join(f"{share / whole:.0%} {bound}" for bound, share in parts)

@@ -1,0 +1,114 @@
+"""Why a cell was slow: max-autotune's choices, each kernel on the roofline, CUDA-graph replay
+costs. CPU cells from the shared cache; the replay accounting on made-up records here (CUDA
+graphs exist only on a GPU: tests/test_gpu.py checks it on the H200)."""
+
+import json
+import os
+
+from compilekit import diagnose, roofline
+
+CEILINGS = {"matmul_tflops": 100.0, "copy_gbps": 1000.0}  # ridge: 100 FLOP per byte
+
+
+def _kernels(result):
+    with open(os.path.join(result.run_dir, "kernels.json")) as f:
+        return json.load(f)["kernels"]
+
+
+def test_max_autotune_records_its_choices_from_the_cold_compile(run_cell, cli):
+    tuned, default = run_cell("naive", "max-autotune"), run_cell("naive", "default")
+    assert default.autotune is None  # nothing was tuned
+    ops = tuned.autotune
+    assert [op["op"] for op in ops] == ["bmm", "bmm"], ops  # q @ kT and attn @ v
+    for op in ops:
+        times = [c["ms"] for c in op["choices"]]
+        assert len(times) >= 2 and times == sorted(times)  # ATen's bmm and a C++ template
+        assert op["winner"] == op["choices"][0]["name"]
+        assert op["margin"] == times[1] / times[0]
+    proc = cli("kernels", tuned.run_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert "max-autotune bmm(" in proc.stdout and "speed vs winner" in proc.stdout
+
+
+def test_matmul_kernels_carry_their_bytes_and_flops_from_the_profile(run_cell):
+    # 1x4x128x32 float32, compiled: bmm(q, kT, out=scores) reads 2 x [4,128,32], writes [4,128,128]
+    result = run_cell("naive", "default")
+    first_bmm = next(k for k in _kernels(result) if k["launcher"].endswith("bmm"))
+    assert first_bmm["bytes"] == (2 * 4 * 128 * 32 + 4 * 128 * 128) * 4
+    assert first_bmm["flops"] == 2 * 4 * 128 * 128 * 32
+    roof = first_bmm["roofline"]
+    assert roof["gbps"] == first_bmm["bytes"] / (first_bmm["device_ms"] * 1e-3) / 1e9
+    assert roof["bound"] in ("compute", "memory", "launch")
+    assert result.roofline.startswith("roofline: ")
+
+
+def _record(name, kind, ms, nbytes=None, flops=None, launcher="aten::bmm", calls=1.0):
+    return {
+        "name": name,
+        "kind": kind,
+        "launcher": launcher,
+        "device_ms": ms,
+        "calls_per_forward": calls,
+        "bytes": nbytes,
+        "flops": flops,
+    }
+
+
+def test_roofline_classes():
+    place = roofline.place
+    # 1 GFLOP over 1 MB: 1000 FLOP/B, above the ridge of 100
+    assert place(_record("gemm", "extern", 0.02, 1e6, 1e9), CEILINGS)["bound"] == "compute"
+    # 1 GFLOP over 100 MB: 10 FLOP/B, below it; 100 MB in 0.2 ms is 500 GB/s, half the ceiling
+    memory = place(_record("gemm", "extern", 0.2, 1e8, 1e9), CEILINGS)
+    assert memory["bound"] == "memory" and memory["bandwidth_share"] == 0.5
+    assert memory["tflops"] == 5.0 and memory["compute_share"] == 0.05
+    # a fused softmax: bytes, no FLOP count: memory-side; the same in 2 us: launch-bound
+    assert (
+        place(_record("triton_per_fused", "generated", 0.05, 1e6), CEILINGS)["bound"] == "memory"
+    )
+    assert (
+        place(_record("triton_per_fused", "generated", 0.002, 1e6), CEILINGS)["bound"] == "launch"
+    )
+    # a template or library kernel without FLOPs, a graph replay without bytes: no claim
+    assert place(_record("triton_tem_fused_bmm", "template", 0.05, 1e6), CEILINGS)["bound"] is None
+    assert place(_record("nvjet", "extern", 0.05), CEILINGS)["bound"] is None
+
+
+def test_replay_breakdown_separates_copies_graph_work_and_host_time():
+    mib16 = 16 * 2**20
+    records = [
+        _record("Memcpy DtoD", "memcpy", 0.007, 2 * mib16, launcher="aten::copy_")
+        for _ in range(3)
+    ] + [
+        _record("Memcpy DtoD", "memcpy", 0.001, 2 * 2**20, launcher="aten::copy_"),
+        _record("nvjet_a", "extern", 0.02),
+        _record("triton_per_fused", "generated", 0.03),
+        _record("nvjet_b", "extern", 0.02),
+    ]
+    out = diagnose.replay_breakdown(records, 0.1, {"recordings": 1, "rerecords": 0}, 4)
+    assert out["input_copies_per_call"] == 4 and out["inputs_recorded_non_static"] == 4
+    assert out["input_copy_mib"] == 49.0
+    assert abs(out["input_copy_ms"] - 0.022) < 1e-12
+    assert abs(out["graph_gpu_ms"] - 0.07) < 1e-12
+    assert abs(out["graph_share"] - 0.07 / 0.092) < 1e-12
+    assert "49.0 MiB" in out["note"] and "more host time than the graph's GPU work" in out["note"]
+    fast_host = diagnose.replay_breakdown(records, 0.01, None, 4)
+    assert "GPU work outlasts" in fast_host["note"] and "recording" not in fast_host["note"]
+
+
+def test_autotune_tables_parse_as_torch_prints_them():
+    text = (
+        "AUTOTUNE bmm(128x1024x64, 128x64x1024)\n"
+        "strides: [65536, 64, 1], [65536, 1, 64]\n"
+        "dtypes: torch.bfloat16, torch.bfloat16\n"
+        "  bmm 0.0210 ms 100.0% \n"
+        "  triton_bmm_3 0.0250 ms 84.0% ACC_TYPE='tl.float32', BLOCK_K=64, num_warps=4\n"
+        "  triton_bmm_9 inf ms 0.0% ACC_TYPE='tl.float32'\n"
+        "SingleProcess AUTOTUNE benchmarking takes 1.2 seconds and 0.3 seconds precompiling\n"
+        "unrelated line\n"
+    )
+    (op,) = diagnose.parse_autotune(text)
+    assert op["op"] == "bmm" and op["sizes"] == "128x1024x64, 128x64x1024"
+    assert [c["name"] for c in op["choices"]] == ["bmm", "triton_bmm_3", "triton_bmm_9"]
+    assert op["choices"][1]["description"].startswith("ACC_TYPE='tl.float32', BLOCK_K=64")
+    assert op["winner"] == "bmm" and abs(op["margin"] - 0.025 / 0.021) < 1e-12
