@@ -395,7 +395,11 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
         from compilekit import capture, diagnose, kernelmap, profiling
 
         prof = profiling.run_profiler(compiled, args, label, cell.device, stage_dir)
-        forward = profiling.forward_kernels(prof, label, cell.device)
+        itemsize = getattr(torch, cell.dtype).itemsize
+        forward = profiling.forward_kernels(prof, label, cell.device, itemsize)
+        forward["bytes_dtypes"] = (
+            "recorded" if profiling.dtypes_recorded(prof) else f"assumed {cell.dtype}"
+        )
         eager_lines = (
             profiling.eager_source_lines(compiled, args) if cell.mode == "eager" else None
         )
@@ -429,6 +433,8 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
             "forward_device_ms": forward["forward_device_ms"],
             "forward_host_ms": forward["forward_host_ms"],
             "kernels_per_forward": forward["kernels_per_forward"],
+            # the dtypes behind each record's `bytes`: the profiler's, or the cell's assumed
+            "bytes_dtypes": forward["bytes_dtypes"],
             "kernels": records,
             "by_source_line": kernelmap.by_source_line(records),
         },
@@ -450,6 +456,7 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
             diagnose.cudagraph_tree_stats(torch.cuda.current_device()),
             result.dynamo["inductor"].get("cudagraph_recorded_non_static_inputs", 0),
         )
+        result.replay["bytes_dtypes"] = forward["bytes_dtypes"]
 
 
 def main(argv: list[str]) -> int:

@@ -113,16 +113,22 @@ MATMUL_OUT = {
 }
 
 
-def launcher_bytes(event) -> int | None:
-    """Bytes of the tensors the launching op reads and writes, from its recorded shapes: the
-    traffic a kernel cannot avoid (each tensor once). None when nothing was recorded (a CUDA
-    graph replay launches its kernels without per-kernel arguments)."""
+def launcher_bytes(event, default_itemsize: int) -> int | None:
+    """Bytes of the tensors the launching op reads and writes, from its recorded shapes: at
+    least the traffic of its kernel (each tensor once; a Triton launch records only some of its
+    arguments). None when nothing was recorded (a CUDA-graph replay launches its kernels without
+    per-kernel arguments). Where the profiler records no dtypes (torch 2.11's FunctionEvent has
+    none), every tensor counts `default_itemsize` bytes per element (the cell's dtype)."""
     shapes = getattr(event, "input_shapes", None) or []
-    dtypes = getattr(event, "input_dtypes", None) or []
+    dtypes = getattr(event, "input_dtypes", None)
+    if dtypes is None:
+        sizes = [default_itemsize if dims else None for dims in shapes]
+    else:
+        sizes = [DTYPE_BYTES.get(dtype) for dtype in dtypes]
     tensors = [
-        (dims, DTYPE_BYTES[dtype])
-        for dims, dtype in zip(shapes, dtypes)
-        if isinstance(dims, list) and dims and dtype in DTYPE_BYTES
+        (dims, size)
+        for dims, size in zip(shapes, sizes)
+        if isinstance(dims, list) and dims and size
     ]
     if not tensors:
         return None
@@ -225,14 +231,21 @@ def eager_source_lines(fn, args) -> dict[tuple[str, int], list[dict]]:
     return {}
 
 
-def forward_kernels(prof, label: str, device: str) -> dict:
+def dtypes_recorded(prof) -> bool:
+    """Whether this torch's profiler events carry their inputs' dtypes (torch 2.11's do not)."""
+    events = prof.events()
+    return bool(events) and hasattr(events[0], "input_dtypes")
+
+
+def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
     """Kernels of one forward, in launch order, with per-call time and who launched them.
 
     Returns {"kernels": [{"name", "launcher", "launcher_index", "calls_per_forward",
     "device_ms", "bytes", "flops"}], "kernels_per_forward", "forward_device_ms" (busy time per
     forward), "forward_host_ms"}. `launcher_index` counts earlier launches by an op of the same
     name in the forward (the second bmm is 1). `bytes` and `flops` are the launching op's (see
-    launcher_bytes; flops only where torch counts them). Device time is a kernel's duration on
+    launcher_bytes, with `itemsize` bytes per element where the profiler records no dtypes; flops
+    only where torch counts them). Device time is a kernel's duration on
     the GPU, or its CPU time where the CPU is the device.
     """
     steps = [e for e in prof.events() if e.name == label and e.device_type == DeviceType.CPU]
@@ -248,7 +261,7 @@ def forward_kernels(prof, label: str, device: str) -> dict:
                     "launcher": launcher,
                     "launcher_index": index,
                     "samples_ms": [],
-                    "bytes": launcher_bytes(op),
+                    "bytes": launcher_bytes(op, itemsize),
                     # torch counts matmul FLOPs only; 0 means "not counted", not "none done"
                     "flops": getattr(op, "flops", 0) or None,
                 },

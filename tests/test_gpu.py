@@ -71,7 +71,9 @@ def test_reduce_overhead_replay_costs_at_the_blog_shape(run_cell):
     assert result.cudagraphs["applied"], result.cudagraphs
     replay = result.replay
     assert replay["input_copies_per_call"] == 4 == replay["inputs_recorded_non_static"]
-    assert replay["input_copy_mib"] == 49.0
+    # torch 2.11's profiler records no dtypes: the cell's bf16 (2 bytes) stands in for the bool
+    mib = 49.0 if replay["bytes_dtypes"] == "recorded" else 50.0
+    assert replay["input_copy_mib"] == mib, replay
     assert 0 < replay["input_copy_ms"] < replay["graph_gpu_ms"]
     assert replay["recordings"] >= 1 and replay["rerecords"] == 0
     assert "input copies per call" in replay["note"]

@@ -4,8 +4,9 @@ graphs exist only on a GPU: tests/test_gpu.py checks it on the H200)."""
 
 import json
 import os
+from types import SimpleNamespace
 
-from compilekit import diagnose, roofline
+from compilekit import diagnose, profiling, roofline
 
 CEILINGS = {"matmul_tflops": 100.0, "copy_gbps": 1000.0}  # ridge: 100 FLOP per byte
 
@@ -112,3 +113,16 @@ def test_autotune_tables_parse_as_torch_prints_them():
     assert [c["name"] for c in op["choices"]] == ["bmm", "triton_bmm_3", "triton_bmm_9"]
     assert op["choices"][1]["description"].startswith("ACC_TYPE='tl.float32', BLOCK_K=64")
     assert op["winner"] == "bmm" and abs(op["margin"] - 0.025 / 0.021) < 1e-12
+
+
+def test_launcher_bytes_with_and_without_recorded_dtypes():
+    shapes = [[4, 128, 32], [4, 32, 128], []]  # bmm(a, b): the output is allocated inside
+    with_dtypes = SimpleNamespace(
+        name="aten::bmm", input_shapes=shapes, input_dtypes=["c10::BFloat16", "c10::BFloat16"]
+    )
+    out = 4 * 128 * 128
+    assert profiling.launcher_bytes(with_dtypes, 4) == (2 * 4 * 128 * 32 + out) * 2
+    # torch 2.11: shapes but no dtypes; the cell's itemsize stands in
+    no_dtypes = SimpleNamespace(name="aten::copy_", input_shapes=[[64, 64], [64, 64], []])
+    assert profiling.launcher_bytes(no_dtypes, 2) == 2 * 64 * 64 * 2
+    assert profiling.launcher_bytes(SimpleNamespace(name="x", input_shapes=[]), 2) is None
