@@ -397,9 +397,6 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
         prof = profiling.run_profiler(compiled, args, label, cell.device, stage_dir)
         itemsize = getattr(torch, cell.dtype).itemsize
         forward = profiling.forward_kernels(prof, label, cell.device, itemsize)
-        forward["bytes_dtypes"] = (
-            "recorded" if profiling.dtypes_recorded(prof) else f"assumed {cell.dtype}"
-        )
         eager_lines = (
             profiling.eager_source_lines(compiled, args) if cell.mode == "eager" else None
         )

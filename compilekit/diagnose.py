@@ -172,9 +172,8 @@ def replay_breakdown(
     each replay (count, MiB, GPU time from the kernel map), the GPU work inside the graph, and
     the host time per call against it; with the recordings and re-records."""
     copies = [r for r in records if r["kind"] == "memcpy" and r["launcher"].endswith("copy_")]
-    per_fwd = [r["device_ms"] * r["calls_per_forward"] for r in records]
     copy_ms = sum(r["device_ms"] * r["calls_per_forward"] for r in copies)
-    total_ms = sum(per_fwd)
+    total_ms = sum(r["device_ms"] * r["calls_per_forward"] for r in records)
     # copy_(dst, src) records both tensors: half the recorded bytes were copied
     copied = [r["bytes"] / 2 * r["calls_per_forward"] for r in copies if r.get("bytes")]
     out = {

@@ -231,24 +231,19 @@ def eager_source_lines(fn, args) -> dict[tuple[str, int], list[dict]]:
     return {}
 
 
-def dtypes_recorded(prof) -> bool:
-    """Whether this torch's profiler events carry their inputs' dtypes (torch 2.11's do not)."""
-    events = prof.events()
-    return bool(events) and hasattr(events[0], "input_dtypes")
-
-
 def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
     """Kernels of one forward, in launch order, with per-call time and who launched them.
 
     Returns {"kernels": [{"name", "launcher", "launcher_index", "calls_per_forward",
     "device_ms", "bytes", "flops"}], "kernels_per_forward", "forward_device_ms" (busy time per
-    forward), "forward_host_ms"}. `launcher_index` counts earlier launches by an op of the same
-    name in the forward (the second bmm is 1). `bytes` and `flops` are the launching op's (see
-    launcher_bytes, with `itemsize` bytes per element where the profiler records no dtypes; flops
-    only where torch counts them). Device time is a kernel's duration on
-    the GPU, or its CPU time where the CPU is the device.
+    forward), "forward_host_ms", "bytes_dtypes"}. `launcher_index` counts earlier launches by an
+    op of the same name in the forward (the second bmm is 1). `bytes` and `flops` are the
+    launching op's (see launcher_bytes, with `itemsize` bytes per element where the profiler
+    records no dtypes, as `bytes_dtypes` says; flops only where torch counts them). Device time
+    is a kernel's duration on the GPU, or its CPU time where the CPU is the device.
     """
-    steps = [e for e in prof.events() if e.name == label and e.device_type == DeviceType.CPU]
+    events = prof.events()
+    steps = [e for e in events if e.name == label and e.device_type == DeviceType.CPU]
     n_steps = max(1, len(steps))
     per_key: dict[tuple, dict] = {}
     n_launches = 0
@@ -290,4 +285,8 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
         "forward_host_ms": statistics.median(e.cpu_time_total / 1e3 for e in steps)
         if steps
         else 0.0,
+        # torch 2.11's profiler events carry shapes but no dtypes: then `itemsize` stood in
+        "bytes_dtypes": "recorded"
+        if events and hasattr(events[0], "input_dtypes")
+        else f"assumed {itemsize} bytes per element",
     }

@@ -97,12 +97,7 @@ def cell_notes(result) -> list[str]:
     cg = result.cudagraphs or {}
     if cg.get("requested"):
         notes.append(f"cudagraphs: {cg['note']}")
-    if result.replay:
-        notes.append(result.replay["note"])
-    if result.roofline:
-        notes.append(f"{result.roofline} (share of device time; `compilekit kernels` per kernel)")
-    for op in result.autotune or []:
-        notes.append(autotune_line(op))
+    notes += why_slow_lines(result)
     if result.mode != "eager" and result.compile_notes:
         notes.append(f"cold compile: {result.compile_notes.get('cold')}")
         if result.compile_notes.get("cache"):
@@ -123,6 +118,15 @@ def cell_notes(result) -> list[str]:
             f"{len(result.attempts)} failed rerun(s) kept in attempts/; this is the last good run"
         )
     return notes
+
+
+def why_slow_lines(result) -> list[str]:
+    """The CUDA-graph replay's costs, the roofline split of device time, and max-autotune's
+    winner per tuned op: what the run summary and REPORT.md say of why a cell was slow."""
+    lines = [result.replay["note"]] if result.replay else []
+    if result.roofline:
+        lines.append(f"{result.roofline} (share of device time; `compilekit kernels` per kernel)")
+    return lines + [autotune_line(op) for op in result.autotune or []]
 
 
 def autotune_line(op: dict) -> str:

@@ -266,12 +266,11 @@ def scaling_series(results: list) -> dict[str, tuple[list, list, float]]:
 
 def why_slow(results: list) -> list[str]:
     """Markdown bullets: each measured cell's replay, roofline and autotune lines."""
-    from compilekit.report import autotune_line
+    from compilekit.report import why_slow_lines
 
     out = []
     for r in results:
-        lines = ([r.replay["note"]] if r.replay else []) + ([r.roofline] if r.roofline else [])
-        lines += [autotune_line(op) for op in r.autotune or []]
+        lines = why_slow_lines(r)
         if lines and r.measured:
             out.append(f"- `{variant_name(r)}` / `{r.mode}` / {r.shape}: " + "; ".join(lines))
     return out
