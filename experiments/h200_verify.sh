@@ -84,6 +84,8 @@ EOF
   touch $R/all.done
 }
 
+# a call after every asked phase finished may ask for more: each phase still runs once (its marker)
+if [ -e $R/all.done ]; then rm -f $R/running $R/all.done; fi
 if [ ! -e $R/running ]; then
   touch $R/running
   setsid bash -c "$(declare -f phases fidelity want); R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}'; phases" > $R/phases.log 2>&1 &
