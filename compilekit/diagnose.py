@@ -165,32 +165,46 @@ def cudagraph_tree_stats(device_index: int = 0) -> dict | None:
     }
 
 
+# the ops cudagraph trees copy non-static inputs with, before each replay
+COPY_LAUNCHERS = ("aten::copy_", "aten::_foreach_copy_")
+
+
 def replay_breakdown(
     records: list[dict], host_ms: float | None, tree: dict | None, copies_recorded: int
 ) -> dict:
     """Where a CUDA-graph call's time goes: the inputs copied into the graph's buffers before
-    each replay (count, MiB, GPU time from the kernel map), the GPU work inside the graph, and
-    the host time per call against it; with the recordings and re-records."""
-    copies = [r for r in records if r["kind"] == "memcpy" and r["launcher"].endswith("copy_")]
+    each replay (torch's count of them; the copy kernels, their MiB where recorded, their GPU
+    time from the kernel map), the GPU work inside the graph, and the host time per call against
+    it; with the recordings and re-records.
+
+    The copies run outside the graph, launched by `aten::copy_` (one memcpy per tensor) or by
+    `aten::_foreach_copy_` (one multi-tensor kernel for several tensors, which records no
+    shapes: no MiB then)."""
+    copies = [r for r in records if r["launcher"] in COPY_LAUNCHERS]
     copy_ms = sum(r["device_ms"] * r["calls_per_forward"] for r in copies)
     total_ms = sum(r["device_ms"] * r["calls_per_forward"] for r in records)
     # copy_(dst, src) records both tensors: half the recorded bytes were copied
     copied = [r["bytes"] / 2 * r["calls_per_forward"] for r in copies if r.get("bytes")]
+    launches = sum(r["calls_per_forward"] for r in copies)
     out = {
-        "input_copies_per_call": sum(r["calls_per_forward"] for r in copies),
+        "input_copy_launches_per_call": launches,
         "inputs_recorded_non_static": copies_recorded,
-        "input_copy_mib": sum(copied) / 2**20 if len(copied) == len(copies) else None,
+        "input_copy_mib": sum(copied) / 2**20 if copies and len(copied) == len(copies) else None,
         "input_copy_ms": copy_ms,
         "graph_gpu_ms": total_ms - copy_ms,
         "graph_share": (total_ms - copy_ms) / total_ms if total_ms else None,
         "host_ms_per_call": host_ms,
         **(tree or {}),
     }
-    mib = f"{out['input_copy_mib']:.1f} MiB, " if out["input_copy_mib"] is not None else ""
-    notes = [
-        f"{out['input_copies_per_call']:g} input copies per call ({mib}{copy_ms:.4f} ms on the "
-        f"GPU, {copy_ms / total_ms if total_ms else 0:.0%} of its time)"
-    ]
+    if copies:
+        ops = ", ".join(sorted({r["launcher"].removeprefix("aten::") for r in copies}))
+        mib = f", {out['input_copy_mib']:.1f} MiB" if out["input_copy_mib"] is not None else ""
+        notes = [
+            f"{copies_recorded} input(s) copied per call by {launches:g} kernel launch(es) "
+            f"({ops}{mib}, {copy_ms:.4f} ms on the GPU, {copy_ms / total_ms:.0%} of its time)"
+        ]
+    else:
+        notes = [f"no input copies seen ({copies_recorded} non-static input(s) recorded)"]
     if host_ms is not None:
         verdict = (
             "the replay path costs more host time than the graph's GPU work"

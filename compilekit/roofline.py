@@ -75,14 +75,21 @@ def annotate(records: list[dict], ceilings: dict) -> None:
         record["roofline"] = place(record, ceilings)
 
 
+UNPLACED = "not placed (no bytes or FLOPs recorded)"
+
+
 def summary(records: list[dict]) -> str | None:
-    """One line: the share of the forward's device time in each class, largest first."""
+    """One line: the share of the forward's device time in each class, largest first; kernels
+    without recorded bytes or FLOPs (library and template kernels, kernels replayed inside a CUDA
+    graph) count as "not placed" rather than in a class they may not belong to."""
     totals: dict[str, float] = {}
     for r in records:
-        bound = (r.get("roofline") or {}).get("bound") or "unclassified"
+        bound = (r.get("roofline") or {}).get("bound") or UNPLACED
         totals[bound] = totals.get(bound, 0.0) + r["device_ms"] * r["calls_per_forward"]
     whole = sum(totals.values())
     if not whole:
         return None
     parts = sorted(totals.items(), key=lambda kv: -kv[1])
+    if totals.get(UNPLACED, 0.0) == whole:
+        return "roofline: no kernel placed (no bytes or FLOPs recorded for any)"
     return "roofline: " + ", ".join(f"{share / whole:.0%} {bound}" for bound, share in parts)

@@ -70,13 +70,13 @@ def test_reduce_overhead_replay_costs_at_the_blog_shape(run_cell):
     result, kmap = _run(run_cell, "naive", "reduce-overhead")
     assert result.cudagraphs["applied"], result.cudagraphs
     replay = result.replay
-    assert replay["input_copies_per_call"] == 4 == replay["inputs_recorded_non_static"]
+    assert replay["input_copy_launches_per_call"] == 4 == replay["inputs_recorded_non_static"]
     # torch 2.11's profiler records no dtypes: the cell's bf16 (2 bytes) stands in for the bool
     mib = 49.0 if replay["bytes_dtypes"] == "recorded" else 50.0
     assert replay["input_copy_mib"] == mib, replay
     assert 0 < replay["input_copy_ms"] < replay["graph_gpu_ms"]
     assert replay["recordings"] >= 1 and replay["rerecords"] == 0
-    assert "input copies per call" in replay["note"]
+    assert "4 input(s) copied per call by 4 kernel launch(es) (copy_, " in replay["note"]
 
 
 def test_triton_flash_compiles_and_maps_to_its_call_line(run_cell):

@@ -75,6 +75,22 @@ def test_roofline_classes():
     assert place(_record("nvjet", "extern", 0.05), CEILINGS)["bound"] is None
 
 
+def test_roofline_summary_splits_device_time_and_claims_nothing_unplaced():
+    records = [
+        _record("cudnn_sdpa", "library", 0.06),
+        _record("triton_per_fused", "generated", 0.03, 1e6),
+        _record("triton_poi_fused", "generated", 0.01, 1e6),
+    ]
+    roofline.annotate(records, CEILINGS)
+    line = roofline.summary(records)
+    assert line == "roofline: 60% not placed (no bytes or FLOPs recorded), 40% memory", line
+    alone = records[:1]
+    assert (
+        roofline.summary(alone)
+        == "roofline: no kernel placed (no bytes or FLOPs recorded for any)"
+    )
+
+
 def test_replay_breakdown_separates_copies_graph_work_and_host_time():
     mib16 = 16 * 2**20
     records = [
@@ -87,7 +103,7 @@ def test_replay_breakdown_separates_copies_graph_work_and_host_time():
         _record("nvjet_b", "extern", 0.02),
     ]
     out = diagnose.replay_breakdown(records, 0.1, {"recordings": 1, "rerecords": 0}, 4)
-    assert out["input_copies_per_call"] == 4 and out["inputs_recorded_non_static"] == 4
+    assert out["input_copy_launches_per_call"] == 4 and out["inputs_recorded_non_static"] == 4
     assert out["input_copy_mib"] == 49.0
     assert abs(out["input_copy_ms"] - 0.022) < 1e-12
     assert abs(out["graph_gpu_ms"] - 0.07) < 1e-12
@@ -95,6 +111,23 @@ def test_replay_breakdown_separates_copies_graph_work_and_host_time():
     assert "49.0 MiB" in out["note"] and "more host time than the graph's GPU work" in out["note"]
     fast_host = diagnose.replay_breakdown(records, 0.01, None, 4)
     assert "GPU work outlasts" in fast_host["note"] and "recording" not in fast_host["note"]
+
+
+def test_replay_breakdown_counts_inputs_copied_by_one_foreach_kernel():
+    """As compiled SDPA's graph pays on the H200: q, k and v copied by two multi-tensor
+    kernels launched from aten::_foreach_copy_, which records no shapes (no MiB claimed)."""
+    records = [
+        _record("cudnn_generated_fort_native_sdpa", "library", 0.057),
+        _record("multi_tensor_apply_kernel", "extern", 0.0207, launcher="aten::_foreach_copy_"),
+        _record("multi_tensor_apply_kernel", "extern", 0.0207, launcher="aten::_foreach_copy_"),
+    ]
+    out = diagnose.replay_breakdown(records, 0.124, {"recordings": 1, "rerecords": 0}, 3)
+    assert out["input_copy_launches_per_call"] == 2 and out["input_copy_mib"] is None
+    assert abs(out["input_copy_ms"] - 0.0414) < 1e-12
+    assert abs(out["graph_gpu_ms"] - 0.057) < 1e-12
+    assert "3 input(s) copied per call by 2 kernel launch(es) (_foreach_copy_," in out["note"]
+    none = diagnose.replay_breakdown(records[:1], 0.05, None, 0)
+    assert none["input_copy_ms"] == 0 and "no input copies seen" in none["note"]
 
 
 def test_autotune_tables_parse_as_torch_prints_them():
