@@ -3,9 +3,10 @@
     python docs/screenshots.py                 # runs naive/default on the CPU first
     python docs/screenshots.py --cpu-run DIR   # or uses a CPU run directory you have
 
-Writes docs/run_page_cpu.png (a CPU run, its fused C++ kernel clicked), and from the H200 runs
-committed under experiments/results/h200/fidelity/runs/: docs/run_page_h200.png (naive default,
-its fused Triton kernel clicked) and docs/sweep_page_h200.png. Needs the dev extra (playwright)
+Writes docs/run_page_cpu.png (a CPU run, its fused C++ kernel clicked), and from the H200 blog
+matrix committed under experiments/results/h200/blog_part3/ (re-rendered from its results):
+docs/run_page_h200.png (naive default, its fused Triton kernel clicked) and
+docs/sweep_page_h200.png. Needs the dev extra (playwright)
 and Chromium at /usr/bin/chromium (or $CHROMIUM).
 """
 
@@ -21,7 +22,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-H200_RUNS = os.path.join(ROOT, "experiments", "results", "h200", "fidelity", "runs")
+H200_BLOG = os.path.join(ROOT, "experiments", "results", "h200", "blog_part3")
 
 
 def cpu_run(out: str) -> str:
@@ -77,8 +78,8 @@ def main() -> int:
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="compilekit-shots-")
     cpu = args.cpu_run or cpu_run(os.path.join(work, "cpu"))
-    h200 = os.path.join(work, "h200")
-    shutil.copytree(H200_RUNS, h200)  # the committed runs stay without generated pages
+    h200 = os.path.join(work, "blog_part3")  # the page is titled by its directory
+    shutil.copytree(H200_BLOG, h200)  # re-rendered in a copy: the committed pages stay as they are
     pages.run_page(cpu)
     pages.sweep_page(h200, refresh_runs=True)
     naive = os.path.join(h200, "naive__default__8x16x1024x64__bfloat16__cuda")

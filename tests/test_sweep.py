@@ -217,3 +217,45 @@ def test_sweep_page_links_every_cell_to_its_run_page(small_sweep, open_page):
     page.wait_for_load_state()
     assert page.url.endswith("/index.html") and page.locator("#summary").is_visible()
     assert errors == []
+
+
+def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_maps(
+    small_sweep, tmp_path
+):
+    """experiments/publish_sweep.py: what goes into experiments/results from a sweep."""
+    import json
+    import shutil
+
+    from compilekit import result as results_mod
+
+    _, out = small_sweep
+    src = tmp_path / "sweep"
+    shutil.copytree(out, src)
+    measured = [d for d in _done(src) if results_mod.load(str(src / d)).measured]
+    stale = src / measured[0] / "result.json"
+    data = json.loads(stale.read_text())
+    data["roofline"] = "roofline: read by older code"
+    stale.write_text(json.dumps(data))
+    (src / measured[0] / "trace.json").write_text("{}")  # bulk: stays behind
+    dest = tmp_path / "published"
+    dest.mkdir()
+    (dest / "README.md").write_text("prose about the results\n")
+    (dest / "old.txt").write_text("from an earlier publish\n")
+    proc = subprocess.run(
+        [sys.executable, "experiments/publish_sweep.py", str(src), str(dest)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"re-derived from its kernel map: {measured[0]}" in proc.stdout
+    assert (dest / "README.md").read_text() == "prose about the results\n"
+    assert not (dest / "old.txt").exists()
+    assert _done(dest) == _done(src)
+    republished = results_mod.load(str(dest / measured[0]))
+    assert republished.roofline and "older code" not in republished.roofline
+    assert not (dest / measured[0] / "trace.json").exists()
+    assert (dest / measured[0] / "kernels.json").is_file()
+    for page in ("REPORT.md", "index.html", f"{measured[0]}/index.html"):
+        assert (dest / page).is_file(), page
