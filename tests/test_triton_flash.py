@@ -137,17 +137,30 @@ wrapped = []
 real_wrap = torch.library.wrap_triton
 torch.library.wrap_triton = lambda kernel: wrapped.append(type(real_wrap(kernel)).__name__) or real_wrap(kernel)
 
-# The eager path as on a GPU (no interpreter): the kernel launched straight, no wrap_triton.
-launched = []
-class Kernel:  # stands in for the autotuned kernel, which needs a GPU to run
+# The eager path as on a GPU (no interpreter): the kernel launched straight, no wrap_triton;
+# from a key's second call on, its compiled kernel's runner, with every signature argument.
+launched, direct = [], []
+class Compiled:  # what Triton's launch returns: a compiled kernel, indexed by its grid
+    def run(self, *args):
+        raise AssertionError("the runner launches, not run")
     def __getitem__(self, grid):
-        return lambda *args, **kwargs: launched.append(grid({"BLOCK_M": 128}))
+        return lambda *args: direct.append((grid, len(args), args[-6:]))
+class Config:
+    kwargs = {"BLOCK_M": 128, "BLOCK_N": 64}
+class Fn:
+    arg_names = tf._attn_fwd.fn.arg_names
+class Kernel:  # stands in for the autotuned kernel, which needs a GPU to run
+    best_config, fn = Config(), Fn()
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: launched.append(grid({"BLOCK_M": 128})) or Compiled()
 real_kernel, tf._attn_fwd = tf._attn_fwd, Kernel()
 tf.check_inputs = lambda *args: None
 q = torch.randn(2, 4, 300, 64)
 tf.flash_attention(q, q, q)
+tf.flash_attention(q, q, q)
+tf.flash_attention(q, q, q, causal=False)  # another key: the autotuner again
 print("eager", launched, wrapped)
-
+print("direct", direct)
 # The path torch.compile traces: the triton_op, whose kernel goes through wrap_triton.
 tf._attn_fwd = real_kernel
 with FakeTensorMode():
@@ -159,10 +172,32 @@ print("traced", tuple(out.shape), wrapped)
 
 def test_eager_launches_the_kernel_itself_and_the_traced_op_wraps_it():
     """Eager calls skip the custom op and wrap_triton (their host cost exceeded the kernel at
-    small shapes); the op torch.compile traces hands its kernel to Inductor via wrap_triton.
+    small shapes), and a key's later calls skip the autotuner too, through the compiled kernel's
+    runner; the op torch.compile traces hands its kernel to Inductor via wrap_triton.
     The grid puts heads first and the query blocks second (the LPT order's axis)."""
     proc = _child(LAUNCH_PATHS, interpret=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    eager, traced = proc.stdout.strip().splitlines()[-2:]
-    assert eager == "eager [(8, 3)] []"
+    eager, direct, traced = proc.stdout.strip().splitlines()[-3:]
+    assert eager == "eager [(8, 3), (8, 3)] []"
+    # 30 arguments: 24 at run time, then HEAD_DIM, SM_SCALE, CAUSAL, WINDOW, BLOCK_M, BLOCK_N
+    assert direct == "direct [((8, 3, 1), 30, (64, 0.125, True, 0, 128, 64))]"
     assert traced == "traced (2, 4, 300, 64) ['TraceableTritonKernelWrapper']"
+
+
+def test_launch_key_tells_apart_what_triton_specializes_on():
+    """A compiled kernel is reused only for arguments Triton would compile the same way: equal
+    shapes and strides, dtypes, device, flags and pointer alignment."""
+    import torch
+
+    from variants.triton_flash import launch_key
+
+    def key(q, causal=True, window=0):
+        return launch_key(q, q, q, torch.empty_like(q), causal, window)
+
+    q = torch.randn(1, 2, 64, 16)
+    assert key(q) == key(torch.randn(1, 2, 64, 16))  # fresh tensors, one key
+    shifted = torch.empty(q.numel() + 1)[1:].view(q.shape)  # same strides, 4 bytes off
+    assert key(shifted) != key(q)
+    assert key(q.transpose(1, 2).contiguous().transpose(1, 2)) != key(q)  # other strides
+    assert key(q.half()) != key(q)
+    assert key(q, causal=False) != key(q) and key(q, window=8) != key(q)
