@@ -92,6 +92,15 @@ def cell_notes(result) -> list[str]:
             f"spends {result.host_ms_per_call:.3f} ms issuing a call: the rest is launches, "
             "guards and wrappers (reduce-overhead / CUDA graphs target this; see trace.json)"
         )
+    if result.timing_attempts:
+        tries = ", ".join(
+            f"{a['compiled_ms']:.4g} ms (spread {a['spread']:.2f}x)"
+            for a in result.timing_attempts
+        )
+        notes.append(
+            f"re-timed after a disturbed attempt: {len(result.timing_attempts)} attempts "
+            f"({tries}); the quietest is kept"
+        )
     if result.noisy:
         notes.append(f"noisy timing: {result.noise_note}; run the cell again on a quiet machine")
     cg = result.cudagraphs or {}

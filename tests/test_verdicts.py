@@ -350,3 +350,47 @@ def test_verify_is_inconclusive_when_the_bare_retimes_disagree(run_cell, monkeyp
         line, verdict = verify.verify(result.run_dir, 0.05, repeat=3)
         assert verdict == expected, line
     assert "INCONCLUSIVE" in line and "disagree among themselves" in line
+
+
+def _timing(median, low, p90):
+    return {"median_ms": median, "p10_ms": low, "p90_ms": p90, "min_ms": low, "samples": 100}
+
+
+def _time_with(monkeypatch, benches):
+    """Run cell._time with timing.bench answering `benches` in turn (eager, compiled, ...)."""
+    import os
+    import types
+
+    from compilekit import cell, timing
+    from compilekit.result import CellResult
+
+    answers = iter(benches)
+    monkeypatch.setattr(timing, "bench", lambda fn, args, device: next(answers))
+    monkeypatch.setattr(cell, "RETIME_PAUSE_S", 0.0)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0), raising=False)
+    spec = types.SimpleNamespace(device="cpu", mode="default", shape=None)
+    variant = types.SimpleNamespace(attention=None, flops=None)
+    result = CellResult(variant="v", mode="default", shape="1x1x8x8", dtype="float32", device="cpu")
+    cell._time(spec, variant, None, (), result)
+    return result
+
+
+def test_a_disturbed_timing_is_taken_again_and_the_quietest_attempt_kept(monkeypatch):
+    quiet, disturbed = _timing(1.0, 0.98, 1.05), _timing(1.6, 0.99, 2.4)
+    result = _time_with(monkeypatch, [quiet, disturbed, quiet, _timing(1.01, 0.99, 1.04)])
+    assert result.compiled_ms == 1.01 and not result.noisy and result.noise_note is None
+    assert [a["compiled_ms"] for a in result.timing_attempts] == [1.6, 1.01]
+    assert result.timing_attempts[0]["noise"].startswith("p90 is 2.42x")
+
+
+def test_a_timing_disturbed_every_time_stays_noisy_with_its_least_spread_attempt(monkeypatch):
+    quiet = _timing(1.0, 0.98, 1.05)
+    tries = [_timing(1.9, 1.0, 3.0), _timing(1.5, 1.0, 1.8), _timing(1.7, 1.0, 2.2)]
+    result = _time_with(monkeypatch, [b for t in tries for b in (quiet, t)])
+    assert result.compiled_ms == 1.5 and result.noisy and "1.80x" in result.noise_note
+    assert len(result.timing_attempts) == 3
+
+
+def test_a_quiet_timing_is_taken_once(monkeypatch):
+    result = _time_with(monkeypatch, [_timing(1.0, 0.98, 1.05), _timing(0.5, 0.49, 0.52)])
+    assert result.compiled_ms == 0.5 and result.timing_attempts is None and not result.noisy
