@@ -446,7 +446,9 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
         from compilekit import envinfo, roofline
 
         roofline.annotate(
-            records, envinfo.device_ceilings(cell.device, os.path.dirname(cache_dir))
+            records,
+            envinfo.device_ceilings(cell.device, os.path.dirname(cache_dir)),
+            result.flops,
         )
         result.roofline = roofline.summary(records)
     write_json(

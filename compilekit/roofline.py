@@ -1,7 +1,9 @@
 """Step 8b: each kernel against this machine's measured ceilings (a roofline).
 
 A kernel's traffic is the bytes of the tensors its launching op reads and writes (recorded by
-the profiler: profiling.launcher_bytes), its work the FLOPs torch counts for matmuls. Against
+the profiler: profiling.launcher_bytes), its work the FLOPs torch counts for matmuls, or, for an
+attention kernel torch counts none for (cuDNN, flash, a template), the FLOPs the variant
+declares. Against
 the matmul and copy ceilings `compilekit env` measures (envinfo.measure_ceilings), each kernel
 gets its achieved GB/s and TFLOP/s and one class:
 - `launch`: shorter than LAUNCH_BOUND_MS per call: fixed costs (launch, ramp-up, tail) dominate,
@@ -69,8 +71,30 @@ def place(record: dict, ceilings: dict) -> dict:
     return out
 
 
-def annotate(records: list[dict], ceilings: dict) -> None:
-    """Add each kernel's roofline figures to its record, in place."""
+def attribute_variant_flops(records: list[dict], flops_per_forward: float | None) -> str | None:
+    """Give the variant's declared FLOPs to the kernel that does the attention, in place, when
+    torch counted none: one library, template or extern kernel (cuDNN, flash, FlexAttention's
+    template, a user's Triton kernel) holding at least half of the forward's device time. The
+    profiler counts FLOPs only for matmuls, so such a kernel could not be placed otherwise.
+    Returns that kernel's name (None when no kernel qualifies)."""
+    if not flops_per_forward or any(r.get("flops") for r in records):
+        return None
+    total = sum(r["device_ms"] * r["calls_per_forward"] for r in records)
+    doers = [r for r in records if r.get("kind") not in MEMORY_KINDS and r["calls_per_forward"]]
+    if not total or not doers:
+        return None
+    top = max(doers, key=lambda r: r["device_ms"] * r["calls_per_forward"])
+    if top["device_ms"] * top["calls_per_forward"] < total / 2:
+        return None
+    top["flops"] = flops_per_forward / top["calls_per_forward"]
+    top["flops_from"] = "the variant's declared FLOPs"
+    return top["name"]
+
+
+def annotate(records: list[dict], ceilings: dict, flops_per_forward: float | None = None) -> None:
+    """Add each kernel's roofline figures to its record, in place (with the variant's FLOPs on
+    its attention kernel where torch counted none: attribute_variant_flops)."""
+    attribute_variant_flops(records, flops_per_forward)
     for record in records:
         record["roofline"] = place(record, ceilings)
 

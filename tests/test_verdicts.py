@@ -370,7 +370,9 @@ def _time_with(monkeypatch, benches):
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0), raising=False)
     spec = types.SimpleNamespace(device="cpu", mode="default", shape=None)
     variant = types.SimpleNamespace(attention=None, flops=None)
-    result = CellResult(variant="v", mode="default", shape="1x1x8x8", dtype="float32", device="cpu")
+    result = CellResult(
+        variant="v", mode="default", shape="1x1x8x8", dtype="float32", device="cpu"
+    )
     cell._time(spec, variant, None, (), result)
     return result
 

@@ -159,3 +159,30 @@ def test_launcher_bytes_with_and_without_recorded_dtypes():
     no_dtypes = SimpleNamespace(name="aten::copy_", input_shapes=[[64, 64], [64, 64], []])
     assert profiling.launcher_bytes(no_dtypes, 2) == 2 * 64 * 64 * 2
     assert profiling.launcher_bytes(SimpleNamespace(name="x", input_shapes=[]), 2) is None
+
+
+def test_the_attention_kernel_gets_the_variants_flops_when_torch_counted_none():
+    """cuDNN SDPA at the blog's shape, as the H200 recorded it (50 MB of q, k, v; no FLOPs):
+    with the variant's 17.2 GFLOP it is placed, compute-side of a ridge of 100 FLOP/B."""
+    flops = 4 * 8 * 16 * 64 * 1024 * 1025 / 2
+    cudnn = [
+        _record("Memset (Device)", "memcpy", 0.0006, 50331648, launcher="aten::_cudnn_attention"),
+        _record("cudnn_generated_sdpa", "library", 0.0572, 50331648, launcher="aten::_cudnn"),
+    ]
+    roofline.annotate(cudnn, CEILINGS, flops)
+    assert cudnn[1]["flops"] == flops and cudnn[0].get("flops") is None
+    assert cudnn[1]["roofline"]["bound"] == "compute"
+    assert abs(cudnn[1]["roofline"]["tflops"] - flops / 0.0572e-3 / 1e12) < 1e-9
+    # torch counted the matmuls' FLOPs (naive): nothing is attributed
+    naive = [_record("nvjet", "extern", 0.08, 1e8, 2e10), _record("cudnn_x", "library", 0.1)]
+    assert roofline.attribute_variant_flops(naive, flops) is None and naive[1]["flops"] is None
+    # no kernel holds half the time, or the variant declares no FLOPs: nothing either
+    split = [
+        _record("a", "library", 0.05),
+        _record("b", "extern", 0.04),
+        _record("c", "generated", 0.03),
+    ]
+    assert roofline.attribute_variant_flops(split, flops) is None
+    assert (
+        roofline.attribute_variant_flops(cudnn[:1] + [_record("d", "library", 1.0)], None) is None
+    )
