@@ -5,8 +5,9 @@ check every figure, without the bulk (traces, depyf dumps, TORCH_TRACE logs stay
 
 Per cell it keeps result.json, kernels.json, the generated kernels, Inductor's output code and
 log.txt; then it re-renders REPORT.md, the plots and the HTML pages with this checkout's code.
-The lines derived from a cell's stored kernel map (the CUDA-graph replay breakdown and the
-roofline split) are derived again too, from the same measured inputs (kernel records, host time
+The figures derived from a cell's stored kernel map (each kernel's roofline place, against the
+sweep's measured ceilings in env.json; the roofline split; the CUDA-graph replay breakdown) are
+derived again too, from the same measured inputs (kernel records, host time
 per call, recordings, torch's count of copied inputs), so a fix to how they are read reaches
 published results without a re-run; each changed cell is named. DEST is emptied first, but for
 its README.md (the prose written about the results).
@@ -14,6 +15,7 @@ its README.md (the prose written about the results).
 
 import argparse
 import glob
+import json
 import os
 import shutil
 import sys
@@ -22,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from compilekit import diagnose, pages, roofline, sweepreport  # noqa: E402
 from compilekit import result as results_mod  # noqa: E402
-from compilekit.store import read_json  # noqa: E402
+from compilekit.store import read_json, write_json  # noqa: E402
 
 CELL_FILES = ("result.json", "kernels.json", "log.txt", "output_code*.py", "kernels/*")
 TOP_FILES = ("env.json",)
@@ -36,15 +38,19 @@ def copy_matching(src: str, dst: str, patterns) -> None:
             shutil.copy2(path, target)
 
 
-def rederive(run_dir: str) -> bool:
-    """Derive the replay breakdown and roofline line again from run_dir's kernel map; True when
-    either changed."""
+def rederive(run_dir: str, ceilings: dict | None) -> bool:
+    """Derive the roofline (per kernel, against the sweep's measured ceilings), its summary line
+    and the replay breakdown again from run_dir's kernel map; True when any changed."""
     result = results_mod.load(run_dir)
     kmap_path = os.path.join(run_dir, "kernels.json")
     if not result.measured or not os.path.isfile(kmap_path):
         return False
-    records = read_json(kmap_path)["kernels"]
-    before = (result.replay, result.roofline)
+    kmap = read_json(kmap_path)
+    records = kmap["kernels"]
+    before = (result.replay, result.roofline, json.dumps(records, sort_keys=True))
+    if ceilings:
+        roofline.annotate(records, ceilings, result.flops)
+        write_json(kmap_path, kmap)
     result.roofline = roofline.summary(records)
     if result.replay:
         old = result.replay
@@ -53,7 +59,7 @@ def rederive(run_dir: str) -> bool:
             records, old["host_ms_per_call"], tree or None, old["inputs_recorded_non_static"]
         )
         result.replay["bytes_dtypes"] = old.get("bytes_dtypes")
-    if (result.replay, result.roofline) == before:
+    if (result.replay, result.roofline, json.dumps(records, sort_keys=True)) == before:
         return False
     result.save(run_dir)
     return True
@@ -83,13 +89,14 @@ def main() -> int:
     copy_matching(args.sweep_dir, args.dest, TOP_FILES)
     for extra in args.extra:
         shutil.copy2(extra, args.dest)
+    ceilings = sweepreport.load_env(args.dest).get("ceilings")
     changed = []
     for cell in cells:
         os.makedirs(os.path.join(args.dest, cell))
         copy_matching(
             os.path.join(args.sweep_dir, cell), os.path.join(args.dest, cell), CELL_FILES
         )
-        if rederive(os.path.join(args.dest, cell)):
+        if rederive(os.path.join(args.dest, cell), ceilings):
             changed.append(cell)
     for cell in changed:
         print(f"re-derived from its kernel map: {cell}")
