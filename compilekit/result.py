@@ -61,9 +61,7 @@ class CellResult:
     host_bound: bool | None = None
     noisy: bool | None = None  # the timing spread or the machine's load says it was disturbed
     noise_note: str | None = None
-    timing_attempts: list | None = (
-        None  # when a disturbed attempt was re-timed: each one's medians
-    )
+    timing_attempts: list | None = None  # each attempt's medians, when one was re-timed
     flops: float | None = None  # as the variant declares them; None: it declares none
     tflops: float | None = None
     eager_tflops: float | None = None

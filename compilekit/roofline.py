@@ -3,9 +3,8 @@
 A kernel's traffic is the bytes of the tensors its launching op reads and writes (recorded by
 the profiler: profiling.launcher_bytes), its work the FLOPs torch counts for matmuls, or, for an
 attention kernel torch counts none for (cuDNN, flash, a template), the FLOPs the variant
-declares. Against
-the matmul and copy ceilings `compilekit env` measures (envinfo.measure_ceilings), each kernel
-gets its achieved GB/s and TFLOP/s and one class:
+declares. Against the matmul and copy ceilings `compilekit env` measures
+(envinfo.measure_ceilings), each kernel gets its achieved GB/s and TFLOP/s and one class:
 - `launch`: shorter than LAUNCH_BOUND_MS per call: fixed costs (launch, ramp-up, tail) dominate,
   neither roof applies;
 - `compute`: its FLOPs per byte lie above the ridge point (ceiling FLOP/s over ceiling B/s);

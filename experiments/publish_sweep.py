@@ -7,9 +7,9 @@ Per cell it keeps result.json, kernels.json, the generated kernels, Inductor's o
 log.txt; then it re-renders REPORT.md, the plots and the HTML pages with this checkout's code.
 The figures derived from a cell's stored kernel map (each kernel's roofline place, against the
 sweep's measured ceilings in env.json; the roofline split; the CUDA-graph replay breakdown) are
-derived again too, from the same measured inputs (kernel records, host time
-per call, recordings, torch's count of copied inputs), so a fix to how they are read reaches
-published results without a re-run; each changed cell is named. DEST is emptied first, but for
+derived again too, from the same measured inputs (kernel records, host time per call,
+recordings, torch's count of copied inputs), so a fix to how they are read reaches published
+results without a re-run; each changed cell is named. DEST is emptied first, but for
 its README.md (the prose written about the results).
 """
 
