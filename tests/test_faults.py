@@ -371,3 +371,25 @@ def test_writable_check_holds_when_a_sweeps_cells_run_it_at_once(tmp_path):
         t.join()
     assert not errors, errors[:3]
     assert os.listdir(tmp_path / "out") == []
+
+
+def test_a_measure_process_imports_before_it_takes_the_gpu(cli, tmp_path):
+    """The GPU lock (file-based, so it works on the CPU too) is taken after the imports and
+    Inductor's settings, which are CPU work: the GPU's current cell need not wait for them.
+    steps_s keeps the order in which the process reached each step."""
+    from compilekit import result as results_mod
+    from tests.conftest import SMALL_SHAPE
+
+    lock = tmp_path / "gpu0.lock"
+    out = tmp_path / "out"
+    proc = cli(
+        *("run", "--variant", "naive", "--mode", "default", "--device", "cpu"),
+        *("--shape", SMALL_SHAPE, "--out", str(out)),
+        env={"COMPILEKIT_GPU_LOCK": str(lock)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    steps = list(results_mod.load(str(run_dir)).steps_s)
+    assert lock.exists() and "gpu_lock_wait_s" in steps, steps
+    order = [steps.index(s) for s in ("imports", "inductor_import_and_settings")]
+    assert max(order) < steps.index("gpu_lock_wait_s") < steps.index("device_init"), steps
