@@ -93,14 +93,7 @@ def cell_notes(result) -> list[str]:
             "guards and wrappers (reduce-overhead / CUDA graphs target this; see trace.json)"
         )
     if result.timing_attempts:
-        tries = ", ".join(
-            f"{a['compiled_ms']:.4g} ms (spread {a['spread']:.2f}x)"
-            for a in result.timing_attempts
-        )
-        notes.append(
-            f"re-timed after a disturbed attempt: {len(result.timing_attempts)} attempts "
-            f"({tries}); the quietest is kept"
-        )
+        notes.append(retimed_text(result))
     if result.noisy:
         notes.append(f"noisy timing: {result.noise_note}; run the cell again on a quiet machine")
     cg = result.cudagraphs or {}
@@ -127,6 +120,18 @@ def cell_notes(result) -> list[str]:
             f"{len(result.attempts)} failed rerun(s) kept in attempts/; this is the last good run"
         )
     return notes
+
+
+def retimed_text(r) -> str | None:
+    """'re-timed: 3 attempts, compiled medians 0.1032, 0.064, 0.063 ms; kept the quietest', or
+    None when the timing was taken once."""
+    if not r.timing_attempts:
+        return None
+    medians = ", ".join(f"{a['compiled_ms']:.4g}" for a in r.timing_attempts)
+    return (
+        f"re-timed: {len(r.timing_attempts)} attempts, compiled medians {medians} ms; kept the "
+        "quietest"
+    )
 
 
 def why_slow_lines(result) -> list[str]:

@@ -304,10 +304,13 @@ def report(out_dir: str) -> str:
         for r in results
         if r.host_bound
     ]
+    from compilekit.report import retimed_text  # report imports this module
+
     noisy = [
-        f"- `{variant_name(r)}` / `{r.mode}` / {r.shape}: {r.noise_note}"
+        f"- `{variant_name(r)}` / `{r.mode}` / {r.shape}: "
+        + "; ".join(filter(None, [r.noise_note, retimed_text(r)]))
         for r in results
-        if r.noisy
+        if r.noisy or r.timing_attempts
     ]
     why = why_slow(results)
     scaling = scaling_series([r for r in results if r.ok])
@@ -349,7 +352,8 @@ def report(out_dir: str) -> str:
         "FLOPs each variant declares (4·B·H·D per kept query-key pair: S(S+1)/2 causal, "
         "S·W - W(W-1)/2 for a window of W); `-` where a variant declares none. `GPU busy`: "
         "device time per forward over the latency; under 80% the call is host-bound. "
-        "`noisy`: the timing spread or the machine's load says another process competed.",
+        "`noisy`: the timing spread or the machine's load says another process competed (such "
+        "a timing is taken again, up to twice, and the quietest attempt kept).",
         "",
         tabulate(table, headers=headers(results), tablefmt="github"),
         "",

@@ -377,12 +377,24 @@ def _time_with(monkeypatch, benches):
     return result
 
 
-def test_a_disturbed_timing_is_taken_again_and_the_quietest_attempt_kept(monkeypatch):
+def test_a_disturbed_timing_is_taken_again_and_the_quietest_attempt_kept(monkeypatch, tmp_path):
     quiet, disturbed = _timing(1.0, 0.98, 1.05), _timing(1.6, 0.99, 2.4)
     result = _time_with(monkeypatch, [quiet, disturbed, quiet, _timing(1.01, 0.99, 1.04)])
     assert result.compiled_ms == 1.01 and not result.noisy and result.noise_note is None
     assert [a["compiled_ms"] for a in result.timing_attempts] == [1.6, 1.01]
     assert result.timing_attempts[0]["noise"].startswith("p90 is 2.42x")
+    # said in the run's notes and, for a sweep, under "Timings that may be disturbed"
+    from compilekit import report, sweepreport
+
+    line = "re-timed: 2 attempts, compiled medians 1.6, 1.01 ms; kept the quietest"
+    assert line in report.cell_notes(result)
+    result.status, result.label = "ok", "v__default__1x1x8x8__float32__cpu"
+    cell_dir = tmp_path / result.label
+    cell_dir.mkdir()
+    result.save(str(cell_dir))
+    sweepreport.report(str(tmp_path))
+    disturbed = (tmp_path / "REPORT.md").read_text().split("## Timings that may be disturbed")[1]
+    assert f"`v` / `default` / 1x1x8x8: {line}" in disturbed
 
 
 def test_a_timing_disturbed_every_time_stays_noisy_with_its_least_spread_attempt(monkeypatch):
