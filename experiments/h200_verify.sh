@@ -8,7 +8,8 @@
 #   B: the blog matrix, 4 cell processes per GPU;  C: the same, forced, 1 per GPU
 #   D: the two compared cell by cell;  E: the GPU tests;  F: experiments/seqlen.toml
 #   G: experiments/inductor_knobs.toml (Inductor knobs and the naive-to-sdpa pass)
-# Order: A E B C D F G (the GPU tests reuse A's compiles through COMPILEKIT_CACHE).
+#   K: triton-flash vs cuDNN vs flex (experiments/triton_flash_bench.py), then kernel.toml
+# Order: A E B C D F K G (the GPU tests reuse A's compiles through COMPILEKIT_CACHE).
 # Nothing runs beside A's timings: a host-bound cell's figure depends on a quiet CPU.
 set -u
 WAIT_S=${WAIT_S:-540}
@@ -34,7 +35,7 @@ fidelity() (  # the issue's five cells: run, then `compilekit verify` (bare do_b
   python3 -c "import json; r=json.load(open('/tmp/single/naive__default__8x16x1024x64__bfloat16__cuda/result.json')); print('warm cell steps_s', r['steps_s'], 'wall_s', round(r['wall_s'], 2))" >> $R/figures.txt
 )
 
-want() { case " ${PHASES:-A B C D E F G} " in *" $1 "*) return 0;; esac; return 1; }
+want() { case " ${PHASES:-A B C D E F K G} " in *" $1 "*) return 0;; esac; return 1; }
 
 phases() {
   if want A && [ ! -e $R/A.done ]; then
@@ -77,6 +78,12 @@ EOF
     python3 -m compilekit sweep experiments/seqlen.toml --out /tmp/seqlen --gpus $GPUS > $R/seqlen.log 2>&1
     touch $R/F.done
   fi
+  if want K && [ ! -e $R/K.done ]; then  # triton-flash vs cuDNN vs flex at issue 11's shapes
+    CUDA_VISIBLE_DEVICES=0 python3 experiments/triton_flash_bench.py \
+      --shapes 8x16x1024x64,1x32x8192x128,16x16x512x64 --json $R/flash_bench.json > $R/flash_bench.txt 2>&1
+    python3 -m compilekit sweep experiments/kernel.toml --out /tmp/kernel --gpus $GPUS > $R/kernel.log 2>&1
+    touch $R/K.done
+  fi
   if want G && [ ! -e $R/G.done ]; then
     python3 -m compilekit sweep experiments/inductor_knobs.toml --out /tmp/knobs --gpus $GPUS > $R/knobs.log 2>&1
     touch $R/G.done
@@ -92,9 +99,9 @@ if [ ! -e $R/running ]; then
 fi
 while [ ! -e $R/all.done ] && [ $(( $(date +%s) - start )) -lt $WAIT_S ]; do sleep 10; done
 cat $R/figures.txt $R/verify.txt 2>/dev/null; ls $R; tail -n 2 $R/*.log
-for d in blog4 blog1 seqlen verify knobs; do [ -d /tmp/$d ] && python3 -m compilekit report /tmp/$d > $R/report_$d.txt 2>&1; done
+for d in blog4 blog1 seqlen verify knobs kernel; do [ -d /tmp/$d ] && python3 -m compilekit report /tmp/$d > $R/report_$d.txt 2>&1; done
 tar czf $OUT/res.tgz -C /tmp res
-for d in blog4 blog1 seqlen verify single knobs; do
+for d in blog4 blog1 seqlen verify single knobs kernel; do
   [ -d /tmp/$d ] && tar czf $OUT/$d.tgz --exclude=trace.json --exclude=torch_trace --exclude=depyf -C /tmp $d
 done
 true

@@ -78,3 +78,17 @@ def test_cuda_check_asks_torch_unless_the_answer_is_certain(monkeypatch):
     monkeypatch.setattr(cli, "_driver_device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cli.cuda_available() is True  # the driver reports devices
+
+
+def test_every_committed_experiment_file_loads():
+    """The experiments the README and experiments/h200_verify.sh name are valid specs."""
+    import glob
+
+    from compilekit.spec import load_experiment
+    from tests.conftest import ROOT
+
+    paths = sorted(glob.glob(f"{ROOT}/experiments/*.toml"))
+    assert len(paths) >= 5, paths
+    for path in paths:
+        cells = load_experiment(path).cells
+        assert cells, path
