@@ -12,6 +12,7 @@ FLOPs: variants.masks.attention_flops (causal: 4·B·H·D·S(S+1)/2).
 
 import math
 import os
+import threading
 
 import torch
 
@@ -318,6 +319,7 @@ def check_inputs(q, k, v, causal: bool, window: int) -> None:
 # takes at small shapes (issue 11: 57-84 us per call before, on the H200)
 _FAST_LAUNCH: dict = {}
 _FAST_LAUNCH_LIMIT = 256  # keys, each a shape and stride pattern; cleared when full
+_AUTOTUNE_LOCK = threading.Lock()
 
 
 def launch_key(q, k, v, out, causal: bool, window: int) -> tuple:
@@ -391,12 +393,12 @@ def _launch(q, k, v, causal: bool, window: int, kernel=None):
     def grid(meta):
         return (batch * heads, triton.cdiv(seq, meta["BLOCK_M"]))
 
-    compiled = (kernel or _attn_fwd)[grid](*args, **consts)
-    if eager:
-        block_m = _attn_fwd.best_config.kwargs["BLOCK_M"]
-        _remember_launch(
-            key, compiled, args, consts, (batch * heads, triton.cdiv(seq, block_m), 1)
-        )
+    if not eager:
+        (kernel or _attn_fwd)[grid](*args, **consts)
+        return out
+    with _AUTOTUNE_LOCK:  # the best config read below must be this call's, not another thread's
+        compiled = _attn_fwd[grid](*args, **consts)
+        _remember_launch(key, compiled, args, consts, (*grid(_attn_fwd.best_config.kwargs), 1))
     return out
 
 
