@@ -9,6 +9,7 @@ from tabulate import tabulate
 
 from compilekit import result as results
 from compilekit.errors import UserError
+from compilekit.roofline import NONE_PLACED
 from compilekit.store import CorruptFile, read_json
 
 
@@ -138,10 +139,10 @@ def why_slow_lines(result) -> list[str]:
     """The CUDA-graph replay's costs, the roofline split of device time, and max-autotune's
     winner per tuned op: what the run summary and REPORT.md say of why a cell was slow."""
     lines = [result.replay["note"]] if result.replay else []
-    if result.roofline and "%" in result.roofline:  # a split, not "no kernel placed"
-        lines.append(f"{result.roofline} (share of device time; `compilekit kernels` per kernel)")
-    elif result.roofline:
+    if result.roofline == NONE_PLACED:
         lines.append(result.roofline)
+    elif result.roofline:
+        lines.append(f"{result.roofline} (share of device time; `compilekit kernels` per kernel)")
     return lines + [autotune_line(op) for op in result.autotune or []]
 
 

@@ -99,6 +99,7 @@ def annotate(records: list[dict], ceilings: dict, flops_per_forward: float | Non
 
 
 UNPLACED = "not placed (no bytes or FLOPs recorded)"
+NONE_PLACED = "roofline: no kernel placed (no bytes or FLOPs recorded for any)"
 
 
 def summary(records: list[dict]) -> str | None:
@@ -114,5 +115,5 @@ def summary(records: list[dict]) -> str | None:
         return None
     parts = sorted(totals.items(), key=lambda kv: -kv[1])
     if totals.get(UNPLACED, 0.0) == whole:
-        return "roofline: no kernel placed (no bytes or FLOPs recorded for any)"
+        return NONE_PLACED
     return "roofline: " + ", ".join(f"{share / whole:.0%} {bound}" for bound, share in parts)

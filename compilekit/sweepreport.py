@@ -352,8 +352,8 @@ def report(out_dir: str) -> str:
         "FLOPs each variant declares (4·B·H·D per kept query-key pair: S(S+1)/2 causal, "
         "S·W - W(W-1)/2 for a window of W); `-` where a variant declares none. `GPU busy`: "
         "device time per forward over the latency; under 80% the call is host-bound. "
-        "`noisy`: the timing spread or the machine's load says another process competed (such "
-        "a timing is taken again, up to twice, and the quietest attempt kept).",
+        "`noisy`: the timing spread or the machine's load says another process competed; a "
+        "cell whose timing was taken again after such a disturbance is named below.",
         "",
         tabulate(table, headers=headers(results), tablefmt="github"),
         "",
