@@ -89,6 +89,31 @@ def _has_configs(results: list) -> bool:
     return any(r.config for r in results)
 
 
+def _has_passes(results: list) -> bool:
+    return any(r.passes for r in results)
+
+
+def passes_name(r) -> str:
+    """The cell's graph passes as its label names them ('naive-to-sdpa'); '-' for none."""
+    from compilekit.passes import label_of
+
+    return "+".join(label_of(spec) for spec in r.passes) or "-"
+
+
+def setting_name(r) -> str:
+    """What the cell changed in Inductor, '' when nothing: 'config cdt', 'pass naive-to-sdpa'."""
+    parts = [f"config {r.config_name}"] if r.config else []
+    parts += [f"pass {passes_name(r)}"] if r.passes else []
+    return ", ".join(parts)
+
+
+def cell_name(r) -> str:
+    """A cell as the report's bullets name it: variant, mode and shape, then its config and
+    passes where it has any (cells that differ only there must not read alike)."""
+    setting = setting_name(r)
+    return f"`{variant_name(r)}` / `{r.mode}` / {r.shape}" + (f" ({setting})" if setting else "")
+
+
 def hosts(results: list) -> list[str]:
     """The machines the cells were measured on (result.json `env.host`)."""
     return sorted({r.env["host"] for r in results if r.env and r.env.get("host")})
@@ -111,9 +136,12 @@ def machine_mix(results: list) -> list[str]:
 
 
 def headers(results: list) -> list[str]:
-    """The table's columns; `config` only when some cell carries Inductor options, `node` only
-    when the cells come from more than one machine."""
+    """The table's columns; `config` only when some cell carries Inductor options, `pass` only
+    when some cell runs a graph pass, `node` only when the cells come from more than one
+    machine."""
     out = list(HEADERS)
+    if _has_passes(results):
+        out.insert(2, "pass")
     if _has_configs(results):
         out.insert(2, "config")
     if len(hosts(results)) > 1:
@@ -124,6 +152,7 @@ def headers(results: list) -> list[str]:
 def rows(results: list, peak_tflops: float | None) -> list[list]:
     """One row per cell, in headers(results) order."""
     with_config, with_node = _has_configs(results), len(hosts(results)) > 1
+    with_passes = _has_passes(results)
     out = []
     for r in results:
         compiled = r.measured and r.mode != "eager"
@@ -151,6 +180,8 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
                 busy_text(r),
             ]
         )
+        if with_passes:
+            out[-1].insert(2, passes_name(r))
         if with_config:
             out[-1].insert(2, r.config_name or "base")
         if with_node:
@@ -199,14 +230,16 @@ def plot(results: list[dict], out_dir: str) -> list[str]:
     compiled = [r for r in cells if r.mode != "eager"]
     if compiled:
         modes = sorted({r.mode for r in compiled})
-        variants = sorted({variant_name(r) for r in compiled})
+        # cells that differ only in config or pass get a bar each
+        bar = lambda r: " ".join(filter(None, [variant_name(r), setting_name(r)]))  # noqa: E731
+        variants = sorted({bar(r) for r in compiled})
         fig, ax = plt.subplots(figsize=(max(6, len(variants) * 1.3), 4))
         width = 0.8 / len(modes)
         for i, mode in enumerate(modes):
             xs = [j + i * width for j, v in enumerate(variants)]
             ys = [
                 next(
-                    (r.speedup for r in compiled if variant_name(r) == v and r.mode == mode),
+                    (r.speedup for r in compiled if bar(r) == v and r.mode == mode),
                     float("nan"),
                 )
                 for v in variants
@@ -249,7 +282,7 @@ def scaling_series(results: list) -> dict[str, tuple[list, list, float]]:
         key = (
             f"{variant_name(r)}/{r.mode} B={shape.batch} H={shape.heads} "
             f"D={shape.head_dim} {r.dtype}"
-        )
+        ) + (f" {setting_name(r)}" if setting_name(r) else "")
         groups[key][shape.seq] = r.compiled_ms
     series = {}
     for key, points in groups.items():
@@ -272,7 +305,7 @@ def why_slow(results: list) -> list[str]:
     for r in results:
         lines = why_slow_lines(r)
         if lines and r.measured:
-            out.append(f"- `{variant_name(r)}` / `{r.mode}` / {r.shape}: " + "; ".join(lines))
+            out.append(f"- {cell_name(r)}: " + "; ".join(lines))
     return out
 
 
@@ -286,19 +319,19 @@ def report(out_dir: str) -> str:
     table = rows(results, peak)
     images = plot(results, out_dir)
     problems = [
-        f"- `{variant_name(r)}` / `{r.mode}` / {r.shape} {r.dtype}: {r.status}: "
+        f"- {cell_name(r)} {r.dtype}: {r.status}: "
         f"{(r.reason or '').splitlines()[0][:300] if r.reason else '-'}"
         for r in results
         if r.status in ("wrong", "unsupported", "failed")
     ]
     attempts = [
-        f"- `{variant_name(r)}` / `{r.mode}` / {r.shape}: {len(r.attempts)} failed rerun(s) "
+        f"- {cell_name(r)}: {len(r.attempts)} failed rerun(s) "
         f"kept in {r.label}/attempts/ (the last: {r.attempts[-1]['reason']})"
         for r in results
         if r.attempts
     ]
     host_bound = [
-        f"- `{variant_name(r)}` / `{r.mode}` / {r.shape}: GPU busy {r.gpu_busy_share:.0%} of "
+        f"- {cell_name(r)}: GPU busy {r.gpu_busy_share:.0%} of "
         f"each call ({r.profiled_forward_device_ms:.3f} of {r.compiled_ms:.3f} ms; host "
         f"{_num(r.host_ms_per_call, '.3f')} ms per call): host-bound"
         for r in results
@@ -307,8 +340,7 @@ def report(out_dir: str) -> str:
     from compilekit.report import retimed_text  # report imports this module
 
     noisy = [
-        f"- `{variant_name(r)}` / `{r.mode}` / {r.shape}: "
-        + "; ".join(filter(None, [r.noise_note, retimed_text(r)]))
+        f"- {cell_name(r)}: " + "; ".join(filter(None, [r.noise_note, retimed_text(r)]))
         for r in results
         if r.noisy or r.timing_attempts
     ]

@@ -141,6 +141,51 @@ def test_report_shows_configs_only_when_there_are_some():
     assert [row[at] for row in rows([plain, tuned], None)] == ["base", "fewer"]
 
 
+def test_report_tells_apart_cells_that_differ_only_in_pass_or_config(tmp_path):
+    """The H200 knobs sweep read as two identical `naive / default` rows and bullets: a pass
+    cell and a config cell must each be named as such in the table, the bullets and the plot."""
+    from compilekit import sweepreport
+    from compilekit.result import CellResult
+
+    def cell(**kw):
+        return CellResult(
+            "naive",
+            "default",
+            "1x2x64x16",
+            "float32",
+            "cpu",
+            status="ok",
+            eager_ms=2.0,
+            compiled_ms=1.0,
+            speedup=2.0,
+            noisy=True,
+            noise_note="p90 is 2x the fastest",
+            **kw,
+        )
+
+    cells = [
+        cell(),
+        cell(passes=["naive-to-sdpa"]),
+        cell(config={"coordinate_descent_tuning": True}, config_name="cdt"),
+    ]
+    cols = sweepreport.headers(cells)
+    table = sweepreport.rows(cells, None)
+    assert [(row[cols.index("config")], row[cols.index("pass")]) for row in table] == [
+        ("base", "-"),
+        ("base", "naive-to-sdpa"),
+        ("cdt", "-"),
+    ]
+    names = [sweepreport.cell_name(r) for r in cells]
+    assert len(set(names)) == 3 and "pass naive-to-sdpa" in names[1] and "config cdt" in names[2]
+    for r in cells:
+        r.label = sweepreport.cell_name(r).replace("`", "").replace(" ", "_").replace("/", "")
+        os.makedirs(tmp_path / r.label)
+        r.save(str(tmp_path / r.label))
+    sweepreport.report(str(tmp_path))
+    disturbed = (tmp_path / "REPORT.md").read_text().split("## Timings that may be disturbed")[1]
+    assert all(name in disturbed for name in names)
+
+
 def test_inductor_knobs_experiment_picks_configs_and_passes_per_matrix():
     from compilekit.spec import load_experiment
     from tests.conftest import ROOT
