@@ -160,6 +160,40 @@ def _step_launches(step, device: str) -> list[tuple[str, object, float]]:
     return [(k.name, e, k.duration / 1e3) for e in ops for k in e.kernels]
 
 
+NO_OP = "(no torch op)"  # the launcher of a kernel the profiler linked to no CPU op
+
+
+def _unattached(events, label: str, attached: dict[str, int]) -> dict[str, list[float]]:
+    """{kernel: [ms, ...]} of the kernels that ran inside the GPU-side ranges of the `label`
+    steps beyond those an op claimed (`attached`: launches per kernel name in those steps).
+
+    The profiler links a kernel to the CPU op that launched it; a raw Triton launch
+    (`kernel[grid](...)`, or a compiled kernel's runner) goes through no torch op, so no op lists
+    it, and the map and the GPU-busy share would miss it. The step's `record_function` still
+    gets a GPU-side range spanning the kernels launched inside it: what ran there is counted.
+    """
+    windows = [e.time_range for e in events if e.name == label and e.device_type != DeviceType.CPU]
+    seen: dict[str, list[float]] = {}
+    for e in events:
+        if (
+            e.device_type == DeviceType.CPU
+            or e.name == label
+            or getattr(e, "is_user_annotation", False)
+            or e.name.startswith("ProfilerStep")
+            or WRAPPER_RE.match(e.name)  # Inductor's own record_function ranges
+        ):
+            continue
+        start, end = e.time_range.start, e.time_range.end
+        if any(w.start <= start and end <= w.end for w in windows):
+            seen.setdefault(e.name, []).append((end - start) / 1e3)
+    # which of a name's launches no op claimed cannot be told, only how many
+    return {
+        name: ms[: len(ms) - attached.get(name, 0)]
+        for name, ms in seen.items()
+        if len(ms) > attached.get(name, 0)
+    }
+
+
 def _indexed(launches) -> list[tuple[str, str, int, object, float]]:
     """(kernel, launcher name, launcher_index, launcher event, ms): launcher_index counts the
     earlier calls of an op of the same name in the step (the second bmm is 1)."""
@@ -240,7 +274,8 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
     op of the same name in the forward (the second bmm is 1). `bytes` and `flops` are the
     launching op's (see launcher_bytes, with `itemsize` bytes per element where the profiler
     records no dtypes, as `bytes_dtypes` says; flops only where torch counts them). Device time
-    is a kernel's duration on the GPU, or its CPU time where the CPU is the device.
+    is a kernel's duration on the GPU, or its CPU time where the CPU is the device. Kernels no
+    op launched (a raw Triton launch) come last, with launcher NO_OP (see _unattached).
     """
     events = prof.events()
     steps = [e for e in events if e.name == label and e.device_type == DeviceType.CPU]
@@ -263,6 +298,20 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
             )
             rec["samples_ms"].append(ms)
             n_launches += 1
+    if device == "cuda":
+        attached: dict[str, int] = {}
+        for (name, _, _), rec in per_key.items():
+            attached[name] = attached.get(name, 0) + len(rec["samples_ms"])
+        for name, samples in _unattached(events, label, attached).items():
+            per_key[(name, NO_OP, 0)] = {
+                "name": name,
+                "launcher": NO_OP,
+                "launcher_index": 0,
+                "samples_ms": samples,
+                "bytes": None,
+                "flops": None,
+            }
+            n_launches += len(samples)
     # Medians, not means: one slow step (a page fault, a preempted core) should not own the map.
     kernels = [
         {

@@ -292,3 +292,54 @@ def test_each_bmm_maps_to_its_own_line(launchers, tmp_path):
     assert next(r for r in records if r["name"] == "triton_per_fused_softmax_0")["aten_ops"] == [
         "aten.amax"
     ]
+
+
+def _event(name, device, start, end, children=(), kernels=(), annotation=False):
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    return SimpleNamespace(
+        name=name,
+        device_type=DeviceType.CUDA if device == "cuda" else DeviceType.CPU,
+        time_range=SimpleNamespace(start=start, end=end),
+        cpu_children=list(children),
+        kernels=list(kernels),
+        is_user_annotation=annotation,
+        cpu_time_total=end - start,
+        input_shapes=[],
+        flops=0,
+    )
+
+
+def test_a_kernel_launched_by_no_torch_op_is_still_counted():
+    """triton-flash's eager fast path launches its compiled kernel without a torch op, so no CPU
+    op lists the kernel: on the H200 the map came out empty and the cell read 'GPU busy 0%,
+    host-bound' for a 57 us kernel. The step's GPU-side range still holds it. A kernel an op did
+    claim (the bmm's) is not counted twice."""
+    from types import SimpleNamespace
+
+    from compilekit import profiling
+
+    label, events = "triton-flash/eager", []
+    for step in range(2):
+        t = 1000.0 * step
+        gemm = SimpleNamespace(name="sm90_gemm", duration=5.0)
+        bmm = _event("aten::bmm", "cpu", t + 1, t + 4, kernels=[gemm])
+        launch = _event("cuLaunchKernelEx", "cpu", t + 5, t + 9)
+        events += [
+            _event(label, "cpu", t, t + 20, children=[bmm, launch]),
+            _event(label, "cuda", t + 30, t + 100, annotation=True),  # the step's GPU range
+            _event("sm90_gemm", "cuda", t + 30, t + 35),
+            _event("_attn_fwd", "cuda", t + 36, t + 93),
+            _event("ProfilerStep#1", "cuda", t + 30, t + 100, annotation=True),
+        ]
+    events.append(_event("_attn_fwd", "cuda", 5000, 5057))  # outside every step: not counted
+    forward = profiling.forward_kernels(SimpleNamespace(events=lambda: events), label, "cuda")
+    by_name = {k["name"]: k for k in forward["kernels"]}
+    assert by_name["_attn_fwd"]["launcher"] == profiling.NO_OP
+    assert by_name["_attn_fwd"]["calls_per_forward"] == 1.0
+    assert abs(by_name["_attn_fwd"]["device_ms"] - 0.057) < 1e-9
+    assert by_name["sm90_gemm"]["launcher"] == "aten::bmm"
+    assert forward["kernels_per_forward"] == 2.0
+    assert abs(forward["forward_device_ms"] - 0.062) < 1e-9
