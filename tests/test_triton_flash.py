@@ -161,6 +161,10 @@ tf.flash_attention(q, q, q)
 tf.flash_attention(q, q, q, causal=False)  # another key: the autotuner again
 print("eager", launched, wrapped)
 print("direct", direct)
+# Under a profiler the raw launch is named as the op's, so the kernel has a launcher there.
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    tf.flash_attention(q, q, q, causal=False)
+print("profiled", [e.name for e in prof.events() if e.name.startswith("compilekit")], len(direct))
 # The path torch.compile traces: the triton_op, whose kernel goes through wrap_triton.
 tf._attn_fwd = real_kernel
 with FakeTensorMode():
@@ -177,10 +181,11 @@ def test_eager_launches_the_kernel_itself_and_the_traced_op_wraps_it():
     The grid puts heads first and the query blocks second (the LPT order's axis)."""
     proc = _child(LAUNCH_PATHS, interpret=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    eager, direct, traced = proc.stdout.strip().splitlines()[-3:]
+    eager, direct, profiled, traced = proc.stdout.strip().splitlines()[-4:]
     assert eager == "eager [(8, 3), (8, 3)] []"
     # 30 arguments: 24 at run time, then HEAD_DIM, SM_SCALE, CAUSAL, WINDOW, BLOCK_M, BLOCK_N
     assert direct == "direct [((8, 3, 1), 30, (64, 0.125, True, 0, 128, 64))]"
+    assert profiled == "profiled ['compilekit::flash_attention'] 2"
     assert traced == "traced (2, 4, 300, 64) ['TraceableTritonKernelWrapper']"
 
 
