@@ -272,10 +272,11 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
     "device_ms", "bytes", "flops"}], "kernels_per_forward", "forward_device_ms" (busy time per
     forward), "forward_host_ms", "bytes_dtypes"}. `launcher_index` counts earlier launches by an
     op of the same name in the forward (the second bmm is 1). `bytes` and `flops` are the
-    launching op's (see launcher_bytes, with `itemsize` bytes per element where the profiler
-    records no dtypes, as `bytes_dtypes` says; flops only where torch counts them). Device time
-    is a kernel's duration on the GPU, or its CPU time where the CPU is the device. Kernels no
-    op launched (a raw Triton launch) come last, with launcher NO_OP (see _unattached).
+    launching op's, given to the longest kernel it launched (see launcher_bytes, with
+    `itemsize` bytes per element where the profiler records no dtypes, as `bytes_dtypes` says;
+    flops only where torch counts them). Device time is a kernel's duration on the GPU, or its
+    CPU time where the CPU is the device. Kernels no op launched (a raw Triton launch) come
+    last, with launcher NO_OP (see _unattached).
     """
     events = prof.events()
     steps = [e for e in events if e.name == label and e.device_type == DeviceType.CPU]
@@ -283,7 +284,15 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
     per_key: dict[tuple, dict] = {}
     n_launches = 0
     for step in steps:
-        for name, launcher, index, op, ms in _indexed(_step_launches(step, device)):
+        launches = _indexed(_step_launches(step, device))
+        # an op's tensors and FLOPs are its main kernel's (the longest it launched), not those
+        # of the memset or split-K reduction beside it: cuDNN's 0.7 us memset was credited the
+        # attention's 50 MB (71 TB/s)
+        longest: dict[int, float] = {}
+        for _, _, _, op, ms in launches:
+            longest[id(op)] = max(ms, longest.get(id(op), ms))
+        for name, launcher, index, op, ms in launches:
+            main = ms == longest[id(op)]
             rec = per_key.setdefault(
                 (name, launcher, index),
                 {
@@ -291,9 +300,9 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
                     "launcher": launcher,
                     "launcher_index": index,
                     "samples_ms": [],
-                    "bytes": launcher_bytes(op, itemsize),
+                    "bytes": launcher_bytes(op, itemsize) if main else None,
                     # torch counts matmul FLOPs only; 0 means "not counted", not "none done"
-                    "flops": getattr(op, "flops", 0) or None,
+                    "flops": (getattr(op, "flops", 0) or None) if main else None,
                 },
             )
             rec["samples_ms"].append(ms)

@@ -343,3 +343,33 @@ def test_a_kernel_launched_by_no_torch_op_is_still_counted():
     assert by_name["sm90_gemm"]["launcher"] == "aten::bmm"
     assert forward["kernels_per_forward"] == 2.0
     assert abs(forward["forward_device_ms"] - 0.062) < 1e-9
+
+
+def test_an_ops_bytes_and_flops_go_to_its_longest_kernel_only():
+    """cuBLAS and cuDNN launch a workspace memset beside their kernel; the H200 map credited the
+    0.7 us memset with the op's 50 MB (71 TB/s) and the bmm's 17 GFLOP."""
+    from types import SimpleNamespace
+
+    from compilekit import profiling
+
+    label, events = "sdpa/eager", []
+    for step in range(2):
+        t = 1000.0 * step
+        cudnn = _event(
+            "aten::_cudnn_attention_forward",
+            "cpu",
+            t + 1,
+            t + 9,
+            kernels=[
+                SimpleNamespace(name="Memset (Device)", duration=0.7),
+                SimpleNamespace(name="cudnn_sdpa_fprop", duration=57.0),
+            ],
+        )
+        cudnn.input_shapes, cudnn.flops = [[8, 16, 1024, 64]] * 3, 17_196_646_400
+        events += [_event(label, "cpu", t, t + 20, children=[cudnn])]
+    forward = profiling.forward_kernels(SimpleNamespace(events=lambda: events), label, "cuda", 2)
+    by_name = {k["name"]: k for k in forward["kernels"]}
+    assert by_name["cudnn_sdpa_fprop"]["bytes"] == 3 * 8 * 16 * 1024 * 64 * 2
+    assert by_name["cudnn_sdpa_fprop"]["flops"] == 17_196_646_400
+    assert by_name["Memset (Device)"]["bytes"] is None
+    assert by_name["Memset (Device)"]["flops"] is None
