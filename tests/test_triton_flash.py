@@ -162,9 +162,9 @@ tf.flash_attention(q, q, q, causal=False)  # another key: the autotuner again
 print("eager", launched, wrapped)
 print("direct", direct)
 # Under a profiler the raw launch is named as the op's, so the kernel has a launcher there.
-with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
     tf.flash_attention(q, q, q, causal=False)
-print("profiled", [e.name for e in prof.events() if e.name.startswith("compilekit")], len(direct))
+print("profiled", [(e.name, e.input_shapes) for e in prof.events() if e.name.startswith("compilekit")], len(direct))
 # The path torch.compile traces: the triton_op, whose kernel goes through wrap_triton.
 tf._attn_fwd = real_kernel
 with FakeTensorMode():
@@ -185,7 +185,8 @@ def test_eager_launches_the_kernel_itself_and_the_traced_op_wraps_it():
     assert eager == "eager [(8, 3), (8, 3)] []"
     # 30 arguments: 24 at run time, then HEAD_DIM, SM_SCALE, CAUSAL, WINDOW, BLOCK_M, BLOCK_N
     assert direct == "direct [((8, 3, 1), 30, (64, 0.125, True, 0, 128, 64))]"
-    assert profiled == "profiled ['compilekit::flash_attention'] 2"
+    # with q, k, v and the output's shapes: the bytes the roofline needs
+    assert profiled == f"profiled [('compilekit::flash_attention', {[[2, 4, 300, 64]] * 4})] 2"
     assert traced == "traced (2, 4, 300, 64) ['TraceableTritonKernelWrapper']"
 
 

@@ -391,7 +391,8 @@ def _launch(q, k, v, causal: bool, window: int, kernel=None):
             if _autograd_profiler._is_profiler_enabled:
                 # a raw launch goes through no torch op, so a profile would show the kernel
                 # launched by nothing: name its launcher as Inductor names its own launches
-                with torch._C._profiler._RecordFunctionFast(OP_NAME):
+                # (its tensors, so a profile with shapes has the bytes the kernel moves)
+                with torch._C._profiler._RecordFunctionFast(OP_NAME, (q, k, v, out)):
                     run(*args, *consts)
             else:
                 run(*args, *consts)
