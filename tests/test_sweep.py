@@ -259,3 +259,30 @@ def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_map
     assert (dest / measured[0] / "kernels.json").is_file()
     for page in ("REPORT.md", "index.html", f"{measured[0]}/index.html"):
         assert (dest / page).is_file(), page
+
+
+def test_publish_takes_a_libraries_workspace_memset_off_the_roofline():
+    """Published maps predate the longest-kernel rule: there cuBLAS's memset beside a bmm read
+    as moving the bmm's 302 MB and doing its 17 GFLOP."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "publish_sweep", os.path.join(ROOT, "experiments", "publish_sweep.py")
+    )
+    publish = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(publish)
+
+    def record(name, launcher):
+        return {"name": name, "launcher": launcher, "bytes": 301989888, "flops": 17179869184}
+
+    records = [
+        record("Memset (Device)", "aten::bmm"),
+        record("nvjet_sm90_tst_256x128", "aten::bmm"),
+        record("Memset (Device)", "aten::zero_"),
+    ]
+    publish.drop_side_memsets(records)
+    assert [(r["bytes"], r["flops"]) for r in records] == [
+        (None, None),
+        (301989888, 17179869184),
+        (301989888, 17179869184),
+    ]
