@@ -36,7 +36,7 @@ from torch._C import _cuda_getCurrentRawStream as get_raw_stream
 
 
 
-# kernel path: /tmp/ckcache/naive__reduce-overhead__1x4x128x64__bfloat16__cuda-419a04becb20/inductor/uj/cujjrbx4mhsiisv5l66fuoeobvqbwuw3v3jy7zu2a7evhufmidee.py
+# kernel path: /tmp/ckcache/naive__reduce-overhead__1x4x128x64__bfloat16__cuda-c363cb10b6a3/inductor/uj/cujjrbx4mhsiisv5l66fuoeobvqbwuw3v3jy7zu2a7evhufmidee.py
 # Topologically Sorted Source Nodes: [scores_2, scores, scores_1, attn, ], Original ATen: [aten.masked_fill, aten.view, aten.mul, aten._softmax, prims.prepare_softmax_online, aten.sub, aten.exp]
 # Source node to ATen node mapping:
 #    => exp_default, prepare_softmax_online_default, sub_tensor
