@@ -8,7 +8,8 @@
 #   B: the blog matrix, 4 cell processes per GPU;  C: the same, forced, 1 per GPU
 #   D: the two compared cell by cell;  E: the GPU tests;  F: experiments/seqlen.toml
 #   G: experiments/inductor_knobs.toml (Inductor knobs and the naive-to-sdpa pass)
-#   K: triton-flash vs cuDNN vs flex (experiments/triton_flash_bench.py), then kernel.toml
+#   K: triton-flash vs cuDNN vs flex (experiments/triton_flash_bench.py; BASELINE=FILE adds an
+#      older copy of variants/triton_flash.py, eager, for a before/after), then kernel.toml
 # Order: A E B C D F K G (the GPU tests reuse A's compiles through COMPILEKIT_CACHE).
 # Nothing runs beside A's timings: a host-bound cell's figure depends on a quiet CPU.
 set -u
@@ -80,7 +81,8 @@ EOF
   fi
   if want K && [ ! -e $R/K.done ]; then  # triton-flash vs cuDNN vs flex at issue 11's shapes
     CUDA_VISIBLE_DEVICES=0 python3 experiments/triton_flash_bench.py \
-      --shapes 8x16x1024x64,1x32x8192x128,16x16x512x64 --json $R/flash_bench.json > $R/flash_bench.txt 2>&1
+      --shapes 8x16x1024x64,1x32x8192x128,16x16x512x64 --json $R/flash_bench.json \
+      ${BASELINE:+--baseline $BASELINE} > $R/flash_bench.txt 2>&1
     python3 -m compilekit sweep experiments/kernel.toml --out /tmp/kernel --gpus $GPUS > $R/kernel.log 2>&1
     touch $R/K.done
   fi
@@ -95,7 +97,7 @@ EOF
 if [ -e $R/all.done ]; then rm -f $R/running $R/all.done; fi
 if [ ! -e $R/running ]; then
   touch $R/running
-  setsid bash -c "$(declare -f phases fidelity want); R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}'; phases" > $R/phases.log 2>&1 &
+  setsid bash -c "$(declare -f phases fidelity want); R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}' BASELINE='${BASELINE:-}'; phases" > $R/phases.log 2>&1 &
 fi
 while [ ! -e $R/all.done ] && [ $(( $(date +%s) - start )) -lt $WAIT_S ]; do sleep 10; done
 cat $R/figures.txt $R/verify.txt 2>/dev/null; ls $R; tail -n 2 $R/*.log

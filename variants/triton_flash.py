@@ -111,23 +111,27 @@ if triton is not None:
                     keep = keep & (offs_m[:, None] >= cols[None, :])
                 if WINDOW > 0:
                     keep = keep & (offs_m[:, None] - cols[None, :] < WINDOW)
-                qk = tl.where(keep, tl.dot(q, k) * qk_scale, float("-inf"))
-                m_new = tl.maximum(m_i, tl.max(qk, 1))
+                qk = tl.where(keep, tl.dot(q, k), float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
                 m_exp = tl.where(m_new == float("-inf"), 0.0, m_new)  # fully masked rows stay 0
             else:
                 k = tl.load(k_ptrs)
-                qk = tl.dot(q, k) * qk_scale
-                m_new = tl.maximum(m_i, tl.max(qk, 1))
+                qk = tl.dot(q, k)
+                m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
                 m_exp = m_new  # every row saw a key: the max is finite
-            # -- online softmax: rescale what came before to the new running max --
-            p = tl.math.exp2(qk - m_exp[:, None])
+            # -- online softmax: rescale what came before to the new running max. The scale is
+            # applied after the row max (it is positive, so the max is the same key), and then
+            # with the subtraction as one fused multiply-add per score, not a multiply and a
+            # subtract: the softmax's ALU work is what Hopper runs out of first --
+            p = tl.math.exp2(qk * qk_scale - m_exp[:, None])
             alpha = tl.math.exp2(m_i - m_exp)
             l_i = l_i * alpha + tl.sum(p, 1)
             if MASKED:
                 v = tl.load(v_ptrs, mask=cols[:, None] < N_CTX, other=0.0)
             else:
                 v = tl.load(v_ptrs)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            # the rescaled accumulator goes into the MMA as its addend (wgmma accumulates)
+            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
             m_i = m_new
         return acc, l_i, m_i
 
