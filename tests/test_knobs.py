@@ -143,7 +143,7 @@ def test_report_shows_configs_only_when_there_are_some():
 
 def test_report_tells_apart_cells_that_differ_only_in_pass_or_config(tmp_path):
     """The H200 knobs sweep read as two identical `naive / default` rows and bullets: a pass
-    cell and a config cell must each be named as such in the table, the bullets and the plot."""
+    cell and a config cell must each be named as such in the table and the bullets."""
     from compilekit import sweepreport
     from compilekit.result import CellResult
 
