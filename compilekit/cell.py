@@ -218,9 +218,39 @@ def run_cold(cell, cache_dir: str, record: dict) -> None:
     )
 
 
+def _capture_gpu_turn(cell, cache_dir: str, record: dict):
+    """The capture compile's GPU lock: none once the cold process has run in this cache. There
+    max-autotune tuned, into the cache, and this recompile reads its choices back and benchmarks
+    nothing (seen on torch 2.11 and 2.13), so it need not wait for the GPU alone: in the H200
+    blog matrix these processes ran 39-100 s each, waiting for the GPU and then holding it, for
+    nothing. Should it tune again, the measure process says so (capture_note)."""
+    if os.path.isfile(os.path.join(cache_dir, "cold.json")):
+        return contextlib.nullcontext()
+    return _compile_gpu_turn(cell, record)
+
+
+RETUNED = "retuned.json"  # in capture/: the choices the capture compile tuned again, if any
+
+
+def capture_note(cache_dir: str) -> str | None:
+    """What the measure process must say about the capture compile: that it tuned again, beside
+    other GPU work, so the kernel map it gave may name other choices than the timed compile's."""
+    path = os.path.join(cache_dir, "capture", RETUNED)
+    if not os.path.isfile(path):
+        return None
+    from compilekit.store import read_json
+
+    ops = read_json(path)
+    return (
+        f"the capture compile tuned {len(ops)} op(s) again instead of reading the cold "
+        "compile's choices, while the GPU was not its alone: the kernel map may name other "
+        "choices than the timed compile's"
+    )
+
+
 def run_capture(cell, cache_dir: str, record: dict) -> None:
     """Recompile with every capture on -> cache_dir/capture/{depyf/, graphs.json}."""
-    from compilekit import capture, inputs, settings
+    from compilekit import capture, diagnose, inputs, settings
     from compilekit.store import write_json
     from compilekit.variant import load_variant
 
@@ -228,13 +258,18 @@ def run_capture(cell, cache_dir: str, record: dict) -> None:
     capture_dir = os.path.join(cache_dir, "capture")
     graph_pass = _cell_pass(cell)
     with (
-        _compile_gpu_turn(cell, record),
+        _capture_gpu_turn(cell, cache_dir, record),
         settings.toolkit_settings(cell.device, True, dict(cell.config), graph_pass),
     ):
         args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
         _eager_probe(variant, args, cell)  # the same state as the other processes (run_cold)
-        with capture.depyf_dump(os.path.join(capture_dir, "depyf")):
+        with (
+            capture.depyf_dump(os.path.join(capture_dir, "depyf")),
+            diagnose.autotune_choices() as retuned,
+        ):
             _compiled_first_call(cell, variant, args)
+    if retuned:
+        write_json(os.path.join(capture_dir, RETUNED), retuned)
     if graph_pass is not None:  # counted in a compile that really ran (FX caches off here)
         write_json(os.path.join(capture_dir, "passes.json"), graph_pass.stats)
     write_json(
@@ -344,6 +379,8 @@ def _warm_compile(cell, variant, args, cache_dir: str, result):
         "cold": cold["includes"] + f" (measured {cold['measured_at']}, kept with the cache)",
         "warm": "the first call in a fresh process with the caches filled (this run)",
     }
+    if note := capture_note(cache_dir):
+        result.compile_notes["capture"] = note
     result.cudagraphs = diagnose.cudagraph_status(
         modes.uses_cudagraphs(cell.mode),
         cell.device,

@@ -105,6 +105,8 @@ def cell_notes(result) -> list[str]:
         notes.append(f"cold compile: {result.compile_notes.get('cold')}")
         if result.compile_notes.get("cache"):
             notes.append(f"cache: {result.compile_notes['cache']}")
+        if result.compile_notes.get("capture"):
+            notes.append(f"capture: {result.compile_notes['capture']}")
     if result.sdpa_backend:
         notes.append(f"SDPA backend that ran: {result.sdpa_backend}")
     if result.attention_rewrite:

@@ -29,6 +29,36 @@ def test_max_autotune_records_its_choices_from_the_cold_compile(run_cell, cli):
     proc = cli("kernels", tuned.run_dir)
     assert proc.returncode == 0, proc.stderr
     assert "max-autotune bmm(" in proc.stdout and "speed vs winner" in proc.stdout
+    # the capture compile read the cold one's choices back: it need not have had the GPU alone
+    assert "capture" not in tuned.compile_notes, tuned.compile_notes
+
+
+def test_the_capture_compile_waits_for_the_gpu_only_where_the_cold_one_has_not_tuned(
+    tmp_path, monkeypatch
+):
+    """On the H200 each max-autotune cell's capture process (39-100 s) waited for its GPU and
+    held it, tuning nothing: after the cold process it takes no GPU turn. If it tunes again
+    after all, the measure process says so."""
+    from compilekit import cell as cell_mod
+    from compilekit.spec import Cell, parse_shape
+    from compilekit.store import write_json
+
+    monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(tmp_path / "gpu0.lock"))
+    tuned = Cell("naive", "max-autotune", parse_shape("1x2x64x16"), "bfloat16", "cuda")
+    cache = tmp_path / "cache"
+    (cache / "capture").mkdir(parents=True)
+    record: dict = {}
+    with cell_mod._capture_gpu_turn(tuned, str(cache), record):
+        pass
+    assert "gpu_lock_wait_s" in record  # no cold compile in this cache yet: the GPU alone
+    write_json(str(cache / "cold.json"), {"compile_cold_s": 1.0, "autotune": []})
+    record = {}
+    with cell_mod._capture_gpu_turn(tuned, str(cache), record):
+        pass
+    assert record == {}
+    assert cell_mod.capture_note(str(cache)) is None
+    write_json(str(cache / "capture" / cell_mod.RETUNED), [{"op": "bmm"}, {"op": "bmm"}])
+    assert "tuned 2 op(s) again" in cell_mod.capture_note(str(cache))
 
 
 def test_matmul_kernels_carry_their_bytes_and_flops_from_the_profile(run_cell):
