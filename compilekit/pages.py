@@ -317,19 +317,22 @@ def _speed_class(r) -> str:
 
 
 def sweep_groups(results: list, out_dir: str) -> list[dict]:
-    """One matrix per (shape, dtype, device, config): variants down, modes across."""
+    """One matrix per (shape, dtype, device, config, passes): variants down, modes across (a
+    cell that differs from another only in its pass gets its own matrix, not the other's
+    place)."""
     from compilekit.modes import MODES
 
     groups = defaultdict(list)
     for r in results:
-        groups[(r.shape, r.dtype, r.device, r.config_name)].append(r)
+        passes = sweepreport.passes_name(r) if r.passes else ""
+        groups[(r.shape, r.dtype, r.device, r.config_name, passes)].append(r)
     out = []
 
     def order(key):  # shapes by size (S, then D, B, H), not as strings
         shape = parse_shape(key[0])
         return (shape.seq, shape.head_dim, shape.batch, shape.heads, *key[1:])
 
-    for (shape, dtype, device, config), cells in sorted(
+    for (shape, dtype, device, config, passes), cells in sorted(
         groups.items(), key=lambda kv: order(kv[0])
     ):
         modes = sorted({r.mode for r in cells}, key=lambda m: list(MODES).index(m))
@@ -354,7 +357,11 @@ def sweep_groups(results: list, out_dir: str) -> list[dict]:
                     }
                 )
             rows.append((v, row))
-        title = f"{shape} {dtype} {device}" + (f", config {config}" if config else "")
+        title = (
+            f"{shape} {dtype} {device}"
+            + (f", config {config}" if config else "")
+            + (f", pass {passes}" if passes else "")
+        )
         out.append({"title": title, "modes": modes, "rows": rows, "count": len(cells)})
     return out
 

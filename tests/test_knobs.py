@@ -143,7 +143,8 @@ def test_report_shows_configs_only_when_there_are_some():
 
 def test_report_tells_apart_cells_that_differ_only_in_pass_or_config(tmp_path):
     """The H200 knobs sweep read as two identical `naive / default` rows and bullets: a pass
-    cell and a config cell must each be named as such in the table and the bullets."""
+    cell and a config cell must each be named as such in the table and the bullets, and keep
+    their own place on the sweep page (there the pass cell had taken the base cell's)."""
     from compilekit import sweepreport
     from compilekit.result import CellResult
 
@@ -184,6 +185,13 @@ def test_report_tells_apart_cells_that_differ_only_in_pass_or_config(tmp_path):
     sweepreport.report(str(tmp_path))
     disturbed = (tmp_path / "REPORT.md").read_text().split("## Timings that may be disturbed")[1]
     assert all(name in disturbed for name in names)
+    # the sweep page's matrices: each cell in one, none in another's place
+    from compilekit import pages
+
+    groups = pages.sweep_groups(cells, str(tmp_path))
+    shown = [c["r"] for g in groups for _, row in g["rows"] for c in row if c]
+    assert sorted(map(id, shown)) == sorted(map(id, cells))
+    assert any("pass naive-to-sdpa" in g["title"] for g in groups)
 
 
 def test_inductor_knobs_experiment_picks_configs_and_passes_per_matrix():
