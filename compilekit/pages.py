@@ -272,7 +272,8 @@ def run_page(run_dir: str) -> str:
             missing = str(exc)
     html = _render(
         "run.html.j2",
-        title=f"{result.variant} / {result.mode} / {result.shape}",
+        title=f"{result.variant} / {result.mode} / {result.shape}"
+        + (f" ({sweepreport.setting_name(result)})" if sweepreport.setting_name(result) else ""),
         result=result,
         summary=report.cell_summary(result),
         notes=report.cell_notes(result),
