@@ -55,8 +55,8 @@ list:  ## variants and modes, one line each
 kernels:  ## kernel map of a run: RUN=runs/<cell> [KERNEL=name, or name#n where names repeat]
 	$(PYTHON) -m compilekit kernels "$$RUN" $${KERNEL:+--kernel "$$KERNEL"}
 
-verify:  ## re-time RUN=runs/<cell> with a bare do_bench / perf_counter in a fresh process
-	$(PYTHON) -m compilekit verify "$$RUN"
+verify:  ## re-time RUN=runs/<cell> with a bare do_bench / perf_counter in a fresh process [PAIRED=3]
+	$(PYTHON) -m compilekit verify "$$RUN" $$( [ -z "$$PAIRED" ] || echo --paired "$$PAIRED")
 
 sweep:  ## every cell of EXPERIMENT=experiments/x.toml [OUT=dir GPUS=0,1 FORCE=1 RAY=auto|host:port], resumable
 	$(PYTHON) -m compilekit sweep "$$EXPERIMENT" $$( [ "$$OUT" = runs ] || echo --out "$$OUT") \

@@ -258,7 +258,11 @@ def cmd_verify(args) -> int:
     unverified = 0  # outside, or inconclusive on a noisy machine: neither is a pass
     for run_dir in args.run_dirs:
         line, verdict = verify.verify(run_dir, args.tolerance, repeat=args.repeat)
-        print(line)
+        print(line, flush=True)
+        if args.paired:  # the method under the host's drift: it decides when the above cannot
+            line, paired = verify.paired(run_dir, args.paired, args.tolerance)
+            print(line, flush=True)
+            verdict = paired if verdict == "inconclusive" else verdict
         unverified += verdict != "within"
     return 1 if unverified else 0
 
@@ -410,6 +414,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ver.add_argument(
         "--repeat", type=int, default=3, help="fresh bare processes, their median is used (3)"
+    )
+    ver.add_argument(
+        "--paired",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also re-measure with the toolkit itself N times, each beside a bare re-time "
+        "(fresh processes, warm caches): decides where the bare re-times alone disagree",
     )
     ver.set_defaults(func=cmd_verify)
 

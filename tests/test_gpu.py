@@ -106,7 +106,11 @@ def test_toolkit_timing_matches_a_bare_do_bench(run_cell, cache_root, variant, m
     assert result.measured, result.reason
     line, verdict = verify.verify(result.run_dir, 0.05, cache_root=cache_root)
     print(line)
-    if verdict == "inconclusive":  # the reference itself moved > 5% between fresh processes
+    if verdict == "inconclusive":  # the reference itself moved > 5% between fresh processes:
+        # then the toolkit's re-measure beside a bare one, three times, decides
+        line, verdict = verify.paired(result.run_dir, 3, 0.05, cache_root)
+        print(line)
+    if verdict == "inconclusive":
         pytest.skip(line)
     assert verdict == "within", line
 

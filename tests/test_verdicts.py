@@ -352,6 +352,58 @@ def test_verify_is_inconclusive_when_the_bare_retimes_disagree(run_cell, monkeyp
     assert "INCONCLUSIVE" in line and "disagree among themselves" in line
 
 
+def test_paired_verify_decides_where_the_host_drifts(run_cell, cache_root, monkeypatch):
+    """Each pair (the toolkit's re-measure, then a bare re-time) shares the host's state of the
+    moment: pairs that agree are 'within' even when the host's speed moved 2x between them (the
+    bare re-times alone: inconclusive); a toolkit 50% slow in every pair is 'outside'."""
+    from types import SimpleNamespace
+
+    from compilekit import runner, verify
+
+    result = run_cell("naive", "eager")
+    for host, toolkit_over_bare, expected in (
+        ([1.0, 2.0, 1.3], [1.0, 1.01, 0.99], "within"),
+        ([1.0, 2.0, 1.3], [1.5, 1.48, 1.52], "outside"),
+        ([1.0, 2.0, 1.3, 1.1], [1.0, 1.5, 0.7, 1.2], "inconclusive"),
+    ):
+        bares, measures = iter(host), iter(h * r for h, r in zip(host, toolkit_over_bare))
+        monkeypatch.setattr(verify, "_bare_once", lambda cell, env: next(bares))
+        monkeypatch.setattr(
+            runner,
+            "launch",
+            lambda cell, out, root: SimpleNamespace(
+                measured=True, status="ok", compiled_ms=next(measures)
+            ),
+        )
+        line, verdict = verify.paired(result.run_dir, len(host), 0.05, cache_root)
+        assert verdict == expected, line
+
+
+def test_paired_verify_runs_the_toolkit_and_a_bare_process(run_cell, cli):
+    result = run_cell("naive", "eager")
+    proc = cli("verify", result.run_dir, "--repeat", "1", "--paired", "1", "--tolerance", "100")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if "paired" in ln]
+    assert "1 time): ratios" in line and "within 10000%" in line, line
+
+
+def test_paired_verify_decides_only_where_the_bare_retimes_could_not(monkeypatch, capsys):
+    from argparse import Namespace
+
+    from compilekit import cli, verify
+
+    monkeypatch.setattr(verify, "paired", lambda run, n, tol: ("paired line", "within"))
+    for plain, pairs, code in (
+        ("inconclusive", 3, 0),  # the pairs decide
+        ("inconclusive", 0, 1),  # nobody decided: not a pass
+        ("outside", 3, 1),  # the bare re-times were clear: the pairs do not overrule them
+    ):
+        monkeypatch.setattr(verify, "verify", lambda run, tol, repeat: ("line", plain))
+        args = Namespace(run_dirs=["run"], tolerance=0.05, repeat=3, paired=pairs)
+        assert cli.cmd_verify(args) == code, (plain, pairs)
+    assert "paired line" in capsys.readouterr().out
+
+
 def _timing(median, low, p90):
     return {"median_ms": median, "p10_ms": low, "p90_ms": p90, "min_ms": low, "samples": 100}
 

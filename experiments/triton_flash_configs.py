@@ -1,0 +1,100 @@
+"""Which of triton-flash's autotune configs wins at a shape, and by how much, beside cuDNN.
+
+For each shape (bf16, causal): cuDNN SDPA's time, triton-flash's (its autotuned pick), the time
+the autotuner measured for every config it tried (its own configs plus --extra ones, pruned as
+usual), and with --baseline an older copy of variants/triton_flash.py, for a before/after of a
+kernel change. Times: triton.testing.do_bench medians through compilekit.timing (L2 flushed),
+after the autotuned first call.
+
+Usage (GPU): python3 experiments/triton_flash_configs.py [--shapes 1x32x8192x128,...]
+             [--extra 128x64x4x4,...] [--baseline old_triton_flash.py]
+`--extra` configs are BLOCK_MxBLOCK_Nxnum_warpsxnum_stages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from compilekit import timing  # noqa: E402
+from compilekit.spec import parse_shape  # noqa: E402
+from variants.masks import causal_flops  # noqa: E402
+
+SHAPES = "1x32x8192x128,8x16x1024x64,4x16x4096x128"
+EXTRA = "128x64x4x4,128x64x8x4,128x32x4x7,128x64x4x2,128x128x8x2,64x64x4x4,128x32x8x4"
+
+
+def _configs(text: str):
+    import triton
+
+    out = []
+    for item in filter(None, text.split(",")):
+        m, n, warps, stages = map(int, item.split("x"))
+        out.append(
+            triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=warps, num_stages=stages)
+        )
+    return out
+
+
+def _timings(kernel) -> list[tuple[float, str]]:
+    """(ms, config) for every config the autotuner timed in its last tuning, fastest first."""
+    found = getattr(kernel, "configs_timings", None) or {}
+    rows = [(t[0] if isinstance(t, (list, tuple)) else float(t), str(c)) for c, t in found.items()]
+    return sorted(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", default=SHAPES)
+    parser.add_argument("--extra", default=EXTRA, help="more configs to try ('' for none)")
+    parser.add_argument("--baseline", help="an older copy of variants/triton_flash.py")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("triton_flash_configs: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    from variants import triton_flash as flash
+
+    flash._attn_fwd.configs = flash._attn_fwd.configs + _configs(args.extra)
+    contenders = {"triton-flash": flash.attention}
+    if args.baseline:
+        spec = importlib.util.spec_from_file_location("baseline_flash", args.baseline)
+        baseline = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(baseline)
+        contenders["baseline"] = baseline.attention
+
+    def cudnn(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    for shape in args.shapes.split(","):
+        dims = parse_shape(shape)
+        q, k, v = (
+            torch.randn(
+                dims.batch, dims.heads, dims.seq, dims.head_dim, device="cuda", dtype=torch.bfloat16
+            )
+            for _ in range(3)
+        )
+        truth = cudnn(q, k, v).float()
+        base_ms = timing.bench(cudnn, (q, k, v), "cuda")["median_ms"]
+        tflops = causal_flops(dims) / 1e9
+        print(f"{shape}: cuDNN {base_ms:.4f} ms ({tflops / base_ms:.0f} TFLOP/s)", flush=True)
+        for name, fn in contenders.items():
+            err = float((fn(q, k, v).float() - truth).abs().max() / truth.abs().max())
+            ms = timing.bench(fn, (q, k, v), "cuda")["median_ms"]
+            print(
+                f"  {name}: {ms:.4f} ms ({tflops / ms:.0f} TFLOP/s, {base_ms / ms:.2f}x cuDNN, "
+                f"max rel err vs cuDNN {err:.1e})",
+                flush=True,
+            )
+        for ms, config in _timings(flash._attn_fwd):
+            print(f"    {ms:.4f} ms  {config}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
