@@ -8,9 +8,10 @@
 #   B: the blog matrix, 4 cell processes per GPU;  C: the same, forced, 1 per GPU
 #   D: the two compared cell by cell;  E: the GPU tests;  F: experiments/seqlen.toml
 #   G: experiments/inductor_knobs.toml (Inductor knobs and the naive-to-sdpa pass)
+#   P: experiments/triton_flash_configs.py (every config's time; BASELINE=FILE: before/after)
 #   K: triton-flash vs cuDNN vs flex (experiments/triton_flash_bench.py; BASELINE=FILE adds an
 #      older copy of variants/triton_flash.py, eager, for a before/after), then kernel.toml
-# Order: A E B C D F K G (the GPU tests reuse A's compiles through COMPILEKIT_CACHE).
+# Order: A E B C D P F K G (the GPU tests reuse A's compiles through COMPILEKIT_CACHE).
 # Nothing runs beside A's timings: a host-bound cell's figure depends on a quiet CPU.
 set -u
 WAIT_S=${WAIT_S:-540}
@@ -37,7 +38,7 @@ fidelity() (  # the issue's five cells: run, then `compilekit verify` (bare do_b
   python3 -c "import json; r=json.load(open('/tmp/single/naive__default__8x16x1024x64__bfloat16__cuda/result.json')); print('warm cell steps_s', r['steps_s'], 'wall_s', round(r['wall_s'], 2))" >> $R/figures.txt
 )
 
-want() { case " ${PHASES:-A B C D E F K G} " in *" $1 "*) return 0;; esac; return 1; }
+want() { case " ${PHASES:-A B C D E P F K G} " in *" $1 "*) return 0;; esac; return 1; }
 
 phases() {
   if want A && [ ! -e $R/A.done ]; then
@@ -75,6 +76,11 @@ print("\n".join(rows))
 print(f"cells {len(rows)}, worst |ratio - 1| = {worst:.3f}")
 EOF
     touch $R/D.done
+  fi
+  if want P && [ ! -e $R/P.done ]; then  # which triton-flash config wins, and the kernel's before/after
+    CUDA_VISIBLE_DEVICES=0 python3 experiments/triton_flash_configs.py ${BASELINE:+--baseline $BASELINE} \
+      > $R/flash_configs.txt 2>&1
+    touch $R/P.done
   fi
   if want F && [ ! -e $R/F.done ]; then
     python3 -m compilekit sweep experiments/seqlen.toml --out /tmp/seqlen --gpus $GPUS > $R/seqlen.log 2>&1
