@@ -271,6 +271,37 @@ def plot(results: list[dict], out_dir: str) -> list[str]:
     return written
 
 
+def series_key(r) -> str:
+    """The series a cell belongs to when S varies: everything but S ('naive/default B=4 H=16
+    D=64 bfloat16', then its config and pass)."""
+    shape = parse_shape(r.shape)
+    return (
+        f"{variant_name(r)}/{r.mode} B={shape.batch} H={shape.heads} D={shape.head_dim} {r.dtype}"
+    ) + (f" {setting_name(r)}" if setting_name(r) else "")
+
+
+def against_seq(results: list) -> list[str]:
+    """Markdown table rows: for each compiled series measured at 2+ sequence lengths, each S's
+    latency, eager latency, speedup and break-even calls (cold / warm compile): how what
+    compiling buys, and what it costs to earn back, moves with S."""
+    groups = defaultdict(dict)
+    for r in results:
+        if r.ok and r.mode != "eager":
+            groups[series_key(r)][parse_shape(r.shape).seq] = r
+    out = []
+    for key in sorted(groups):
+        if len(groups[key]) < 2:
+            continue
+        for seq, r in sorted(groups[key].items()):
+            cold = break_even_calls(r.compile_cold_s, r)
+            warm = break_even_calls(r.compile_warm_s, r)
+            out.append(
+                f"| {key} | {seq} | {r.compiled_ms:.4g} | {r.eager_ms:.4g} | {r.speedup:.2f} | "
+                f"{f'{cold:,}' if cold else 'never'} / {f'{warm:,}' if warm else 'never'} |"
+            )
+    return out
+
+
 def scaling_series(results: list) -> dict[str, tuple[list, list, float]]:
     """{"variant/mode D=64 bfloat16": (S values, ms, fitted exponent)} for series with 3+ points.
 
@@ -278,12 +309,7 @@ def scaling_series(results: list) -> dict[str, tuple[list, list, float]]:
     """
     groups = defaultdict(dict)
     for r in results:
-        shape = parse_shape(r.shape)
-        key = (
-            f"{variant_name(r)}/{r.mode} B={shape.batch} H={shape.heads} "
-            f"D={shape.head_dim} {r.dtype}"
-        ) + (f" {setting_name(r)}" if setting_name(r) else "")
-        groups[key][shape.seq] = r.compiled_ms
+        groups[series_key(r)][parse_shape(r.shape).seq] = r.compiled_ms
     series = {}
     for key, points in groups.items():
         if len(points) < 3:
@@ -402,6 +428,21 @@ def report(out_dir: str) -> str:
             for k, (xs, _, slope) in sorted(scaling.items())
         ]
         md.append("")
+    per_seq = against_seq(results)
+    if per_seq:
+        md += (
+            [
+                "## Speedup and break-even against sequence length",
+                "",
+                "Each compiled series at every S it was measured at; break-even in calls (cold / "
+                "warm compile; `never`: not faster by more than the timing spread).",
+                "",
+                "| series | S | compiled ms | eager ms | speedup | break-even cold / warm |",
+                "|---|---|---|---|---|---|",
+            ]
+            + per_seq
+            + [""]
+        )
     if host_bound:
         md += ["## Host-bound cells", ""] + host_bound + [""]
     if why:

@@ -145,6 +145,42 @@ def test_scaling_exponent_fit():
     assert xs == [512, 1024, 2048, 4096] and slope == pytest.approx(2.0)
 
 
+def test_speedup_and_break_even_against_sequence_length(tmp_path):
+    """The seqlen report: per compiled series, each S's speedup and break-even calls (a longer S
+    pays a compile back in fewer calls here); eager series and lone shapes are not listed."""
+    from compilekit import sweepreport
+    from compilekit.result import CellResult
+
+    def cell(mode, seq, eager_ms, compiled_ms, shape="4x16x{}x64"):
+        return CellResult(
+            "naive", mode, shape.format(seq), "bfloat16", "cuda", status="ok",
+            eager_ms=eager_ms, compiled_ms=compiled_ms, speedup=eager_ms / compiled_ms,
+            compile_cold_s=2.0, compile_warm_s=1.0,
+        )  # fmt: skip
+
+    cells = [
+        cell("default", 512, 0.2, 0.1),
+        cell("default", 1024, 1.0, 0.25),
+        cell("eager", 512, 0.2, 0.2),
+        cell("eager", 1024, 1.0, 1.0),
+        cell("default", 2048, 4.0, 4.0),  # no faster: never pays back
+        cell("default", 512, 0.2, 0.1, shape="1x1x{}x128"),  # a lone S in its series
+    ]
+    rows = sweepreport.against_seq(cells)
+    assert rows == [
+        "| naive/default B=4 H=16 D=64 bfloat16 | 512 | 0.1 | 0.2 | 2.00 | 20,000 / 10,000 |",
+        "| naive/default B=4 H=16 D=64 bfloat16 | 1024 | 0.25 | 1 | 4.00 | 2,667 / 1,334 |",
+        "| naive/default B=4 H=16 D=64 bfloat16 | 2048 | 4 | 4 | 1.00 | never / never |",
+    ]
+    for i, r in enumerate(cells):
+        r.label = f"cell{i}"
+        os.makedirs(tmp_path / r.label)
+        r.save(str(tmp_path / r.label))
+    sweepreport.report(str(tmp_path))
+    md = (tmp_path / "REPORT.md").read_text()
+    assert "## Speedup and break-even against sequence length" in md and rows[1] in md
+
+
 @pytest.mark.parametrize(
     "text, needle",
     [
