@@ -270,10 +270,11 @@ def run_page(run_dir: str) -> str:
             kmap = report.load_kernel_map(run_dir, result)
         except UserError as exc:  # the numbers stand; the page says what is missing
             missing = str(exc)
+    setting = sweepreport.setting_name(result)  # its config and pass, if any
     html = _render(
         "run.html.j2",
         title=f"{result.variant} / {result.mode} / {result.shape}"
-        + (f" ({sweepreport.setting_name(result)})" if sweepreport.setting_name(result) else ""),
+        + (f" ({setting})" if setting else ""),
         result=result,
         summary=report.cell_summary(result),
         notes=report.cell_notes(result),

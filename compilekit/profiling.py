@@ -288,11 +288,12 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
         # an op's tensors and FLOPs are its main kernel's (the longest it launched), not those
         # of the memset or split-K reduction beside it: cuDNN's 0.7 us memset was credited the
         # attention's 50 MB (71 TB/s)
-        longest: dict[int, float] = {}
-        for _, _, _, op, ms in launches:
-            longest[id(op)] = max(ms, longest.get(id(op), ms))
-        for name, launcher, index, op, ms in launches:
-            main = ms == longest[id(op)]
+        longest: dict[int, int] = {}  # op -> the position of its longest launch (the first)
+        for at, (_, _, _, op, ms) in enumerate(launches):
+            if id(op) not in longest or ms > launches[longest[id(op)]][4]:
+                longest[id(op)] = at
+        for at, (name, launcher, index, op, ms) in enumerate(launches):
+            main = longest[id(op)] == at
             rec = per_key.setdefault(
                 (name, launcher, index),
                 {

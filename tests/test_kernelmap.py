@@ -373,3 +373,15 @@ def test_an_ops_bytes_and_flops_go_to_its_longest_kernel_only():
     assert by_name["cudnn_sdpa_fprop"]["flops"] == 17_196_646_400
     assert by_name["Memset (Device)"]["bytes"] is None
     assert by_name["Memset (Device)"]["flops"] is None
+    # two launches of equal length: the op's bytes are still counted once, on the first
+    twice = _event(
+        "aten::mm",
+        "cpu",
+        1,
+        9,
+        kernels=[SimpleNamespace(name=n, duration=5.0) for n in ("gemm_a", "gemm_b")],
+    )
+    twice.input_shapes = [[64, 64], [64, 64]]
+    events = [_event("mm", "cpu", 0, 20, children=[twice])]
+    forward = profiling.forward_kernels(SimpleNamespace(events=lambda: events), "mm", "cuda", 2)
+    assert [k["bytes"] for k in forward["kernels"]] == [3 * 64 * 64 * 2, None]
