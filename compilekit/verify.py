@@ -73,16 +73,12 @@ def verify(
     next (seen on the H200's shared hosts, the bare re-times alone), that median is no yardstick
     for a 5% claim either way, so the verdict says so instead of blaming or clearing the toolkit.
     """
-    from compilekit import report, runner
+    from compilekit import runner
     from compilekit.errors import UserError
-    from compilekit.spec import Cell
 
     if repeat < 1:
         raise UserError(f"--repeat must be at least 1, not {repeat}")
-    result, _ = report.load_run(run_dir)
-    if not result.measured:
-        raise UserError(f"{run_dir!r} was not measured ({result.status}): nothing to verify")
-    cell = Cell.from_dict(result.to_dict())
+    result, cell = _measured_cell(run_dir)
     env = _bare_env(cell, cache_root or runner.default_cache_root())
     bares = sorted(_bare_once(cell, env) for _ in range(repeat))
     bare = bares[len(bares) // 2]
@@ -125,16 +121,12 @@ def paired(
     import statistics
     import tempfile
 
-    from compilekit import report, runner
+    from compilekit import runner
     from compilekit.errors import UserError
-    from compilekit.spec import Cell
 
     if pairs < 1:
         raise UserError(f"--paired must be at least 1, not {pairs}")
-    result, _ = report.load_run(run_dir)
-    if not result.measured:
-        raise UserError(f"{run_dir!r} was not measured ({result.status}): nothing to verify")
-    cell = Cell.from_dict(result.to_dict())
+    result, cell = _measured_cell(run_dir)
     cache_root = cache_root or runner.default_cache_root()
     env = _bare_env(cell, cache_root)
     ratios = []
@@ -161,6 +153,18 @@ def paired(
         + words.get(verdict, "INCONCLUSIVE, the pairs disagree")
     )
     return line, verdict
+
+
+def _measured_cell(run_dir: str):
+    """(the run's CellResult, its Cell); one line, exit 2, for a run that was not measured."""
+    from compilekit import report
+    from compilekit.errors import UserError
+    from compilekit.spec import Cell
+
+    result, _ = report.load_run(run_dir)
+    if not result.measured:
+        raise UserError(f"{run_dir!r} was not measured ({result.status}): nothing to verify")
+    return result, Cell.from_dict(result.to_dict())
 
 
 def _bare_env(cell, cache_root: str) -> dict:

@@ -323,9 +323,9 @@ def check_inputs(q, k, v, causal: bool, window: int) -> None:
 # autotuner's dispatch and Triton's argument binding, which cost more host time than the kernel
 # takes at small shapes (issue 11: 57-84 us per call before, on the H200)
 _FAST_LAUNCH: dict = {}
-OP_NAME = "compilekit::flash_attention"  # the custom op; the eager launch's name in a profile
 _FAST_LAUNCH_LIMIT = 256  # keys, each a shape and stride pattern; cleared when full
 _AUTOTUNE_LOCK = threading.Lock()
+OP_NAME = "compilekit::flash_attention"  # the custom op; the eager launch's name in a profile
 
 
 def launch_key(q, k, v, out, causal: bool, window: int) -> tuple:
