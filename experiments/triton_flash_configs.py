@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from compilekit import timing  # noqa: E402
+from compilekit.errors import UserError  # noqa: E402
 from compilekit.spec import parse_shape  # noqa: E402
 from variants.masks import causal_flops  # noqa: E402
 
@@ -35,10 +36,16 @@ def _configs(text: str):
 
     out = []
     for item in filter(None, text.split(",")):
-        m, n, warps, stages = map(int, item.split("x"))
-        out.append(
-            triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=warps, num_stages=stages)
-        )
+        try:
+            m, n, warps, stages = map(int, item.split("x"))
+        except ValueError:
+            print(
+                f"triton_flash_configs: --extra {item!r} is not BLOCK_MxBLOCK_Nxwarpsxstages "
+                "(e.g. 128x64x4x3)",
+                file=sys.stderr,
+            )
+            sys.exit(2)
+        out.append(triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=warps, num_stages=stages))
     return out
 
 
@@ -55,12 +62,18 @@ def main() -> int:
     parser.add_argument("--extra", default=EXTRA, help="more configs to try ('' for none)")
     parser.add_argument("--baseline", help="an older copy of variants/triton_flash.py")
     args = parser.parse_args()
+    extra = _configs(args.extra)  # bad input is one line before anything runs
+    try:
+        shapes = [(text, parse_shape(text)) for text in args.shapes.split(",")]
+    except UserError as exc:
+        print(f"triton_flash_configs: {exc}", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("triton_flash_configs: needs a CUDA GPU", file=sys.stderr)
         return 2
     from variants import triton_flash as flash
 
-    flash._attn_fwd.configs = flash._attn_fwd.configs + _configs(args.extra)
+    flash._attn_fwd.configs = flash._attn_fwd.configs + extra
     contenders = {"triton-flash": flash.attention}
     if args.baseline:
         spec = importlib.util.spec_from_file_location("baseline_flash", args.baseline)
@@ -71,11 +84,12 @@ def main() -> int:
     def cudnn(q, k, v):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 
-    for shape in args.shapes.split(","):
-        dims = parse_shape(shape)
+    for shape, dims in shapes:
         q, k, v = (
             torch.randn(
-                dims.batch, dims.heads, dims.seq, dims.head_dim, device="cuda", dtype=torch.bfloat16
+                (dims.batch, dims.heads, dims.seq, dims.head_dim),
+                device="cuda",
+                dtype=torch.bfloat16,
             )
             for _ in range(3)
         )
