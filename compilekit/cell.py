@@ -112,6 +112,20 @@ def classify(exc: BaseException, shape) -> CellEnded:
     return CellEnded("failed", f"the variant raised {_first_line(exc)} (traceback in log.txt)")
 
 
+def failure_in_mode(cell, what: str) -> tuple[str, str]:
+    """(status, reason) for a cell that failed under its mode (compiling, or a compiled call):
+    `unsupported` where the variant declares that mode a known limitation (KNOWN_LIMITS, with
+    torch's words beside its reason), else `failed`. A failure of the eager probe is never
+    explained this way: there the variant itself fails."""
+    from compilekit.variant import load_variant
+
+    try:
+        why = load_variant(cell.variant).known_limits.get(cell.mode)
+    except Exception:  # the variant's import failing is reported where it happens
+        why = None
+    return ("unsupported", f"{why} (torch: {what})") if why else ("failed", what)
+
+
 def _eager_probe(variant, args, cell):
     """Run the variant once eagerly: its output, or CellEnded with torch's words (and the
     warnings that explain a refusal)."""
@@ -161,7 +175,7 @@ def _compiled_first_call(cell, variant, args):
         # raised:": name the error underneath (a user's pass, a lowering failure)
         inner = getattr(exc, "inner_exception", None) or exc.__cause__
         why = _first_line(exc) if inner is None else f"{_first_line(inner)} (inside Inductor)"
-        raise CellEnded("failed", f"torch.compile failed: {why}") from None
+        raise CellEnded(*failure_in_mode(cell, f"torch.compile failed: {why}")) from None
     return compiled, seconds, out
 
 
@@ -546,7 +560,9 @@ def main(argv: list[str]) -> int:
         result.status, result.reason = ended.status, ended.reason
     except Exception as exc:  # the toolkit's own failure, or the user's code in a new place
         traceback.print_exc()
-        result.status, result.reason = "failed", f"{_first_line(exc)} (traceback in log.txt)"
+        result.status, result.reason = failure_in_mode(
+            cell, f"{_first_line(exc)} (traceback in log.txt)"
+        )
     if phase == "measure" or result.reason:  # measured, or the cell ended in this phase
         result.save(stage_dir)
     print(f"{phase} process: {time.perf_counter() - PROCESS_START:.1f} s", file=sys.stderr)

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 
 from compilekit.errors import UserError
+from compilekit.modes import MODES
 from variants import VARIANTS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,6 +27,9 @@ class Variant:
     source_file: str
     builtin: bool
     flops: Callable | None = None  # flops(shape) -> float, as the variant declares them
+    # mode -> why: a known limitation of torch's under that mode, which turns a failure of the
+    # cell in that mode into `unsupported` with this reason (a cell that passes stays `ok`)
+    known_limits: dict = dataclasses.field(default_factory=dict)
 
     @property
     def has_reference(self) -> bool:
@@ -159,6 +163,7 @@ def load_variant(spec: str) -> Variant:
         inspect.getfile(module),
         True,
         getattr(module, "flops", None),
+        known_limits(module, VARIANTS[spec]),
     )
 
 
@@ -205,7 +210,23 @@ def _load_user_variant(spec: str) -> Variant:
         os.path.abspath(path),
         False,
         getattr(module, "flops", None),
+        known_limits(module, path),
     )
+
+
+def known_limits(module, where: str) -> dict:
+    """The module's KNOWN_LIMITS ({mode: why}), checked: a typo in a mode name would otherwise
+    never match and the failure it was meant to explain would stay "failed"."""
+    limits = getattr(module, "KNOWN_LIMITS", {})
+    bad = not isinstance(limits, dict) or any(
+        mode not in MODES or not isinstance(why, str) or not why for mode, why in limits.items()
+    )
+    if bad:
+        raise UserError(
+            f"KNOWN_LIMITS in {where} must map mode names ({', '.join(MODES)}) to a sentence "
+            f"saying why that mode fails: got {limits!r}"
+        )
+    return dict(limits)
 
 
 def describe_all() -> list[tuple[str, str]]:

@@ -49,6 +49,47 @@ def test_an_explicit_refusal_is_unsupported(run_cell, tmp_path_factory):
     assert result.status == "unsupported" and "needs D >= 64" in result.reason
 
 
+OPAQUE_BODY = """
+import torch
+
+@torch.library.custom_op("mine::opaque", mutates_args=())
+def opaque(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+def attention(q, k, v):  # runs eagerly; Dynamo cannot trace it (the op has no fake kernel)
+    return opaque(q)
+"""
+
+
+def test_a_declared_limit_of_a_mode_is_unsupported_and_names_both_reasons(
+    run_cell, tmp_path_factory
+):
+    folder = tmp_path_factory.mktemp("limits")
+    declared = _user(
+        folder,
+        OPAQUE_BODY + 'KNOWN_LIMITS = {"default": "opaque has no fake kernel for Dynamo"}\n',
+        "declared.py",
+    )
+    result = run_cell(f"{declared}:attention", "default")
+    assert result.status == "unsupported", result
+    assert result.reason.startswith("opaque has no fake kernel for Dynamo (torch: torch.compile")
+    undeclared = _user(folder, OPAQUE_BODY, "undeclared.py")
+    result = run_cell(f"{undeclared}:attention", "default")
+    assert result.status == "failed" and result.reason.startswith("torch.compile failed")
+
+
+@pytest.mark.parametrize(
+    "limits", ['{"defualt": "typo"}', '{"default": ""}', '["default"]', '{"default": 1}']
+)
+def test_a_malformed_known_limits_is_a_user_error(tmp_path, limits):
+    from compilekit.errors import UserError
+    from compilekit.variant import load_variant
+
+    path = _user(tmp_path, NAIVE_BODY + f"KNOWN_LIMITS = {limits}\n")
+    with pytest.raises(UserError, match="KNOWN_LIMITS in .* must map mode names"):
+        load_variant(f"{path}:causal")
+
+
 def test_wrong_shape_and_non_tensor_are_named(run_cell, tmp_path_factory):
     path = _user(
         tmp_path_factory.mktemp("shapes"),

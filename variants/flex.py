@@ -6,6 +6,15 @@ from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this vari
 
 DESCRIPTION = "flex_attention with a causal BlockMask (fast only when compiled)"
 
+# Outside Inductor (the `cudagraphs` backend runs the traced graph as it is), flex_attention
+# takes its dense fallback, which makes a tensor from a Python scalar inside the CUDA graph
+# capture: a host-to-device copy, which capture forbids (measured on the H200, torch 2.11; vLLM
+# turns CUDA graphs off for its flex backend for the same reason, vllm-project/vllm#25358).
+KNOWN_LIMITS = {
+    "cudagraphs": "flex_attention needs Inductor to be captured in a CUDA graph: without it, "
+    "its dense fallback copies a host scalar to the GPU during capture (use reduce-overhead)",
+}
+
 _BLOCK_MASKS: dict = {}
 
 
