@@ -8,7 +8,9 @@ after the autotuned first call.
 
 Usage (GPU): python3 experiments/triton_flash_configs.py [--shapes 1x32x8192x128,...]
              [--extra 128x64x4x4,...] [--baseline old_triton_flash.py]
-`--extra` configs are BLOCK_MxBLOCK_Nxnum_warpsxnum_stages.
+`--extra` configs are BLOCK_MxBLOCK_Nxnum_warpsxnum_stages, with `xtma` appended for one that
+loads K and V through TMA tensor descriptors (the kernel's TMA configs; pruned where TMA cannot
+read the inputs).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from compilekit.spec import parse_shape  # noqa: E402
 from variants.masks import causal_flops  # noqa: E402
 
 SHAPES = "1x32x8192x128,8x16x1024x64,4x16x4096x128"
-EXTRA = "128x64x4x4,128x64x8x4,128x32x4x7,128x64x4x2,128x128x8x2,64x64x4x4,128x32x8x4"
+EXTRA = "128x64x8x4,128x64x8x4xtma,128x128x4x3xtma,128x64x4x3xtma,128x32x4x4xtma,64x32x4x2xtma"
 
 
 def _configs(text: str):
@@ -36,16 +38,22 @@ def _configs(text: str):
 
     out = []
     for item in filter(None, text.split(",")):
+        fields = item.split("x")
+        tma = fields[-1] == "tma"
         try:
-            m, n, warps, stages = map(int, item.split("x"))
+            m, n, warps, stages = map(int, fields[:4] if tma else fields)
         except ValueError:
             print(
-                f"triton_flash_configs: --extra {item!r} is not BLOCK_MxBLOCK_Nxwarpsxstages "
-                "(e.g. 128x64x4x3)",
+                f"triton_flash_configs: --extra {item!r} is not BLOCK_MxBLOCK_Nxwarpsxstages"
+                "[xtma] (e.g. 128x64x4x3 or 128x64x8x3xtma)",
                 file=sys.stderr,
             )
             sys.exit(2)
-        out.append(triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=warps, num_stages=stages))
+        out.append(
+            triton.Config(
+                {"BLOCK_M": m, "BLOCK_N": n, "TMA": tma}, num_warps=warps, num_stages=stages
+            )
+        )
     return out
 
 

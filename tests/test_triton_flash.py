@@ -31,9 +31,14 @@ CASES = [
 BOUND = {"float32": 1e-5, "float16": 5e-3}
 
 CHILD = r"""
-import json, sys, torch
+import json, sys, torch, triton
+from variants import triton_flash
 from variants.triton_flash import flash_attention
 from variants.masks import reference
+if sys.argv[2:] == ["tma"]:  # K and V through tensor descriptors, as a TMA config loads them
+    triton_flash._attn_fwd.configs = [
+        triton.Config({"BLOCK_M": 16, "BLOCK_N": 16, "TMA": True}, num_warps=1, num_stages=1)
+    ]
 out = []
 for i, (b, h, hkv, s, d, causal, window, dtype) in enumerate(json.loads(sys.argv[1])):
     gen = torch.Generator().manual_seed(i)  # fresh random inputs per case
@@ -65,8 +70,9 @@ def _child(code, *args, interpret=True):
     )
 
 
-def test_matches_float64_reference_on_awkward_sizes():
-    proc = _child(CHILD, json.dumps(CASES))
+@pytest.mark.parametrize("loads", ["pointers", "tma"])
+def test_matches_float64_reference_on_awkward_sizes(loads):
+    proc = _child(CHILD, json.dumps(CASES), loads)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for case, got in zip(CASES, json.loads(proc.stdout.strip().splitlines()[-1])):
         b, h, _, s, d, *_, dtype = case
@@ -144,9 +150,9 @@ class Compiled:  # what Triton's launch returns: a compiled kernel, indexed by i
     def run(self, *args):
         raise AssertionError("the runner launches, not run")
     def __getitem__(self, grid):
-        return lambda *args: direct.append((grid, len(args), args[-6:]))
+        return lambda *args: direct.append((grid, len(args), args[-8:]))
 class Config:
-    kwargs = {"BLOCK_M": 128, "BLOCK_N": 64}
+    kwargs = {"BLOCK_M": 128, "BLOCK_N": 64, "TMA": False}
 class Fn:
     arg_names = tf._attn_fwd.fn.arg_names
 class Kernel:  # stands in for the autotuned kernel, which needs a GPU to run
@@ -183,11 +189,52 @@ def test_eager_launches_the_kernel_itself_and_the_traced_op_wraps_it():
     assert proc.returncode == 0, proc.stderr[-2000:]
     eager, direct, profiled, traced = proc.stdout.strip().splitlines()[-4:]
     assert eager == "eager [(8, 3), (8, 3)] []"
-    # 30 arguments: 24 at run time, then HEAD_DIM, SM_SCALE, CAUSAL, WINDOW, BLOCK_M, BLOCK_N
-    assert direct == "direct [((8, 3, 1), 30, (64, 0.125, True, 0, 128, 64))]"
+    # 32 arguments: 24 at run time, then HEAD_DIM, SM_SCALE, CAUSAL, WINDOW, TMA_OK (False: a
+    # CPU tensor), BLOCK_M, BLOCK_N, TMA
+    assert direct == "direct [((8, 3, 1), 32, (64, 0.125, True, 0, False, 128, 64, False))]"
     # with q, k, v and the output's shapes: the bytes the roofline needs
     assert profiled == f"profiled [('compilekit::flash_attention', {[[2, 4, 300, 64]] * 4})] 2"
     assert traced == "traced (2, 4, 300, 64) ['TraceableTritonKernelWrapper']"
+
+
+def test_tma_configs_run_only_where_tma_can_read_k_and_v():
+    """A TMA config loads K and V through tensor descriptors: unit stride along D and 16-byte
+    strides and offsets, on sm90+ (or the interpreter). Elsewhere only the pointer configs are
+    tried, and the autotuner keys on the difference (its best config for one is not reused for
+    the other)."""
+    import torch
+
+    from variants import triton_flash as tf
+
+    if tf.triton is None:
+        pytest.skip("triton not installed")
+    q = torch.randn(1, 2, 64, 16)
+    strided = torch.randn(1, 2, 64, 32)[..., ::2]  # stride 2 along D
+    shifted = torch.empty(q.numel() + 1)[1:].view(q.shape)  # 4 bytes off 16
+    odd_rows = torch.randn(1, 2, 64, 18)[..., :16]  # rows 72 bytes apart
+    interpreting = tf.INTERPRET
+    try:
+        tf.INTERPRET = True
+        assert tf.tma_ok(q, q, q)
+        for bad in (strided, shifted, odd_rows):
+            assert not tf.tma_ok(q, bad, q) and not tf.tma_ok(q, q, bad)
+        tf.INTERPRET = False
+        assert not tf.tma_ok(q, q, q)  # a CPU tensor without the interpreter: no TMA
+    finally:
+        tf.INTERPRET = interpreting
+
+    def config(tma, n=64):
+        return tf.triton.Config({"BLOCK_M": 128, "BLOCK_N": n, "TMA": tma}, num_warps=8)
+
+    configs = [config(False), config(True), config(False, 32)]
+    named = {"Q": q}
+    kept = tf._fits(configs, named, HEAD_DIM=16, TMA_OK=False)
+    assert [c.kwargs["TMA"] for c in kept] == [False, False]
+    assert tf._fits(configs, named, HEAD_DIM=16, TMA_OK=True) == configs
+    # nothing fits shared memory: the fallback is still a config that may run
+    huge = tf._fits(configs[:2], named, HEAD_DIM=4096, TMA_OK=False)
+    assert [c.kwargs["TMA"] for c in huge] == [False]
+    assert "TMA_OK" in tf._attn_fwd.keys
 
 
 def test_launch_key_tells_apart_what_triton_specializes_on():

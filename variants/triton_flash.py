@@ -34,21 +34,29 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 def _configs():
     if INTERPRET:  # every config would be interpreted in numpy: one small one
-        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=1, num_stages=1)]
+        return [
+            triton.Config({"BLOCK_M": 16, "BLOCK_N": 16, "TMA": False}, num_warps=1, num_stages=1)
+        ]
     # Hopper: 128-row query tiles keep the wgmma units fed (FlexAttention's defaults: 128x128,
     # 3 stages, 4 warps at D=64; 128x64, 3 stages, 8 warps at D=128); more stages hide the K/V
     # loads; small tiles for D=256 and for short sequences.
+    plain = [
+        (128, 128, 4, 3, False),
+        (128, 128, 8, 3, False),
+        (128, 64, 4, 3, False),
+        (128, 64, 8, 3, False),
+        (128, 32, 4, 4, False),
+        (64, 64, 4, 3, False),
+        (64, 32, 4, 2, False),
+    ]
+    # K and V through the tensor memory accelerator (sm90+): the copy engine moves the tiles,
+    # the warps spend no registers or instructions on addresses (Triton PR #4552: 368 -> 427
+    # TFLOP/s at D=128). The tiles that won on the H200 without it (experiments/results/h200/
+    # triton_flash_bench/configs.txt); the autotuner keeps whichever is faster.
+    tma = [(128, 128, 8, 3, True), (128, 64, 8, 3, True), (64, 64, 4, 3, True)]
     return [
-        triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
-        for m, n, w, s in [
-            (128, 128, 4, 3),
-            (128, 128, 8, 3),
-            (128, 64, 4, 3),
-            (128, 64, 8, 3),
-            (128, 32, 4, 4),
-            (64, 64, 4, 3),
-            (64, 32, 4, 2),
-        ]
+        triton.Config({"BLOCK_M": m, "BLOCK_N": n, "TMA": t}, num_warps=w, num_stages=st)
+        for m, n, w, st, t in plain + tma
     ]
 
 
@@ -57,15 +65,51 @@ SHARED_MEMORY_BYTES = 227 * 1024  # per block on the H100/H200
 
 def _fits(configs, named_args, **kwargs):
     """Drop tiles whose pipelined K/V buffers and query tile overflow shared memory (they would
-    only fail to compile, one by one, while autotuning)."""
+    only fail to compile, one by one, while autotuning), and the TMA configs where the launch
+    says TMA cannot read K and V (TMA_OK)."""
     dim = kwargs.get("HEAD_DIM") or named_args.get("HEAD_DIM") or 64
+    tma_ok = kwargs.get("TMA_OK", named_args.get("TMA_OK", False))
     size = named_args["Q"].element_size()
 
     def smem(c):
         kv = c.num_stages * 2 * c.kwargs["BLOCK_N"] * dim * size
         return kv + c.kwargs["BLOCK_M"] * dim * size
 
-    return [c for c in configs if smem(c) <= SHARED_MEMORY_BYTES] or configs[-1:]
+    usable = [c for c in configs if tma_ok or not c.kwargs.get("TMA")]
+    return [c for c in usable if smem(c) <= SHARED_MEMORY_BYTES] or usable[-1:]
+
+
+def tma_ok(q, k, v) -> bool:
+    """Whether TMA can load K and V as the kernel asks (per (batch, head), rows of HEAD_DIM):
+    a Hopper or later GPU (or the interpreter), unit stride along D, and every other stride and
+    the base offset a multiple of 16 bytes. Reads strides and storage offsets only, which
+    torch.compile's fake tensors have too (torch's allocations are 256-byte aligned)."""
+    if q.device.type == "cuda":
+        if _capability(q.device) < 9:
+            return False
+    elif not INTERPRET:
+        return False
+    for t in (k, v):
+        size = t.element_size()
+        if t.stride(-1) != 1 or (t.shape[-1] * size) % 16:
+            return False
+        if any((x * size) % 16 for x in (*t.stride()[:-1], t.storage_offset())):
+            return False
+    return True
+
+
+_CAPABILITY: dict = {}
+
+
+def _capability(device) -> int:
+    """The device's compute capability major (0 where CUDA is not there: a fake CUDA tensor
+    traced on a machine without a GPU)."""
+    if not torch.cuda.is_available():
+        return 0
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _CAPABILITY:
+        _CAPABILITY[index] = torch.cuda.get_device_capability(index)[0]
+    return _CAPABILITY[index]
 
 
 if triton is not None:
@@ -93,19 +137,26 @@ if triton is not None:
         CAUSAL: tl.constexpr,
         WINDOW: tl.constexpr,
         BLOCK_N: tl.constexpr,
+        TMA: tl.constexpr,
     ):
         """Key blocks [lo, hi) folded into the running softmax state (acc, l_i, m_i).
 
         MASKED=False is the hot loop: every key there is in range and visible to every query
         row of the tile, so it skips the bounds loads, the compare, the select and the guard
         for fully masked rows (softmax ALU work is what Hopper runs out of first).
+        TMA: k_base and v_base are tensor descriptors of this head's [N_CTX, HEAD_DIM] rows;
+        the copy engine fills rows past N_CTX with zeros, so no load needs a mask.
         """
         for start_n in range(lo, hi, BLOCK_N):
             cols = start_n + offs_n
-            k_ptrs = k_base + cols[None, :] * stride_kn + offs_d[:, None] * stride_kk
-            v_ptrs = v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vk
+            if TMA:
+                k = k_base.load([start_n, 0]).T
+            else:
+                k_ptrs = k_base + cols[None, :] * stride_kn + offs_d[:, None] * stride_kk
+                v_ptrs = v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vk
             if MASKED:
-                k = tl.load(k_ptrs, mask=cols[None, :] < N_CTX, other=0.0)
+                if not TMA:
+                    k = tl.load(k_ptrs, mask=cols[None, :] < N_CTX, other=0.0)
                 keep = cols[None, :] < N_CTX
                 if CAUSAL:
                     keep = keep & (offs_m[:, None] >= cols[None, :])
@@ -115,7 +166,8 @@ if triton is not None:
                 m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
                 m_exp = tl.where(m_new == float("-inf"), 0.0, m_new)  # fully masked rows stay 0
             else:
-                k = tl.load(k_ptrs)
+                if not TMA:
+                    k = tl.load(k_ptrs)
                 qk = tl.dot(q, k)
                 m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
                 m_exp = m_new  # every row saw a key: the max is finite
@@ -126,7 +178,9 @@ if triton is not None:
             p = tl.math.exp2(qk * qk_scale - m_exp[:, None])
             alpha = tl.math.exp2(m_i - m_exp)
             l_i = l_i * alpha + tl.sum(p, 1)
-            if MASKED:
+            if TMA:
+                v = v_base.load([start_n, 0])
+            elif MASKED:
                 v = tl.load(v_ptrs, mask=cols[:, None] < N_CTX, other=0.0)
             else:
                 v = tl.load(v_ptrs)
@@ -137,7 +191,7 @@ if triton is not None:
 
     @triton.autotune(
         configs=_configs(),
-        key=["S_BUCKET", "HEAD_DIM", "CAUSAL", "WINDOW"],
+        key=["S_BUCKET", "HEAD_DIM", "CAUSAL", "WINDOW", "TMA_OK"],
         prune_configs_by={"early_config_prune": _fits},
     )
     @triton.jit
@@ -172,8 +226,10 @@ if triton is not None:
         SM_SCALE: tl.constexpr,
         CAUSAL: tl.constexpr,
         WINDOW: tl.constexpr,
+        TMA_OK: tl.constexpr,  # tma_ok(q, k, v): whether the TMA configs may run at all
         BLOCK_M: tl.constexpr,
         BLOCK_N: tl.constexpr,
+        TMA: tl.constexpr,  # the config's: K and V through tensor descriptors
     ):
         # Grid (B*H, query blocks): heads vary fastest in launch order, and under a causal mask
         # the query blocks run last-first, so the heaviest tiles (most keys) start first and
@@ -198,6 +254,13 @@ if triton is not None:
         )
         k_base = K + off_z.to(tl.int64) * stride_kz + off_kvh.to(tl.int64) * stride_kh
         v_base = V + off_z.to(tl.int64) * stride_vz + off_kvh.to(tl.int64) * stride_vh
+        if TMA:  # this head's rows, built on the device (no host descriptors to autotune)
+            k_base = tl.make_tensor_descriptor(
+                k_base, [N_CTX, HEAD_DIM], [stride_kn, 1], [BLOCK_N, HEAD_DIM]
+            )
+            v_base = tl.make_tensor_descriptor(
+                v_base, [N_CTX, HEAD_DIM], [stride_vn, 1], [BLOCK_N, HEAD_DIM]
+            )
 
         # -- load the query tile once; rows past the end are zeros and never stored --
         q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
@@ -242,6 +305,7 @@ if triton is not None:
             CAUSAL,
             WINDOW,
             BLOCK_N,
+            TMA,
         )
         acc, l_i, m_i = _attn_blocks(
             acc,
@@ -265,6 +329,7 @@ if triton is not None:
             CAUSAL,
             WINDOW,
             BLOCK_N,
+            TMA,
         )
 
         # -- normalise and store the rows that exist --
@@ -361,7 +426,27 @@ def _remember_launch(key, compiled, args: tuple, consts: dict, grid: tuple) -> N
     names = _attn_fwd.fn.arg_names
     if len(_FAST_LAUNCH) >= _FAST_LAUNCH_LIMIT:
         _FAST_LAUNCH.clear()
-    _FAST_LAUNCH[key] = (compiled[grid], tuple(values[n] for n in names[len(args) :]))
+    runs = (compiled[grid], tuple(values[n] for n in names[len(args) :]), values["TMA"])
+    _FAST_LAUNCH[key] = runs
+
+
+def _torch_scratch(size: int, alignment: int, stream):
+    """Global scratch for Triton's on-device tensor descriptors, from torch's caching
+    allocator (on the current stream, as Triton asks)."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def ensure_allocator() -> None:
+    """A TMA config builds its descriptors in global scratch, which eager Triton takes from
+    the allocator set by triton.set_allocator (Inductor sets its own under torch.compile).
+    Sets torch's where none is set in this thread's context (Triton keeps it in a ContextVar),
+    and leaves a user's own allocator alone."""
+    from triton.runtime import _allocation
+
+    current = getattr(_allocation, "_allocator", None)
+    null = getattr(_allocation, "NullAllocator", None)
+    if current is None or null is None or isinstance(current.get(), null):
+        triton.set_allocator(_torch_scratch)
 
 
 def _launch(q, k, v, causal: bool, window: int, kernel=None):
@@ -391,7 +476,9 @@ def _launch(q, k, v, causal: bool, window: int, kernel=None):
         key = launch_key(q, k, v, out, causal, window)
         fast = _FAST_LAUNCH.get(key)
         if fast is not None:
-            run, consts = fast
+            run, consts, uses_tma = fast
+            if uses_tma:
+                ensure_allocator()
             if _autograd_profiler._is_profiler_enabled:
                 # a raw launch goes through no torch op, so a profile would show the kernel
                 # launched by nothing: name its launcher as Inductor names its own launches
@@ -401,7 +488,16 @@ def _launch(q, k, v, causal: bool, window: int, kernel=None):
             else:
                 run(*args, *consts)
             return out
-    consts = dict(HEAD_DIM=dim, SM_SCALE=1.0 / math.sqrt(dim), CAUSAL=causal, WINDOW=window)
+    consts = dict(
+        HEAD_DIM=dim,
+        SM_SCALE=1.0 / math.sqrt(dim),
+        CAUSAL=causal,
+        WINDOW=window,
+        TMA_OK=tma_ok(q, k, v),
+    )
+
+    if consts["TMA_OK"] and not INTERPRET:  # (under torch.compile Inductor sets its own)
+        ensure_allocator()
 
     def grid(meta):
         return (batch * heads, triton.cdiv(seq, meta["BLOCK_M"]))
