@@ -4,14 +4,15 @@
 # what exists to $OUT. Call it again while the machine is warm to go on.
 # Usage: bash experiments/h200_verify.sh   (needs the wheels in .whl/, see the README)
 #   PHASES="A E" runs only those phases; GPU_TESTS="expr" selects GPU tests (pytest -k)
-#   A: the fidelity cells (run + `compilekit verify`) and the warm single cell, one at a time
+#   A: the fidelity cells (run + `compilekit verify`), one at a time;  W: the warm single cell
+#   H: experiments/host_bound_timing.py (how do_bench reads a host-bound callable)
 #   B: the blog matrix, 4 cell processes per GPU;  C: the same, forced, 1 per GPU
 #   D: the two compared cell by cell;  E: the GPU tests;  F: experiments/seqlen.toml
 #   G: experiments/inductor_knobs.toml (Inductor knobs and the naive-to-sdpa pass)
 #   P: experiments/triton_flash_configs.py (every config's time; BASELINE=FILE: before/after)
 #   K: triton-flash vs cuDNN vs flex (experiments/triton_flash_bench.py; BASELINE=FILE adds an
 #      older copy of variants/triton_flash.py, eager, for a before/after), then kernel.toml
-# Order: A E B C D P F K G (the GPU tests reuse A's compiles through COMPILEKIT_CACHE).
+# Order: A W H E B C D P F K G (the GPU tests reuse A's compiles through COMPILEKIT_CACHE).
 # Nothing runs beside A's timings: a host-bound cell's figure depends on a quiet CPU.
 set -u
 WAIT_S=${WAIT_S:-540}
@@ -30,6 +31,10 @@ fidelity() (  # the issue's five cells: run, then `compilekit verify` (bare do_b
     case $3 in 1x4x128x64) pairs=3;; *) pairs=0;; esac  # the host-bound ones: paired too
     python3 -m compilekit verify /tmp/verify/$1__$2__$3__bfloat16__cuda --paired $pairs >> $R/verify.txt 2>&1
   done
+)
+
+warm_cell() (
+  export CUDA_VISIBLE_DEVICES=$LAST
   for i in 1 2; do  # the warm single cell, as a user types it
     s=$(date +%s%N)
     make -s experiment VARIANT=naive MODE=default PYTHON=python3 OUT=/tmp/single > $R/single_$i.log 2>&1
@@ -38,12 +43,21 @@ fidelity() (  # the issue's five cells: run, then `compilekit verify` (bare do_b
   python3 -c "import json; r=json.load(open('/tmp/single/naive__default__8x16x1024x64__bfloat16__cuda/result.json')); print('warm cell steps_s', r['steps_s'], 'wall_s', round(r['wall_s'], 2))" >> $R/figures.txt
 )
 
-want() { case " ${PHASES:-A B C D E P F K G} " in *" $1 "*) return 0;; esac; return 1; }
+want() { case " ${PHASES:-A W H E B C D P F K G} " in *" $1 "*) return 0;; esac; return 1; }
 
 phases() {
   if want A && [ ! -e $R/A.done ]; then
     fidelity
     touch $R/A.done
+  fi
+  if want W && [ ! -e $R/W.done ]; then
+    warm_cell
+    touch $R/W.done
+  fi
+  if want H && [ ! -e $R/H.done ]; then
+    CUDA_VISIBLE_DEVICES=$LAST python3 experiments/host_bound_timing.py 1x4x128x64 8x16x1024x64 \
+      > $R/host_bound_timing.txt 2>&1
+    touch $R/H.done
   fi
   if want E && [ ! -e $R/E.done ]; then
     CUDA_VISIBLE_DEVICES=0 python3 -m pytest -q -rA -s -m gpu tests/test_gpu.py ${GPU_TESTS:+-k "$GPU_TESTS"} > $R/pytest_gpu.log 2>&1
@@ -104,7 +118,7 @@ EOF
 if [ -e $R/all.done ]; then rm -f $R/running $R/all.done; fi
 if [ ! -e $R/running ]; then
   touch $R/running
-  setsid bash -c "$(declare -f phases fidelity want); R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}' BASELINE='${BASELINE:-}'; phases" > $R/phases.log 2>&1 &
+  setsid bash -c "$(declare -f phases fidelity warm_cell want); R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}' BASELINE='${BASELINE:-}'; phases" > $R/phases.log 2>&1 &
 fi
 while [ ! -e $R/all.done ] && [ $(( $(date +%s) - start )) -lt $WAIT_S ]; do sleep 10; done
 cat $R/figures.txt $R/verify.txt 2>/dev/null; ls $R; tail -n 2 $R/*.log
