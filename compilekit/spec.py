@@ -160,6 +160,7 @@ EXPERIMENT_KEYS = {
     "matrix": list,
     "configs": dict,
     "passes": list,
+    "against": dict,
 }
 MATRIX_KEYS = {
     "variants", "modes", "shapes", "dtype", "device", "seed", "timeout_s", "note", "passes",
@@ -174,6 +175,8 @@ class Experiment:
     cells: list  # list[Cell], in file order, duplicates removed
     timeout_s: dict  # cell label -> seconds
     path: str
+    # variant -> [(baseline variant, mode)]: the report's per-shape comparison (baselines.py)
+    against: dict = dataclasses.field(default_factory=dict)
 
 
 def _where(text: str, key: str | None = None, value: str | None = None) -> str:
@@ -305,7 +308,22 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
             f"{path}, {_where(text, key='name')}: name {name!r} must be letters, digits, "
             "'_', '.' or '-' (it names the output directory)"
         )
-    return Experiment(name, data.get("description", ""), cells, timeouts, path)
+    against = _against(path, data.get("against") or {}, cells)
+    return Experiment(name, data.get("description", ""), cells, timeouts, path, against)
+
+
+def _against(path: str, table: dict, cells: list) -> dict:
+    """The [against] table, its user variants resolved as the matrix's are, then checked
+    against the cells (compilekit/baselines.py)."""
+    from compilekit.baselines import check, parse_baseline
+
+    def resolved(baselines):
+        if not isinstance(baselines, list) or not all(isinstance(b, str) for b in baselines):
+            return baselines  # check() names the problem
+        pairs = map(parse_baseline, baselines)
+        return [f"{_resolve(variant, path)}:{mode}" for variant, mode in pairs]
+
+    return check(path, {_resolve(v, path): resolved(b) for v, b in table.items()}, cells)
 
 
 def _configs(path: str, text: str, table) -> dict:

@@ -15,8 +15,8 @@ import tempfile
 import threading
 import time
 
+from compilekit import baselines, runner
 from compilekit import result as results
-from compilekit import runner
 from compilekit.errors import UserError
 from compilekit.spec import Experiment
 from compilekit.store import Busy, CorruptFile, exclusive_lock, write_json
@@ -238,6 +238,7 @@ def summary(experiment, ordered, out_dir, gpus, wall_s, log) -> None:
         "wall_s": wall_s,
         "gpus": gpus or [],
         "counts": counts,
+        "against": baselines.to_json(experiment.against),
         "results": [
             {k: getattr(r, k) for k in ("label", "variant", "mode", "shape", "dtype", "device")}
             | {"status": r.status, "reason": r.reason}

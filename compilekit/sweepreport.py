@@ -9,6 +9,7 @@ from collections import defaultdict
 
 from tabulate import tabulate
 
+from compilekit import baselines
 from compilekit import result as results_mod
 from compilekit.errors import UserError
 from compilekit.spec import parse_shape
@@ -443,6 +444,7 @@ def report(out_dir: str) -> str:
             + per_seq
             + [""]
         )
+    md += baselines.section(results, baselines.load(out_dir))
     if host_bound:
         md += ["## Host-bound cells", ""] + host_bound + [""]
     if why:

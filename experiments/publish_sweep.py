@@ -28,7 +28,7 @@ from compilekit import result as results_mod  # noqa: E402
 from compilekit.store import read_json, write_json  # noqa: E402
 
 CELL_FILES = ("result.json", "kernels.json", "log.txt", "output_code*.py", "kernels/*")
-TOP_FILES = ("env.json",)
+TOP_FILES = ("env.json", "sweep.json")
 
 
 def copy_matching(src: str, dst: str, patterns) -> None:

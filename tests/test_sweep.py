@@ -16,6 +16,8 @@ modes = ["eager"]
 shapes = ["1x2x64x32", "1x2x96x32", "1x2x128x32"]
 dtype = "float32"
 device = "cpu"
+[against]
+"naive" = ["sdpa:eager"]
 """
 
 
@@ -61,6 +63,10 @@ def test_killed_sweep_resumes_only_missing_cells(tmp_path, cache_root):
     assert len(_done(out)) == 6
     assert all(os.path.getmtime(out / d / "result.json") == t for d, t in before.items())
     assert not [d for d in os.listdir(out) if ".tmp-" in d]  # the killed cell left no half-run
+    # the [against] table reaches the report through sweep.json: naive beside sdpa per shape
+    md = (out / "REPORT.md").read_text()
+    assert "### naive\n" in md and "| x sdpa eager |" in md
+    assert md.count("| `naive` / `eager` / 1x2x") == 3
 
 
 def test_small_sweep_records_unsupported_and_completes_the_rest(small_sweep):
@@ -181,6 +187,57 @@ def test_speedup_and_break_even_against_sequence_length(tmp_path):
     assert "## Speedup and break-even against sequence length" in md and rows[1] in md
 
 
+AGAINST = 'variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n[against]\n{}\n'
+
+
+def test_cells_against_baselines_at_the_same_shape(tmp_path):
+    """[against]: each correct cell of the compared variant beside each baseline's cell of the
+    same shape and dtype (without configs or passes): baseline ms / its ms, '-' where the
+    baseline has no correct cell there; the table travels in sweep.json to the report."""
+    from compilekit import baselines, sweepreport
+    from compilekit.result import CellResult
+    from compilekit.spec import load_experiment
+    from compilekit.store import write_json
+
+    path = tmp_path / "k.toml"
+    path.write_text(
+        'variants = ["triton-flash", "sdpa-cudnn", "flex"]\nmodes = ["eager", "default"]\n'
+        'shapes = ["1x2x64x16", "1x2x128x16"]\ndevice = "cpu"\n'
+        '[against]\n"triton-flash" = ["sdpa-cudnn:eager", "flex:default"]\n'
+    )
+    against = load_experiment(str(path)).against
+    assert against == {"triton-flash": [("sdpa-cudnn", "eager"), ("flex", "default")]}
+
+    def cell(variant, mode, seq, ms, status="ok", config=None):
+        r = CellResult(
+            variant, mode, f"1x2x{seq}x16", "float32", "cpu", status=status, compiled_ms=ms,
+            tflops=100.0 / ms, config=config or {}, config_name="c" if config else "",
+            eager_ms=ms, speedup=1.0,
+        )  # fmt: skip
+        r.label = f"{variant}_{mode}_{seq}_{status}_{bool(config)}"
+        os.makedirs(tmp_path / "out" / r.label)
+        r.save(str(tmp_path / "out" / r.label))
+
+    cell("triton-flash", "eager", 64, 0.5)
+    cell("triton-flash", "default", 64, 0.4)
+    cell("triton-flash", "eager", 128, 2.0)
+    cell("sdpa-cudnn", "eager", 64, 0.45)
+    cell("sdpa-cudnn", "eager", 128, 1.0, status="wrong")  # not a baseline: it is wrong
+    cell("flex", "default", 64, 0.6)
+    cell("flex", "default", 128, 1.0, config={"max_fusion_size": 8})  # a config: not the flex
+    cell("flex", "default", 128, 3.0)
+    write_json(str(tmp_path / "out" / "sweep.json"), {"against": baselines.to_json(against)})
+    sweepreport.report(str(tmp_path / "out"))
+    md = (tmp_path / "out" / "REPORT.md").read_text()
+    assert "## Against baselines, per shape" in md
+    rows = [line for line in md.splitlines() if line.startswith("| `triton-flash`")]
+    assert rows == [
+        "| `triton-flash` / `default` / 1x2x64x16 | 0.4000 | 250 | 1.12x | 1.50x |",
+        "| `triton-flash` / `eager` / 1x2x64x16 | 0.5000 | 200 | 0.90x | 1.20x |",
+        "| `triton-flash` / `eager` / 1x2x128x16 | 2.0000 | 50 | - | 1.50x |",
+    ]
+
+
 @pytest.mark.parametrize(
     "text, needle",
     [
@@ -216,6 +273,15 @@ def test_speedup_and_break_even_against_sequence_length(tmp_path):
             'shapes = ["1x2x64x32"]\nconfigs = ["cdt"]\n',
             "must list names from the [configs] table: base",
         ),
+        (
+            AGAINST.format('"sdpa" = ["naive:eager"]'),
+            "[against] compares 'sdpa', which no cell of the experiment runs",
+        ),
+        (
+            AGAINST.format('"naive" = ["naive:default"]'),
+            "[against] baseline 'naive:default' for 'naive' is not a cell",
+        ),
+        (AGAINST.format('"naive" = "naive:eager"'), 'must list baselines as "variant:mode"'),
     ],
 )
 def test_bad_experiment_file_is_one_line_and_runs_nothing(text, needle, tmp_path, cli):

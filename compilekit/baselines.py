@@ -1,0 +1,126 @@
+"""Cells against baselines at the same shape: an experiment's `[against]` table, checked, and the
+report section it asks for.
+
+    [against]
+    "triton-flash" = ["sdpa-cudnn:eager", "flex:default"]
+
+Each measured, correct cell of `triton-flash` (any mode) is set beside the `sdpa-cudnn` eager
+cell and the `flex` default cell of the same shape and dtype (without configs or passes): its
+time, its TFLOP/s and baseline ms / its ms per baseline (above 1.00: faster than the baseline).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from compilekit.errors import UserError
+
+
+def parse_baseline(text: str) -> tuple[str, str]:
+    """'variant:mode' -> (variant, mode); a user variant's own colon (file.py:fn) stays."""
+    variant, _, mode = text.rpartition(":")
+    return variant, mode
+
+
+def check(path: str, against, cells: list) -> dict[str, list[tuple[str, str]]]:
+    """The [against] table, every name checked against the experiment's own cells (a baseline
+    the experiment never measures would only ever print '-')."""
+    if not isinstance(against, dict):
+        raise UserError(
+            f'{path}: [against] must be a table: "variant" = ["baseline-variant:mode", ...]'
+        )
+    pairs = {(c.variant, c.mode) for c in cells}
+    variants = sorted({c.variant for c in cells})
+    checked = {}
+    for variant, baselines in against.items():
+        if variant not in variants:
+            raise UserError(
+                f"{path}: [against] compares {variant!r}, which no cell of the experiment runs: "
+                f"choose one of {', '.join(variants)}"
+            )
+        if not isinstance(baselines, list) or not all(isinstance(b, str) for b in baselines):
+            raise UserError(
+                f'{path}: [against] "{variant}" must list baselines as "variant:mode" strings'
+            )
+        parsed = [parse_baseline(b) for b in baselines]
+        for text, pair in zip(baselines, parsed):
+            if pair not in pairs:
+                raise UserError(
+                    f"{path}: [against] baseline {text!r} for {variant!r} is not a cell of the "
+                    'experiment: write "variant:mode" for a variant and mode it runs'
+                )
+        checked[variant] = parsed
+    return checked
+
+
+def to_json(against: dict) -> dict:
+    """As sweep.json keeps it: {variant: ["variant:mode", ...]}."""
+    return {variant: [f"{b}:{m}" for b, m in pairs] for variant, pairs in against.items()}
+
+
+def load(out_dir: str, log=sys.stderr) -> dict:
+    """The sweep's [against] table from its sweep.json; {} where there is none (no sweep.json,
+    or one from before it was kept). A sweep.json that cannot be read is said on `log`."""
+    from compilekit.store import CorruptFile, read_json
+
+    path = os.path.join(out_dir, "sweep.json")
+    if not os.path.isfile(path):
+        return {}
+    try:
+        table = read_json(path).get("against") or {}
+        return {variant: [parse_baseline(b) for b in bs] for variant, bs in table.items()}
+    except (CorruptFile, AttributeError, TypeError) as exc:
+        print(f"compilekit: {exc}; the report leaves out its [against] section", file=log)
+        return {}
+
+
+def _shape_order(r) -> tuple:
+    """Head dim, then S, then batch and heads; then mode, so a shape's cells read together."""
+    batch, heads, seq, dim = (int(x) for x in r.shape.split("x"))
+    return (dim, seq, batch, heads, r.mode, r.config_name)
+
+
+def _ratio(base, r) -> str:
+    return f"{base.compiled_ms / r.compiled_ms:.2f}x" if base else "-"
+
+
+def section(results: list, against: dict) -> list[str]:
+    """Markdown lines: one table per compared variant, a row per correct cell of it (by head
+    dim, then S), a column per baseline. Empty when nothing is compared."""
+    if not against:
+        return []
+    plain = {
+        (r.variant, r.mode, r.shape, r.dtype): r
+        for r in results
+        if r.ok and not r.config and not r.passes
+    }
+    from compilekit.sweepreport import cell_name  # the report module imports this one
+
+    lines = [
+        "## Against baselines, per shape",
+        "",
+        "Each correct cell beside the baselines the experiment names (`[against]`) at the same "
+        "shape and dtype: baseline ms / its ms, so above 1.00x it is the faster; `-` where "
+        "the baseline has no correct measurement there.",
+        "",
+    ]
+    for variant, baselines in against.items():
+        cells = sorted((r for r in results if r.variant == variant and r.ok), key=_shape_order)
+        names = [f"x {b} {m}" for b, m in baselines]
+        lines += [
+            f"### {variant}",
+            "",
+            "| cell | ms | TFLOP/s | " + " | ".join(names) + " |",
+            "|---|---|---|" + "---|" * len(names),
+        ]
+        for r in cells:
+            ratios = [_ratio(plain.get((b, m, r.shape, r.dtype)), r) for b, m in baselines]
+            tflops = f"{r.tflops:.0f}" if r.tflops else "-"
+            lines.append(
+                f"| {cell_name(r)} | {r.compiled_ms:.4f} | {tflops} | " + " | ".join(ratios) + " |"
+            )
+        if not cells:
+            lines.append("| (no correct cell) | - | - | " + " | ".join("-" for _ in names) + " |")
+        lines.append("")
+    return lines
