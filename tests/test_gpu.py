@@ -65,6 +65,7 @@ def flash_loads(request, monkeypatch):
             num_stages=3,
         )
         monkeypatch.setattr(tf._attn_fwd, "configs", [config])
+    monkeypatch.setattr(tf, "_TUNED", {})
     tf._attn_fwd.cache.clear()
     tf._FAST_LAUNCH.clear()
     yield request.param

@@ -167,6 +167,7 @@ tf.flash_attention(q, q, q)
 tf.flash_attention(q, q, q, causal=False)  # another key: the autotuner again
 print("eager", launched, wrapped)
 print("direct", direct)
+print("tuned", sorted(tf._TUNED.items()))
 # Under a profiler the raw launch is named as the op's, so the kernel has a launcher there.
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
     tf.flash_attention(q, q, q, causal=False)
@@ -187,11 +188,19 @@ def test_eager_launches_the_kernel_itself_and_the_traced_op_wraps_it():
     The grid puts heads first and the query blocks second (the LPT order's axis)."""
     proc = _child(LAUNCH_PATHS, interpret=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    eager, direct, profiled, traced = proc.stdout.strip().splitlines()[-4:]
+    eager, direct, tuned, profiled, traced = proc.stdout.strip().splitlines()[-5:]
     assert eager == "eager [(8, 3), (8, 3)] []"
     # 32 arguments: 24 at run time, then HEAD_DIM, SM_SCALE, CAUSAL, WINDOW, TMA_OK (False: a
     # CPU tensor), BLOCK_M, BLOCK_N, TMA
     assert direct == "direct [((8, 3, 1), 32, (64, 0.125, True, 0, False, 128, 64, False))]"
+    # each tuning key's winner, kept for torch.compile's tuning: S bucket, D, causal, window,
+    # TMA_OK, dtype
+    config = "<__main__.Config object"
+    assert (
+        tuned.startswith("tuned [((512, 64, False, 0, False, 'torch.float32'), " + config)
+        and tuned.count(config) == 2
+    ), tuned
+    assert "((512, 64, True, 0, False, 'torch.float32'), " in tuned
     # with q, k, v and the output's shapes: the bytes the roofline needs
     assert profiled == f"profiled [('compilekit::flash_attention', {[[2, 4, 300, 64]] * 4})] 2"
     assert traced == "traced (2, 4, 300, 64) ['TraceableTritonKernelWrapper']"
@@ -235,6 +244,33 @@ def test_tma_configs_run_only_where_tma_can_read_k_and_v():
     huge = tf._fits(configs[:2], named, HEAD_DIM=4096, TMA_OK=False)
     assert [c.kwargs["TMA"] for c in huge] == [False]
     assert "TMA_OK" in tf._attn_fwd.keys
+
+
+def test_a_key_tuned_eagerly_gives_torch_compile_its_winner_only(monkeypatch):
+    """Once eager autotuning picked a config for a key, the prune torch.compile's tuning runs
+    through (and a later eager tuning of the key) gets that config alone: compiled and eager
+    run the same kernel. Other keys, and a winner no longer among the configs, are tuned as
+    before."""
+    import torch
+
+    from variants import triton_flash as tf
+
+    if tf.triton is None:
+        pytest.skip("triton not installed")
+    monkeypatch.setattr(tf, "_TUNED", {})
+    configs = [
+        tf.triton.Config({"BLOCK_M": 128, "BLOCK_N": n, "TMA": False}, num_warps=8)
+        for n in (128, 64, 32)
+    ]
+    q = torch.empty(1, 2, 1000, 64, dtype=torch.bfloat16)
+    named = {"Q": q, "S_BUCKET": 1024}
+    consts = {"HEAD_DIM": 64, "SM_SCALE": 0.125, "CAUSAL": True, "WINDOW": 0, "TMA_OK": False}
+    assert tf._fits(configs, named, **consts) == configs
+    tf._TUNED[tf.tuning_key(named, consts)] = configs[1]
+    assert tf._fits(configs, named, **consts) == [configs[1]]
+    assert tf._fits(configs, {**named, "S_BUCKET": 2048}, **consts) == configs  # another S
+    assert tf._fits(configs, {**named, "Q": q.half()}, **consts) == configs  # another dtype
+    assert tf._fits(configs[::2], named, **consts) == configs[::2]  # the winner is gone
 
 
 def test_launch_key_tells_apart_what_triton_specializes_on():

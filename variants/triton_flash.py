@@ -63,10 +63,24 @@ def _configs():
 SHARED_MEMORY_BYTES = 227 * 1024  # per block on the H100/H200
 
 
+# tuning key -> the config this process's eager autotuning chose for it: torch.compile's own
+# autotuning of the kernel (Inductor times the configs again, apart) is then given that one
+# config, so compiled and eager run the same kernel, and a key is tuned once per process
+_TUNED: dict = {}
+
+
+def tuning_key(named_args: dict, kwargs: dict) -> tuple:
+    """What the autotuner keys on (its `key` list, and the dtype), from a launch's arguments."""
+    value = {**named_args, **kwargs}
+    names = ("S_BUCKET", "HEAD_DIM", "CAUSAL", "WINDOW", "TMA_OK")
+    return (*(value.get(n) for n in names), str(named_args["Q"].dtype))
+
+
 def _fits(configs, named_args, **kwargs):
     """Drop tiles whose pipelined K/V buffers and query tile overflow shared memory (they would
     only fail to compile, one by one, while autotuning), and the TMA configs where the launch
-    says TMA cannot read K and V (TMA_OK)."""
+    says TMA cannot read K and V (TMA_OK). Where this key was tuned already (_TUNED), only the
+    config that won."""
     dim = kwargs.get("HEAD_DIM") or named_args.get("HEAD_DIM") or 64
     tma_ok = kwargs.get("TMA_OK", named_args.get("TMA_OK", False))
     size = named_args["Q"].element_size()
@@ -76,7 +90,9 @@ def _fits(configs, named_args, **kwargs):
         return kv + c.kwargs["BLOCK_M"] * dim * size
 
     usable = [c for c in configs if tma_ok or not c.kwargs.get("TMA")]
-    return [c for c in usable if smem(c) <= SHARED_MEMORY_BYTES] or usable[-1:]
+    fitting = [c for c in usable if smem(c) <= SHARED_MEMORY_BYTES] or usable[-1:]
+    tuned = _TUNED.get(tuning_key(named_args, kwargs))
+    return [tuned] if any(c is tuned for c in fitting) else fitting
 
 
 def tma_ok(q, k, v) -> bool:
@@ -419,11 +435,13 @@ def launch_key(q, k, v, out, causal: bool, window: int) -> tuple:
 
 def _remember_launch(key, compiled, args: tuple, consts: dict, grid: tuple) -> None:
     """Keep the autotuned call's compiled kernel for its key: its runner wants every argument of
-    the kernel's signature in order, constexprs included."""
+    the kernel's signature in order, constexprs included. Also records the key's tuned config
+    for torch.compile (_TUNED)."""
+    names = _attn_fwd.fn.arg_names
+    _TUNED[tuning_key(dict(zip(names, args)), consts)] = _attn_fwd.best_config
     if not (hasattr(compiled, "run") and hasattr(compiled, "__getitem__")):
         return  # a Triton whose launch returns no compiled kernel: the slow path stays
     values = {**consts, **_attn_fwd.best_config.kwargs}
-    names = _attn_fwd.fn.arg_names
     if len(_FAST_LAUNCH) >= _FAST_LAUNCH_LIMIT:
         _FAST_LAUNCH.clear()
     runs = (compiled[grid], tuple(values[n] for n in names[len(args) :]), values["TMA"])
