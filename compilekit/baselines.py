@@ -85,42 +85,58 @@ def _ratio(base, r) -> str:
     return f"{base.compiled_ms / r.compiled_ms:.2f}x" if base else "-"
 
 
-def section(results: list, against: dict) -> list[str]:
-    """Markdown lines: one table per compared variant, a row per correct cell of it (by head
-    dim, then S), a column per baseline. Empty when nothing is compared."""
-    if not against:
-        return []
+def comparisons(results: list, against: dict) -> list[dict]:
+    """Per compared variant: its baselines' names and a row per correct cell of it (by head dim,
+    then S): the cell, its TFLOP/s text and one ratio text per baseline ('-' where the baseline
+    has no correct cell, without configs or passes, at that shape and dtype)."""
     plain = {
         (r.variant, r.mode, r.shape, r.dtype): r
         for r in results
         if r.ok and not r.config and not r.passes
     }
+    tables = []
+    for variant, pairs in against.items():
+        cells = sorted((r for r in results if r.variant == variant and r.ok), key=_shape_order)
+        rows = [
+            (
+                r,
+                f"{r.tflops:.0f}" if r.tflops else "-",
+                [_ratio(plain.get((b, m, r.shape, r.dtype)), r) for b, m in pairs],
+            )
+            for r in cells
+        ]
+        tables.append(
+            {"variant": variant, "baselines": [f"{b} {m}" for b, m in pairs], "rows": rows}
+        )
+    return tables
+
+
+INTRO = (
+    "Each correct cell beside the baselines the experiment names (`[against]`) at the same shape "
+    "and dtype: baseline ms / its ms, so above 1.00x it is the faster; `-` where the baseline has "
+    "no correct measurement there."
+)
+
+
+def section(results: list, against: dict) -> list[str]:
+    """REPORT.md's lines: one table per compared variant. Empty when nothing is compared."""
+    tables = comparisons(results, against)
+    if not tables:
+        return []
     from compilekit.sweepreport import cell_name  # the report module imports this one
 
-    lines = [
-        "## Against baselines, per shape",
-        "",
-        "Each correct cell beside the baselines the experiment names (`[against]`) at the same "
-        "shape and dtype: baseline ms / its ms, so above 1.00x it is the faster; `-` where "
-        "the baseline has no correct measurement there.",
-        "",
-    ]
-    for variant, baselines in against.items():
-        cells = sorted((r for r in results if r.variant == variant and r.ok), key=_shape_order)
-        names = [f"x {b} {m}" for b, m in baselines]
+    lines = ["## Against baselines, per shape", "", INTRO, ""]
+    for table in tables:
+        names = [f"x {b}" for b in table["baselines"]]
         lines += [
-            f"### {variant}",
+            f"### {table['variant']}",
             "",
             "| cell | ms | TFLOP/s | " + " | ".join(names) + " |",
             "|---|---|---|" + "---|" * len(names),
         ]
-        for r in cells:
-            ratios = [_ratio(plain.get((b, m, r.shape, r.dtype)), r) for b, m in baselines]
-            tflops = f"{r.tflops:.0f}" if r.tflops else "-"
-            lines.append(
-                f"| {cell_name(r)} | {r.compiled_ms:.4f} | {tflops} | " + " | ".join(ratios) + " |"
-            )
-        if not cells:
-            lines.append("| (no correct cell) | - | - | " + " | ".join("-" for _ in names) + " |")
+        lines += [
+            f"| {cell_name(r)} | {r.compiled_ms:.4f} | {tflops} | " + " | ".join(ratios) + " |"
+            for r, tflops, ratios in table["rows"]
+        ] or ["| (no correct cell) | - | - | " + " | ".join("-" for _ in names) + " |"]
         lines.append("")
     return lines

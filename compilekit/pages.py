@@ -16,7 +16,7 @@ import os
 import sys
 from collections import defaultdict
 
-from compilekit import report, sweepreport
+from compilekit import baselines, report, sweepreport
 from compilekit import result as results_mod
 from compilekit.errors import UserError
 from compilekit.spec import parse_shape
@@ -408,6 +408,9 @@ def sweep_page(out_dir: str, log=sys.stderr, refresh_runs: bool = False) -> str:
         ],
         images=_inline_images(out_dir),
         name=sweepreport.variant_name,
+        against=baselines.comparisons(results, baselines.load(out_dir, log)),
+        against_intro=baselines.INTRO,
+        setting=sweepreport.setting_name,
     )
     path = os.path.join(out_dir, PAGE)
     write_text(path, html)
