@@ -3,7 +3,8 @@
 For each shape (bf16, causal): device time per call (triton.testing.do_bench median, fresh
 random inputs, outputs checked against cuDNN first), TFLOP/s, and the host time per call (a
 launch-only loop: what the CPU spends issuing one call). Rows:
-- triton-flash eager (the variant as a user calls it), and compiled (torch.compile default);
+- triton-flash eager (the variant as a user calls it), and compiled (torch.compile default),
+  with the config eager autotuning chose (which compiled is given too);
 - `--baseline FILE`: another copy of variants/triton_flash.py, eager, for a before/after;
 - cuDNN SDPA eager (the variant sdpa-cudnn) and FlexAttention compiled (the variant flex).
 
@@ -87,6 +88,14 @@ def bench_shape(shape: str, fns: dict) -> list[dict]:
                 "rel_err_vs_cudnn": err,
             }
         )
+    from variants import triton_flash as tf  # the config eager autotuning chose (compiled's)
+
+    named = {"Q": q, "S_BUCKET": 1 << (dims.seq - 1).bit_length()}
+    consts = dict(HEAD_DIM=dims.head_dim, CAUSAL=True, WINDOW=0, TMA_OK=tf.tma_ok(q, k, v))
+    tuned = tf._TUNED.get(tf.tuning_key(named, consts))
+    for r in rows:
+        if r["name"].startswith("triton-flash") and tuned is not None:
+            r["config"] = str(tuned)
     cudnn = next((r["ms"] for r in rows if r["name"] == "cuDNN SDPA eager" and "ms" in r), None)
     flex = next((r["ms"] for r in rows if r["name"] == "flex compiled" and "ms" in r), None)
     for r in rows:
@@ -123,7 +132,7 @@ def main(argv=None) -> int:
             print(
                 f"{shape:16} {r['name']:24} {r['ms']:8.4f} {r['tflops']:8.1f} "
                 f"{r['host_us']:8.1f} {r['vs_cudnn'] or 0:8.2f} {r['vs_flex'] or 0:7.2f} "
-                f"{r['rel_err_vs_cudnn']:8.1e}",
+                f"{r['rel_err_vs_cudnn']:8.1e}  {r.get('config', '')}",
                 flush=True,
             )
     if args.json:
