@@ -112,17 +112,26 @@ def classify(exc: BaseException, shape) -> CellEnded:
     return CellEnded("failed", f"the variant raised {_first_line(exc)} (traceback in log.txt)")
 
 
+_LOADED: dict = {}  # variant spec -> Variant, as this process imported it
+
+
+def cell_variant(cell):
+    """The cell's variant, imported once per process: a user's file runs its top level once,
+    and what a failure is checked against below is what ran."""
+    if cell.variant not in _LOADED:
+        from compilekit.variant import load_variant
+
+        _LOADED[cell.variant] = load_variant(cell.variant)
+    return _LOADED[cell.variant]
+
+
 def failure_in_mode(cell, what: str) -> tuple[str, str]:
     """(status, reason) for a cell that failed under its mode (compiling, or a compiled call):
     `unsupported` where the variant declares that mode a known limitation (KNOWN_LIMITS, with
     torch's words beside its reason), else `failed`. A failure of the eager probe is never
     explained this way: there the variant itself fails."""
-    from compilekit.variant import load_variant
-
-    try:
-        why = load_variant(cell.variant).known_limits.get(cell.mode)
-    except Exception:  # the variant's import failing is reported where it happens
-        why = None
+    variant = _LOADED.get(cell.variant)  # None: it failed before the variant was imported
+    why = variant.known_limits.get(cell.mode) if variant else None
     return ("unsupported", f"{why} (torch: {what})") if why else ("failed", what)
 
 
@@ -204,9 +213,8 @@ def run_cold(cell, cache_dir: str, record: dict) -> None:
     """The first call in a clean process with empty caches -> cache_dir/cold.json."""
     from compilekit import diagnose, inputs, settings
     from compilekit.store import write_json
-    from compilekit.variant import load_variant
 
-    variant = load_variant(cell.variant)
+    variant = cell_variant(cell)
     with (
         _compile_gpu_turn(cell, record),
         settings.toolkit_settings(cell.device, False, dict(cell.config), _cell_pass(cell)),
@@ -266,9 +274,8 @@ def run_capture(cell, cache_dir: str, record: dict) -> None:
     """Recompile with every capture on -> cache_dir/capture/{depyf/, graphs.json}."""
     from compilekit import capture, diagnose, inputs, settings
     from compilekit.store import write_json
-    from compilekit.variant import load_variant
 
-    variant = load_variant(cell.variant)
+    variant = cell_variant(cell)
     capture_dir = os.path.join(cache_dir, "capture")
     graph_pass = _cell_pass(cell)
     with (
@@ -298,9 +305,8 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
         import torch
 
         from compilekit import envinfo, inputs, locks, modes, settings
-        from compilekit.variant import load_variant
 
-        variant = load_variant(cell.variant)
+        variant = cell_variant(cell)
     result.torch_version = torch.__version__
     if reason := modes.unsupported_reason(cell.mode, cell.device):
         raise CellEnded("unsupported", reason)

@@ -65,14 +65,19 @@ def test_a_declared_limit_of_a_mode_is_unsupported_and_names_both_reasons(
     run_cell, tmp_path_factory
 ):
     folder = tmp_path_factory.mktemp("limits")
+    imports = folder / "imports.txt"  # one line per import of the file: the pid that ran it
     declared = _user(
         folder,
-        OPAQUE_BODY + 'KNOWN_LIMITS = {"default": "opaque has no fake kernel for Dynamo"}\n',
+        OPAQUE_BODY
+        + 'KNOWN_LIMITS = {"default": "opaque has no fake kernel for Dynamo"}\n'
+        + f"import os\nwith open({str(imports)!r}, 'a') as f:\n    f.write(f'{{os.getpid()}}\\n')\n",
         "declared.py",
     )
     result = run_cell(f"{declared}:attention", "default")
     assert result.status == "unsupported", result
     assert result.reason.startswith("opaque has no fake kernel for Dynamo (torch: torch.compile")
+    pids = imports.read_text().split()
+    assert len(pids) == len(set(pids)), pids  # the limit was read without importing it again
     undeclared = _user(folder, OPAQUE_BODY, "undeclared.py")
     result = run_cell(f"{undeclared}:attention", "default")
     assert result.status == "failed" and result.reason.startswith("torch.compile failed")
