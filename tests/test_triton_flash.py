@@ -87,7 +87,8 @@ import torch
 from variants.triton_flash import flash_attention
 q = torch.randn(1, 6, 32, 16)
 for k, kwargs in [(torch.randn(1, 4, 32, 16), {}), (torch.randn(1, 6, 32, 24), {}),
-                  (torch.randn(1, 6, 32, 16), {"causal": False, "window": 4})]:
+                  (torch.randn(1, 6, 32, 16), {"causal": False, "window": 4}),
+                  (torch.randn(1, 6, 32, 16, device="meta"), {})]:
     try:
         flash_attention(q if k.shape[-1] == 16 else torch.randn(1, 6, 32, 24), k, k, **kwargs)
         print("ran")
@@ -100,6 +101,7 @@ for k, kwargs in [(torch.randn(1, 4, 32, 16), {}), (torch.randn(1, 6, 32, 24), {
     assert "must divide query heads" in lines[0]
     assert "powers of two" in lines[1]
     assert "causal window" in lines[2]
+    assert "on one device; got cpu, meta, meta" in lines[3]
 
 
 RUN_ON_CPU = [
@@ -160,12 +162,13 @@ class Kernel:  # stands in for the autotuned kernel, which needs a GPU to run
     def __getitem__(self, grid):
         return lambda *args, **kwargs: launched.append(grid({"BLOCK_M": 128})) or Compiled()
 real_kernel, tf._attn_fwd = tf._attn_fwd, Kernel()
-tf.check_inputs = lambda *args: None
+checks = []
+tf.check_inputs = lambda *args: checks.append(args[-2:])
 q = torch.randn(2, 4, 300, 64)
 tf.flash_attention(q, q, q)
 tf.flash_attention(q, q, q)
 tf.flash_attention(q, q, q, causal=False)  # another key: the autotuner again
-print("eager", launched, wrapped)
+print("eager", launched, wrapped, checks)
 print("direct", direct)
 print("tuned", sorted(tf._TUNED.items()))
 # Under a profiler the raw launch is named as the op's, so the kernel has a launcher there.
@@ -189,7 +192,8 @@ def test_eager_launches_the_kernel_itself_and_the_traced_op_wraps_it():
     proc = _child(LAUNCH_PATHS, interpret=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     eager, direct, tuned, profiled, traced = proc.stdout.strip().splitlines()[-5:]
-    assert eager == "eager [(8, 3), (8, 3)] []"
+    # each key's inputs checked once, on its first call: a known key passed the checks before
+    assert eager == "eager [(8, 3), (8, 3)] [] [(True, 0), (False, 0)]"
     # 32 arguments: 24 at run time, then HEAD_DIM, SM_SCALE, CAUSAL, WINDOW, TMA_OK (False: a
     # CPU tensor), BLOCK_M, BLOCK_N, TMA
     assert direct == "direct [((8, 3, 1), 32, (64, 0.125, True, 0, False, 128, 64, False))]"
@@ -274,8 +278,9 @@ def test_a_key_tuned_eagerly_gives_torch_compile_its_winner_only(monkeypatch):
 
 
 def test_launch_key_tells_apart_what_triton_specializes_on():
-    """A compiled kernel is reused only for arguments Triton would compile the same way: equal
-    shapes and strides, dtypes, device, flags and pointer alignment."""
+    """A compiled kernel is reused only for arguments Triton would compile the same way, and
+    that passed the same input checks: equal shapes and strides, dtypes, devices, flags and
+    pointer alignment."""
     import torch
 
     from variants.triton_flash import launch_key
@@ -290,3 +295,10 @@ def test_launch_key_tells_apart_what_triton_specializes_on():
     assert key(q.transpose(1, 2).contiguous().transpose(1, 2)) != key(q)  # other strides
     assert key(q.half()) != key(q)
     assert key(q, causal=False) != key(q) and key(q, window=8) != key(q)
+    # v apart from k: a shorter v with k's strides, or v on another device (the meta device
+    # stands in for a second GPU): the first call's checks refuse both, so the key tells them
+    out = torch.empty_like(q)
+    same = launch_key(q, q, q, out, True, 0)
+    assert launch_key(q, q, q[:, :, :-1], out, True, 0) != same
+    assert launch_key(q, q, q.to("meta"), out, True, 0) != same
+    assert launch_key(q, q.to("meta"), q, out, True, 0) != same

@@ -383,6 +383,10 @@ def check_inputs(q, k, v, causal: bool, window: int) -> None:
             f"triton-flash wants q [B, H, S, D] and k, v [B, H_kv, S, D]; got "
             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
         )
+    if not q.device == k.device == v.device:
+        raise Unsupported(
+            f"triton-flash wants q, k and v on one device; got {q.device}, {k.device}, {v.device}"
+        )
     if q.shape[1] % k.shape[1]:
         raise Unsupported(f"K/V heads ({k.shape[1]}) must divide query heads ({q.shape[1]})")
     dim = q.shape[-1]
@@ -411,11 +415,13 @@ OP_NAME = "compilekit::flash_attention"  # the custom op; the eager launch's nam
 
 def launch_key(q, k, v, out, causal: bool, window: int) -> tuple:
     """Everything Triton specializes a compiled kernel on for these arguments: the integer
-    arguments' exact values (shapes and strides), the dtypes, the device and each pointer's
-    16-byte alignment. Equal keys may share one compiled kernel and grid."""
+    arguments' exact values (shapes and strides), the dtypes, the devices and each pointer's
+    16-byte alignment; and everything check_inputs reads, since a known key skips it. Equal
+    keys may share one compiled kernel and grid."""
     return (
         q.shape,
         k.shape,
+        v.shape,
         q.stride(),
         k.stride(),
         v.stride(),
@@ -424,6 +430,8 @@ def launch_key(q, k, v, out, causal: bool, window: int) -> tuple:
         k.dtype,
         v.dtype,
         q.device,
+        k.device,
+        v.device,
         causal,
         window,
         q.data_ptr() % 16,
@@ -444,8 +452,31 @@ def _remember_launch(key, compiled, args: tuple, consts: dict, grid: tuple) -> N
     values = {**consts, **_attn_fwd.best_config.kwargs}
     if len(_FAST_LAUNCH) >= _FAST_LAUNCH_LIMIT:
         _FAST_LAUNCH.clear()
-    runs = (compiled[grid], tuple(values[n] for n in names[len(args) :]), values["TMA"])
-    _FAST_LAUNCH[key] = runs
+    # after q, k, v and out, every argument is fixed by the key: strides, sizes, constexprs
+    tail = args[4:] + tuple(values[n] for n in names[len(args) :])
+    _FAST_LAUNCH[key] = (compiled[grid], tail, values["TMA"])
+
+
+def _launch_known(q, k, v, causal: bool, window: int):
+    """The eager fast path: the output, with the key's compiled kernel launched straight on it;
+    None where this key has none yet (the caller then checks the inputs and autotunes). A known
+    key passed check_inputs before, so it is not checked again."""
+    out = torch.empty_like(q)
+    known = _FAST_LAUNCH.get(launch_key(q, k, v, out, causal, window))
+    if known is None:
+        return None
+    run, tail, uses_tma = known
+    if uses_tma:
+        ensure_allocator()
+    if _autograd_profiler._is_profiler_enabled:
+        # a raw launch goes through no torch op, so a profile would show the kernel launched by
+        # nothing: name its launcher as Inductor names its own launches (its tensors, so a
+        # profile with shapes has the bytes the kernel moves)
+        with torch._C._profiler._RecordFunctionFast(OP_NAME, (q, k, v, out)):
+            run(q, k, v, out, *tail)
+    else:
+        run(q, k, v, out, *tail)
+    return out
 
 
 def _torch_scratch(size: int, alignment: int, stream):
@@ -471,8 +502,8 @@ def _launch(q, k, v, causal: bool, window: int, kernel=None):
     """Launch `kernel` (default: the autotuned Triton kernel itself, the eager path). The op
     passes torch.library.wrap_triton's wrapper instead, through which torch.compile sees the
     kernel (wrap_triton hands back the bare kernel where wrapping is off, as in the op's own
-    eager dispatch). The eager path launches a key's compiled kernel directly after its first
-    call (see _FAST_LAUNCH)."""
+    eager dispatch). The eager path remembers the key's compiled kernel, which its later calls
+    launch straight (_launch_known)."""
     batch, heads, seq, dim = q.shape
     out = torch.empty_like(q)
     args = (
@@ -490,22 +521,6 @@ def _launch(q, k, v, causal: bool, window: int, kernel=None):
         triton.next_power_of_2(seq),
     )
     eager = kernel is None and not INTERPRET
-    if eager:
-        key = launch_key(q, k, v, out, causal, window)
-        fast = _FAST_LAUNCH.get(key)
-        if fast is not None:
-            run, consts, uses_tma = fast
-            if uses_tma:
-                ensure_allocator()
-            if _autograd_profiler._is_profiler_enabled:
-                # a raw launch goes through no torch op, so a profile would show the kernel
-                # launched by nothing: name its launcher as Inductor names its own launches
-                # (its tensors, so a profile with shapes has the bytes the kernel moves)
-                with torch._C._profiler._RecordFunctionFast(OP_NAME, (q, k, v, out)):
-                    run(*args, *consts)
-            else:
-                run(*args, *consts)
-            return out
     consts = dict(
         HEAD_DIM=dim,
         SM_SCALE=1.0 / math.sqrt(dim),
@@ -523,6 +538,7 @@ def _launch(q, k, v, causal: bool, window: int, kernel=None):
     if not eager:
         (kernel or _attn_fwd)[grid](*args, **consts)
         return out
+    key = launch_key(q, k, v, out, causal, window)
     with _AUTOTUNE_LOCK:  # the best config read below must be this call's, not another thread's
         compiled = _attn_fwd[grid](*args, **consts)
         _remember_launch(key, compiled, args, consts, (*grid(_attn_fwd.best_config.kwargs), 1))
@@ -548,6 +564,10 @@ def flash_attention(q, k, v, causal: bool = True, window: int = 0):
     time than the kernel takes at small shapes. Under torch.compile the call goes through the
     op (a triton_op), so Inductor sees the kernel, schedules it and keeps it in CUDA graphs.
     """
+    if not INTERPRET and not torch.compiler.is_compiling():
+        out = _launch_known(q, k, v, causal, window)
+        if out is not None:
+            return out
     check_inputs(q, k, v, causal, window)
     if INTERPRET:  # the interpreter runs on host tensors; skip the op layer it cannot trace
         return _launch(q.contiguous(), k.contiguous(), v.contiguous(), causal, window)
