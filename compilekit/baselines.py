@@ -15,6 +15,7 @@ import os
 import sys
 
 from compilekit.errors import UserError
+from compilekit.spec import parse_shape
 
 
 def parse_baseline(text: str) -> tuple[str, str]:
@@ -23,13 +24,9 @@ def parse_baseline(text: str) -> tuple[str, str]:
     return variant, mode
 
 
-def check(path: str, against, cells: list) -> dict[str, list[tuple[str, str]]]:
-    """The [against] table, every name checked against the experiment's own cells (a baseline
-    the experiment never measures would only ever print '-')."""
-    if not isinstance(against, dict):
-        raise UserError(
-            f'{path}: [against] must be a table: "variant" = ["baseline-variant:mode", ...]'
-        )
+def check(path: str, against: dict, cells: list) -> dict[str, list[tuple[str, str]]]:
+    """The [against] table (a table: spec's key types say so), every name checked against the
+    experiment's own cells (a baseline the experiment never measures would only print '-')."""
     pairs = {(c.variant, c.mode) for c in cells}
     variants = sorted({c.variant for c in cells})
     checked = {}
@@ -77,8 +74,8 @@ def load(out_dir: str, log=sys.stderr) -> dict:
 
 def _shape_order(r) -> tuple:
     """Head dim, then S, then batch and heads; then mode, so a shape's cells read together."""
-    batch, heads, seq, dim = (int(x) for x in r.shape.split("x"))
-    return (dim, seq, batch, heads, r.mode, r.config_name)
+    shape = parse_shape(r.shape)
+    return (shape.head_dim, shape.seq, shape.batch, shape.heads, r.mode, r.config_name)
 
 
 def _ratio(base, r) -> str:
