@@ -67,6 +67,29 @@ def cell_summary(result) -> str:
     return "\n".join(lines)
 
 
+def host_bound_text(result) -> str:
+    """What a host-bound cell costs in a user's loop, beside do_bench's figures."""
+    loop = result.compiled_loop_ms
+    text = (
+        f"host-bound: GPU busy {result.gpu_busy_share:.0%} of each call "
+        + ("in a loop " if loop else "")
+        + f"({result.profiled_forward_device_ms:.3f} of {loop or result.compiled_ms:.3f} ms); the "
+        f"host spends {result.host_ms_per_call:.3f} ms issuing a call: launches, guards and "
+        "wrappers (reduce-overhead / CUDA graphs target this; see trace.json)"
+    )
+    if not loop:  # a run from before the loop was timed: do_bench's figure was its latency
+        return text
+    text += ". "
+    if result.mode == "eager":
+        return text + f"do_bench reads {result.compiled_ms:.3f} ms: its L2 flush hides host time"
+    return text + (
+        f"In a loop, eager {result.eager_loop_ms:.3f} vs compiled "
+        f"{result.compiled_loop_ms:.3f} ms per call "
+        f"({result.eager_loop_ms / result.compiled_loop_ms:.2f}x); do_bench, whose L2 flush "
+        f"hides host time, reads {result.eager_ms:.3f} vs {result.compiled_ms:.3f}"
+    )
+
+
 def cell_notes(result) -> list[str]:
     """The lines a reader must not miss: the verdict's reason, host-bound calls, disturbed
     timings, skipped CUDA graphs, the backend that ran, graph breaks and recompiles."""
@@ -87,12 +110,7 @@ def cell_notes(result) -> list[str]:
             "against the same function on float64 inputs (not against a known-right answer)"
         )
     if result.host_bound:
-        notes.append(
-            f"host-bound: GPU busy {result.gpu_busy_share:.0%} of each call "
-            f"({result.profiled_forward_device_ms:.3f} of {result.compiled_ms:.3f} ms); the host "
-            f"spends {result.host_ms_per_call:.3f} ms issuing a call: the rest is launches, "
-            "guards and wrappers (reduce-overhead / CUDA graphs target this; see trace.json)"
-        )
+        notes.append(host_bound_text(result))
     if result.timing_attempts:
         notes.append(retimed_text(result))
     if result.noisy:

@@ -57,8 +57,13 @@ class CellResult:
     speedup: float | None = None
     eager_timing: dict | None = None
     compiled_timing: dict | None = None
+    # GPU: a user's loop (back-to-back calls, no L2 flush): max(host, device) per call, which
+    # do_bench's figures above hide for a host-bound call (timing.loop_timing)
+    eager_loop_ms: float | None = None
+    compiled_loop_ms: float | None = None
+    loop_timing: dict | None = None  # {"eager": summary, "compiled": summary}
     host_ms_per_call: float | None = None  # launch-only loop: what the CPU spends per call
-    gpu_busy_share: float | None = None  # device time per forward / latency
+    gpu_busy_share: float | None = None  # device time per forward / compiled_loop_ms
     host_bound: bool | None = None
     noisy: bool | None = None  # the timing spread or the machine's load says it was disturbed
     noise_note: str | None = None

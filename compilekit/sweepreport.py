@@ -357,14 +357,9 @@ def report(out_dir: str) -> str:
         for r in results
         if r.attempts
     ]
-    host_bound = [
-        f"- {cell_name(r)}: GPU busy {r.gpu_busy_share:.0%} of "
-        f"each call ({r.profiled_forward_device_ms:.3f} of {r.compiled_ms:.3f} ms; host "
-        f"{_num(r.host_ms_per_call, '.3f')} ms per call): host-bound"
-        for r in results
-        if r.host_bound
-    ]
-    from compilekit.report import retimed_text  # report imports this module
+    from compilekit.report import host_bound_text, retimed_text  # report imports this module
+
+    host_bound = [f"- {cell_name(r)}: {host_bound_text(r)}" for r in results if r.host_bound]
 
     noisy = [
         f"- {cell_name(r)}: " + "; ".join(filter(None, [r.noise_note, retimed_text(r)]))

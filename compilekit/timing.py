@@ -1,11 +1,13 @@
 """Step 4 and 5: first-call (compile) time and steady-state latency.
 
 GPU: device events after warm-up, through triton.testing.do_bench (which also flushes L2 between
-calls), median and spread. CPU: perf_counter around each call after burn-in.
+calls), median and spread; and a user's loop (loop_timing), which also shows what the host
+costs. CPU: perf_counter around each call after burn-in (already a user's loop).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -71,6 +73,32 @@ def host_ms_per_call(fn: Callable, args, calls: int = 50) -> float:
     host_s = time.perf_counter() - start
     torch.cuda.synchronize()
     return host_s / calls * 1e3
+
+
+def loop_timing(fn: Callable, args, per_call_ms: float, budget_s: float = 0.3) -> dict:
+    """A user's loop on CUDA: device events around back-to-back calls (no L2 flush, no
+    synchronize inside), ms per call, repeated for about budget_s; the repeats' summary, and
+    `calls` per repeat (about 2 ms of calls at per_call_ms, the call's do_bench median, so the
+    events' own cost is lost in the loop; 5 to 200).
+
+    Each call costs max(host, device) here: a call the GPU finishes before the host has issued
+    the next one is paced by the host. do_bench cannot show that: the 256 MB memset it runs
+    before each timed call gives the host a head start, so a host-bound call reads anywhere
+    between its device time and its host cost (experiments/results/h200/host_bound_timing)."""
+    for _ in range(3):
+        fn(*args)
+    torch.cuda.synchronize()
+    calls = max(5, min(200, math.ceil(2.0 / max(per_call_ms, 1e-3))))
+    samples, deadline = [], time.perf_counter() + budget_s
+    while len(samples) < 5 or (time.perf_counter() < deadline and len(samples) < 100):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn(*args)
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / calls)
+    return {**_summary(samples), "calls": calls}
 
 
 def _bench_cuda(fn: Callable, args, budget_s: float) -> dict:

@@ -392,10 +392,69 @@ def test_verify_is_inconclusive_when_the_bare_retimes_disagree(run_cell, monkeyp
         ([ms * 0.5, ms, ms * 1.6], "inconclusive"),  # the yardstick itself moved 3x
     ):
         times = iter(bares)
-        monkeypatch.setattr(verify, "_bare_once", lambda cell, env: next(times))
+        monkeypatch.setattr(verify, "_bare_once", lambda c, env, calls: {"median_ms": next(times)})
         line, verdict = verify.verify(result.run_dir, 0.05, repeat=3)
         assert verdict == expected, line
     assert "INCONCLUSIVE" in line and "disagree among themselves" in line
+
+
+def test_verify_judges_a_host_bound_run_by_a_loop(run_cell, tmp_path, monkeypatch):
+    """do_bench's L2 flush lets a host-bound call read its device time in one process and its
+    host cost in the next; such a run is judged by a loop of the same length as its own."""
+    import shutil
+
+    from compilekit import result as results
+    from compilekit import verify
+
+    run = tmp_path / "host_bound"
+    shutil.copytree(run_cell("naive", "eager").run_dir, run)
+    doctored = results.load(str(run))
+    doctored.host_bound, doctored.gpu_busy_share = True, 0.2
+    doctored.compiled_ms, doctored.compiled_loop_ms = 0.017, 0.048
+    doctored.loop_timing = {"compiled": {"median_ms": 0.048, "calls": 42}}
+    doctored.save(str(run))
+    asked = []
+
+    def bare(cell, env, calls):
+        asked.append(calls)
+        return {"median_ms": 0.011 * (1 + len(asked)), "loop_ms": 0.0485}
+
+    monkeypatch.setattr(verify, "_bare_once", bare)
+    line, verdict = verify.verify(str(run), 0.05, repeat=3)
+    assert verdict == "within" and asked == [42, 42, 42], line
+    assert "host-bound (GPU busy 20%)" in line and "bare loop 0.0485" in line, line
+    doctored.compiled_loop_ms = 0.07  # the toolkit's loop 44% over the bare one
+    doctored.save(str(run))
+    assert verify.verify(str(run), 0.05, repeat=3)[1] == "outside"
+
+
+def test_loop_timing_is_time_per_call(monkeypatch):
+    """A host-paced call (2 ms of host work, nothing on the device) costs 2 ms per call in a
+    loop, however many calls the loop makes."""
+    import time
+
+    import torch
+
+    from compilekit import timing
+
+    class Event:  # device events on a CPU machine: the host's clock stands in for the GPU's
+        def __init__(self, enable_timing):
+            self.at = None
+
+        def record(self):
+            self.at = time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end):
+            return (end.at - self.at) * 1e3
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    loop = timing.loop_timing(lambda: time.sleep(2e-3), (), per_call_ms=0.1, budget_s=0.05)
+    assert loop["calls"] == 20 and loop["samples"] >= 5, loop
+    assert 2.0 <= loop["median_ms"] < 3.0, loop
 
 
 def test_paired_verify_decides_where_the_host_drifts(run_cell, cache_root, monkeypatch):
@@ -413,7 +472,7 @@ def test_paired_verify_decides_where_the_host_drifts(run_cell, cache_root, monke
         ([1.0, 2.0, 1.3, 1.1], [1.0, 1.5, 0.7, 1.2], "inconclusive"),
     ):
         bares, measures = iter(host), iter(h * r for h, r in zip(host, toolkit_over_bare))
-        monkeypatch.setattr(verify, "_bare_once", lambda cell, env: next(bares))
+        monkeypatch.setattr(verify, "_bare_once", lambda c, env, calls: {"median_ms": next(bares)})
         monkeypatch.setattr(
             runner,
             "launch",
@@ -506,3 +565,24 @@ def test_a_timing_disturbed_every_time_stays_noisy_with_its_least_spread_attempt
 def test_a_quiet_timing_is_taken_once(monkeypatch):
     result = _time_with(monkeypatch, [_timing(1.0, 0.98, 1.05), _timing(0.5, 0.49, 0.52)])
     assert result.compiled_ms == 0.5 and result.timing_attempts is None and not result.noisy
+
+
+def test_a_host_bound_note_compares_eager_and_compiled_in_a_loop():
+    """Compiled sdpa at 1x4x128x64 on the H200: do_bench reads about 2x eager, a loop 2.7x;
+    GPU busy is the device time over the loop's time per call, not over do_bench's figure."""
+    from compilekit.cell import busy_share
+    from compilekit.report import cell_notes
+    from compilekit.result import CellResult
+
+    share, host_bound = busy_share(0.009, 0.048)
+    result = CellResult(
+        variant="sdpa", mode="default", shape="1x4x128x64", dtype="bfloat16", device="cuda",
+        status="ok", eager_ms=0.0088, compiled_ms=0.017, eager_loop_ms=0.0192,
+        compiled_loop_ms=0.048, profiled_forward_device_ms=0.009, host_ms_per_call=0.046,
+        gpu_busy_share=share, host_bound=host_bound,
+    )  # fmt: skip
+    (note,) = [n for n in cell_notes(result) if n.startswith("host-bound")]
+    assert "GPU busy 19% of each call in a loop (0.009 of 0.048 ms)" in note, note
+    assert "eager 0.019 vs compiled 0.048 ms per call (0.40x)" in note, note
+    assert "reads 0.009 vs 0.017" in note, note
+    assert busy_share(0.009, 0.0095) == (0.009 / 0.0095, False)
