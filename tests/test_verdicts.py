@@ -586,3 +586,35 @@ def test_a_host_bound_note_compares_eager_and_compiled_in_a_loop():
     assert "eager 0.019 vs compiled 0.048 ms per call (0.40x)" in note, note
     assert "reads 0.009 vs 0.017" in note, note
     assert busy_share(0.009, 0.0095) == (0.009 / 0.0095, False)
+
+
+def test_a_host_bound_cells_worth_comes_from_a_loop():
+    """do_bench says naive reduce-overhead beats eager at a tiny shape (its L2 flush hides host
+    time); a loop, which pays the host, says it does not: the table, the cell summary and the
+    sweep page's colour follow the loop, for a host-bound cell only."""
+    import dataclasses
+
+    from compilekit import pages, sweepreport
+    from compilekit.report import cell_summary
+    from compilekit.result import CellResult
+
+    def spread(median):
+        return {"median_ms": median, "p10_ms": median * 0.98, "p90_ms": median * 1.02}
+
+    result = CellResult(
+        variant="naive", mode="reduce-overhead", shape="1x4x128x64", dtype="bfloat16",
+        device="cuda", status="ok", max_rel_err=1e-3, eager_max_rel_err=1e-3,
+        eager_ms=0.040, compiled_ms=0.025, speedup=1.6, compile_cold_s=20.0, compile_warm_s=3.0,
+        eager_timing=spread(0.040), compiled_timing=spread(0.025),
+        loop_timing={"eager": spread(0.050), "compiled": spread(0.060)},
+        eager_loop_ms=0.050, compiled_loop_ms=0.060, gpu_busy_share=0.3, host_bound=True,
+        profiled_forward_device_ms=0.018, host_ms_per_call=0.058,
+    )  # fmt: skip
+    assert sweepreport.break_even_calls(20.0, result) is None
+    assert sweepreport.speedup_text(result) == "0.83 loop"
+    assert "speedup 0.83x in a loop (host-bound; do_bench's 1.60x" in cell_summary(result)
+    assert pages._speed_class(result) == "slow1"
+    device_bound = dataclasses.replace(result, host_bound=False, gpu_busy_share=0.9)
+    assert sweepreport.speedup_text(device_bound) == "1.60"
+    assert sweepreport.break_even_calls(20.0, device_bound) == 1_333_334
+    assert pages._speed_class(device_bound) == "fast2"
