@@ -411,10 +411,12 @@ def _warm_compile(cell, variant, args, cache_dir: str, result):
 
 
 def _time(cell, variant, compiled, args, result) -> None:
-    """Steady state of eager and compiled, and the host cost of one call. A disturbed attempt
-    (see noise_note) is timed again after a pause, up to RETIMES times, and the quietest attempt
-    (the smallest spread) is kept: a short disturbance from another process on a shared host
-    says nothing about the code. Every attempt's medians are kept in timing_attempts."""
+    """Steady state of eager and compiled (do_bench on CUDA), the host cost of one call, and on
+    CUDA a user's loop of each (back-to-back calls: what host-bound judgements read). A
+    disturbed attempt (see noise_note) is timed again after a pause, up to RETIMES times, and
+    the quietest attempt (the smallest spread) is kept: a short disturbance from another
+    process on a shared host says nothing about the code. Every attempt's medians are kept in
+    timing_attempts."""
     from compilekit import timing
 
     attempts = []
