@@ -80,7 +80,7 @@ def _speedup_words(text: str, result) -> str:
 
 def host_bound_text(result) -> str:
     """What a host-bound cell costs in a user's loop, beside do_bench's figures."""
-    loop = result.compiled_loop_ms
+    loop = result.compiled_loop_ms if result.paced_by_loop else None
     text = (
         f"host-bound: GPU busy {result.gpu_busy_share:.0%} of each call "
         + ("in a loop " if loop else "")

@@ -105,6 +105,12 @@ class CellResult:
         return self.status in ("ok", "self-consistent")
 
     @property
+    def paced_by_loop(self) -> bool:
+        """Host-bound, with a user's loop timed: its loop figures, not do_bench's, say what a
+        call costs (do_bench's L2 flush hides host time; timing.loop_timing)."""
+        return bool(self.host_bound and self.loop_timing)
+
+    @property
     def measured(self) -> bool:
         return self.status in MEASURED
 

@@ -55,7 +55,7 @@ def paced(r) -> tuple[dict, dict]:
     """(eager, compiled) timings that say whether compiling was worth it: a user's loop for a
     host-bound cell, whose do_bench figures hide host time (its L2 flush lets the host run
     ahead), do_bench's otherwise."""
-    if r.host_bound and r.loop_timing:
+    if r.paced_by_loop:
         return r.loop_timing["eager"], r.loop_timing["compiled"]
     # the medians from the record's own fields (a hand-made record may carry no summaries)
     return (
@@ -93,7 +93,7 @@ def paced_speedup(r) -> float | None:
 
 def speedup_text(r) -> str:
     """eager over compiled; a host-bound cell's from a user's loop, marked `loop`."""
-    if r.host_bound and r.loop_timing:
+    if r.paced_by_loop:
         return f"{paced_speedup(r):.2f} loop"
     return _num(r.speedup, ".2f")
 

@@ -189,8 +189,8 @@ def _figure(result) -> tuple[str, int, str]:
     is near that reads its device time in one process and up to its host cost in the next
     (bare do_bench of compiled sdpa at 1x4x128x64 on the H200: 0.011 to 0.066 ms in nine fresh
     processes; experiments/results/h200/host_bound_timing)."""
-    if result.host_bound and result.compiled_loop_ms:
-        calls = (result.loop_timing or {}).get("compiled", {}).get("calls", 100)
+    if result.paced_by_loop:
+        calls = result.loop_timing["compiled"]["calls"]
         return (
             "loop_ms",
             calls,

@@ -580,6 +580,7 @@ def test_a_host_bound_note_compares_eager_and_compiled_in_a_loop():
         status="ok", eager_ms=0.0088, compiled_ms=0.017, eager_loop_ms=0.0192,
         compiled_loop_ms=0.048, profiled_forward_device_ms=0.009, host_ms_per_call=0.046,
         gpu_busy_share=share, host_bound=host_bound,
+        loop_timing={"eager": {"median_ms": 0.0192}, "compiled": {"median_ms": 0.048}},
     )  # fmt: skip
     (note,) = [n for n in cell_notes(result) if n.startswith("host-bound")]
     assert "GPU busy 19% of each call in a loop (0.009 of 0.048 ms)" in note, note
