@@ -353,7 +353,7 @@ def sweep_groups(results: list, out_dir: str) -> list[dict]:
                 row.append(
                     {
                         "r": r,
-                        "speedup": sweepreport.speedup_text(r),
+                        "speedup": sweepreport.paced_speedup(r),
                         "css": _speed_class(r),
                         "href": page
                         if os.path.isfile(os.path.join(out_dir, page))

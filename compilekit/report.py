@@ -69,11 +69,14 @@ def cell_summary(result) -> str:
 
 
 def _speedup_words(text: str, result) -> str:
-    """' speedup 1.23x', or a host-bound cell's loop speedup beside do_bench's."""
-    if not text.endswith(" loop"):
+    """' speedup 1.23x' (text: the table's), or a host-bound cell's loop speedup beside
+    do_bench's."""
+    if not result.paced_by_loop:
         return f" speedup {text}x"
+    from compilekit.sweepreport import paced_speedup
+
     return (
-        f" speedup {text.removesuffix(' loop')}x in a loop (host-bound; do_bench's "
+        f" speedup {paced_speedup(result):.2f}x in a loop (host-bound; do_bench's "
         f"{result.speedup:.2f}x hides host time)"
     )
 
