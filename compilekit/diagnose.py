@@ -48,7 +48,8 @@ def cudagraph_skip_reasons():
         yield handler.messages
     finally:
         logger.removeHandler(handler)
-        logger.disabled, logger.level = saved[0], saved[1]
+        logger.disabled = saved[0]
+        logger.setLevel(saved[1])  # not `.level =`: that would keep the DEBUG answers cached
 
 
 def dynamo_counters() -> dict:

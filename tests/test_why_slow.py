@@ -216,3 +216,19 @@ def test_the_attention_kernel_gets_the_variants_flops_when_torch_counted_none():
     assert (
         roofline.attribute_variant_flops(cudnn[:1] + [_record("d", "library", 1.0)], None) is None
     )
+
+
+def test_collecting_cudagraph_skip_reasons_leaves_the_logger_as_it_was():
+    """Inside, torch's cudagraphs logger answers DEBUG; after, it must answer as before, cache
+    included (a stale cache would keep emitting debug records in the timed process)."""
+    import logging
+
+    import torch._inductor.cudagraph_utils as cg
+
+    logger = cg.cudagraphs_log
+    before = (logger.disabled, logger.level, logger.isEnabledFor(logging.DEBUG))
+    with diagnose.cudagraph_skip_reasons() as messages:
+        assert logger.isEnabledFor(logging.DEBUG)
+        logger.debug("skipping cudagraphs due to a test")
+    assert messages == ["skipping cudagraphs due to a test"]
+    assert (logger.disabled, logger.level, logger.isEnabledFor(logging.DEBUG)) == before
