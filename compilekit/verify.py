@@ -54,6 +54,19 @@ def bare_loop_ms(fn, args, calls: int) -> float:
     return samples[len(samples) // 2]
 
 
+def bare_host_ms(fn, args, calls: int = 50) -> float:
+    """CUDA: the host's ms to issue one call (no synchronize inside 50 calls)."""
+    import torch
+
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn(*args)
+    host = (time.perf_counter() - start) / calls * 1e3
+    torch.cuda.synchronize()
+    return host
+
+
 def _child(cell_json: str, loop_calls: int) -> None:
     from compilekit import inputs, modes, settings
     from compilekit.spec import Cell
@@ -80,6 +93,8 @@ def _child(cell_json: str, loop_calls: int) -> None:
         bare = {"median_ms": bare_median_ms(fn, args, cell.device)}
         if loop_calls:
             bare["loop_ms"] = bare_loop_ms(fn, args, loop_calls)
+        if cell.device == "cuda":
+            bare["host_ms"] = bare_host_ms(fn, args)
         print(json.dumps(bare))
 
 
@@ -103,7 +118,8 @@ def verify(
     result, cell = _measured_cell(run_dir)
     key, calls, method = _figure(result)
     env = _bare_env(cell, cache_root or runner.default_cache_root())
-    bares = sorted(_bare_once(cell, env, calls)[key] for _ in range(repeat))
+    runs = [_bare_once(cell, env, calls) for _ in range(repeat)]
+    bares = sorted(run[key] for run in runs)
     bare = bares[len(bares) // 2]
     toolkit = result.compiled_loop_ms if key == "loop_ms" else result.compiled_ms
     ratio = toolkit / bare
@@ -126,7 +142,22 @@ def verify(
         )
     else:
         line += f"{'within' if verdict == 'within' else 'OUTSIDE'} {tolerance:.0%}"
-    return line, verdict
+    return line + _host_text(
+        result.host_ms_per_call, [run.get("host_ms") for run in runs]
+    ), verdict
+
+
+def _host_text(toolkit: float | None, bares: list) -> str:
+    """'; host per call: toolkit X ms, bare Y-Z ms' (CUDA), where the toolkit's process would
+    show any host cost of its own; '' where either is missing."""
+    bares = sorted(b for b in bares if b is not None)
+    if toolkit is None or not bares:
+        return ""
+    return (
+        f"; host per call: toolkit {toolkit:.4f} ms, bare {bares[0]:.4f}"
+        + (f"-{bares[-1]:.4f}" if len(bares) > 1 else "")
+        + " ms"
+    )
 
 
 def paired(
@@ -154,14 +185,17 @@ def paired(
     key, calls, method = _figure(result)
     cache_root = cache_root or runner.default_cache_root()
     env = _bare_env(cell, cache_root)
-    ratios = []
+    ratios, host_ratios = [], []
     with tempfile.TemporaryDirectory(prefix="compilekit-verify-") as out:
         for _ in range(pairs):
             again = runner.launch(cell, out, cache_root)
             if not again.measured:
                 raise UserError(f"the toolkit's re-measure of {result.label} ended {again.status}")
             toolkit = again.compiled_loop_ms if key == "loop_ms" else again.compiled_ms
-            ratios.append(toolkit / _bare_once(cell, env, calls)[key])
+            bare = _bare_once(cell, env, calls)
+            ratios.append(toolkit / bare[key])
+            if again.host_ms_per_call and bare.get("host_ms"):
+                host_ratios.append(again.host_ms_per_call / bare["host_ms"])
     middle = statistics.median(ratios)
     beyond = max(sum(r > 1 + tolerance for r in ratios), sum(r < 1 - tolerance for r in ratios))
     if abs(middle - 1) <= tolerance:
@@ -178,6 +212,8 @@ def paired(
         + f", median {middle:.3f}: "
         + words.get(verdict, "INCONCLUSIVE, the pairs disagree")
     )
+    if host_ratios:  # does the toolkit's process pay more host time per call than a bare one?
+        line += "; host per call, toolkit over bare: " + ", ".join(f"{r:.3f}" for r in host_ratios)
     return line, verdict
 
 

@@ -412,17 +412,21 @@ def test_verify_judges_a_host_bound_run_by_a_loop(run_cell, tmp_path, monkeypatc
     doctored.host_bound, doctored.gpu_busy_share = True, 0.2
     doctored.compiled_ms, doctored.compiled_loop_ms = 0.017, 0.048
     doctored.loop_timing = {"compiled": {"median_ms": 0.048, "calls": 42}}
+    doctored.host_ms_per_call = 0.046
     doctored.save(str(run))
     asked = []
 
     def bare(cell, env, calls):
         asked.append(calls)
-        return {"median_ms": 0.011 * (1 + len(asked)), "loop_ms": 0.0485}
+        host = (0.047, 0.045, 0.046)[len(asked) - 1]
+        return {"median_ms": 0.011 * (1 + len(asked)), "loop_ms": 0.0485, "host_ms": host}
 
     monkeypatch.setattr(verify, "_bare_once", bare)
     line, verdict = verify.verify(str(run), 0.05, repeat=3)
     assert verdict == "within" and asked == [42, 42, 42], line
     assert "host-bound (GPU busy 20%)" in line and "bare loop 0.0485" in line, line
+    assert line.endswith("; host per call: toolkit 0.0460 ms, bare 0.0450-0.0470 ms"), line
+    asked.clear()
     doctored.compiled_loop_ms = 0.07  # the toolkit's loop 44% over the bare one
     doctored.save(str(run))
     assert verify.verify(str(run), 0.05, repeat=3)[1] == "outside"
@@ -477,11 +481,35 @@ def test_paired_verify_decides_where_the_host_drifts(run_cell, cache_root, monke
             runner,
             "launch",
             lambda cell, out, root: SimpleNamespace(
-                measured=True, status="ok", compiled_ms=next(measures)
+                measured=True, status="ok", compiled_ms=next(measures), host_ms_per_call=None
             ),
         )
         line, verdict = verify.paired(result.run_dir, len(host), 0.05, cache_root)
         assert verdict == expected, line
+        assert "host per call" not in line  # CPU: no host figure on either side
+
+
+def test_paired_verify_shows_whether_the_toolkit_pays_more_host_time(
+    run_cell, cache_root, monkeypatch
+):
+    from types import SimpleNamespace
+
+    from compilekit import runner, verify
+
+    result = run_cell("naive", "eager")
+    bares = iter([0.040, 0.050])
+    monkeypatch.setattr(
+        verify, "_bare_once", lambda c, env, calls: {"median_ms": 1.0, "host_ms": next(bares)}
+    )
+    monkeypatch.setattr(
+        runner,
+        "launch",
+        lambda cell, out, root: SimpleNamespace(
+            measured=True, status="ok", compiled_ms=1.0, host_ms_per_call=0.050
+        ),
+    )
+    line, _ = verify.paired(result.run_dir, 2, 0.05, cache_root)
+    assert line.endswith("; host per call, toolkit over bare: 1.250, 1.000"), line
 
 
 def test_paired_verify_runs_the_toolkit_and_a_bare_process(run_cell, cli):
