@@ -24,9 +24,13 @@ import torch
 
 CALLS = 2000
 LAYERS = (  # (layer, substrings of the profiled function's file or name), first match wins
+    # the generated `call` checks its inputs' sizes and strides through a Dynamo C helper
+    (
+        "Inductor compiled module (incl. its input size/stride asserts)",
+        ("torch/_inductor/", "torchinductor", "assert_size_stride", "assert_alignment"),
+    ),
     ("Dynamo: frame evaluation, guards", ("torch/_dynamo/", "_dynamo.guards", "eval_frame")),
     ("AOTAutograd runtime wrappers", ("torch/_functorch/", "_aot_autograd")),
-    ("Inductor compiled module", ("torch/_inductor/", "torchinductor")),
     (
         "ops: aten, extern kernels, launches (on CPU: their compute)",
         ("torch._ops", "torch._C", "<built-in method"),
