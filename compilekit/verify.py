@@ -116,12 +116,12 @@ def verify(
     if repeat < 1:
         raise UserError(f"--repeat must be at least 1, not {repeat}")
     result, cell = _measured_cell(run_dir)
-    key, calls, method = _figure(result)
+    key, field, calls, method = _figure(result)
     env = _bare_env(cell, cache_root or runner.default_cache_root())
     runs = [_bare_once(cell, env, calls) for _ in range(repeat)]
     bares = sorted(run[key] for run in runs)
     bare = bares[len(bares) // 2]
-    toolkit = result.compiled_loop_ms if key == "loop_ms" else result.compiled_ms
+    toolkit = getattr(result, field)
     ratio = toolkit / bare
     noisy = bares[-1] > (1 + tolerance) * bares[0]
     verdict = "inconclusive" if noisy else "within" if abs(ratio - 1) <= tolerance else "outside"
@@ -182,7 +182,7 @@ def paired(
     if pairs < 1:
         raise UserError(f"--paired must be at least 1, not {pairs}")
     result, cell = _measured_cell(run_dir)
-    key, calls, method = _figure(result)
+    key, field, calls, method = _figure(result)
     cache_root = cache_root or runner.default_cache_root()
     env = _bare_env(cell, cache_root)
     ratios, host_ratios = [], []
@@ -191,9 +191,8 @@ def paired(
             again = runner.launch(cell, out, cache_root)
             if not again.measured:
                 raise UserError(f"the toolkit's re-measure of {result.label} ended {again.status}")
-            toolkit = again.compiled_loop_ms if key == "loop_ms" else again.compiled_ms
             bare = _bare_once(cell, env, calls)
-            ratios.append(toolkit / bare[key])
+            ratios.append(getattr(again, field) / bare[key])
             if again.host_ms_per_call and bare.get("host_ms"):
                 host_ratios.append(again.host_ms_per_call / bare["host_ms"])
     middle = statistics.median(ratios)
@@ -217,8 +216,9 @@ def paired(
     return line, verdict
 
 
-def _figure(result) -> tuple[str, int, str]:
-    """(the bare child's figure to compare, its loop length, a preface for the line).
+def _figure(result) -> tuple[str, str, int, str]:
+    """(the bare child's figure to compare, the run's field it is compared with, the child's
+    loop length, a preface for the line).
 
     A host-bound run is judged by a user's loop, not by do_bench: do_bench's 256 MB L2 flush
     gives the host a head start of the flush's GPU time on each call, so a call whose host cost
@@ -229,11 +229,12 @@ def _figure(result) -> tuple[str, int, str]:
         calls = result.loop_timing["compiled"]["calls"]
         return (
             "loop_ms",
+            "compiled_loop_ms",
             calls,
             f"host-bound (GPU busy {result.gpu_busy_share:.0%}), so judged by a loop of {calls} "
             "back-to-back calls, where do_bench's L2 flush would hide the host's cost: ",
         )
-    return "median_ms", 0, ""
+    return "median_ms", "compiled_ms", 0, ""
 
 
 def _bare_method(key: str, device: str) -> str:
