@@ -1,7 +1,8 @@
 """triton-flash against cuDNN SDPA and compiled FlexAttention, back to back in one process.
 
-For each shape (bf16, causal): device time per call (triton.testing.do_bench median, fresh
-random inputs, outputs checked against cuDNN first), TFLOP/s, and the host time per call (a
+For each shape (bf16, causal): device time per call (triton.testing.do_bench median; the
+contenders take turns, --rounds times, and the row is the median turn with the range beside it;
+fresh random inputs, outputs checked against cuDNN first), TFLOP/s, and the host time per call (a
 launch-only loop: what the CPU spends issuing one call). Rows:
 - triton-flash eager (the variant as a user calls it), and compiled (torch.compile default),
   with the config eager autotuning chose (which compiled is given too);
@@ -15,7 +16,6 @@ Usage (GPU): python experiments/triton_flash_bench.py [--shapes 8x16x1024x64,...
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 
@@ -29,10 +29,18 @@ from variants.masks import causal_flops
 SHAPES = "8x16x1024x64,1x32x8192x128,16x16x512x64,1x32x16384x128,2x32x4096x128"
 
 
-def _module_from(path: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def baseline_module(path: str):
+    """An older copy of variants/triton_flash.py, loaded beside the current one. Its custom op
+    is renamed into a namespace of its own: registered under the current op's name, it would
+    replace that op, and "triton-flash compiled" would then run the baseline's kernel (which
+    made compiled read as slow as the baseline in this bench's runs up to 2026-12-01)."""
+    import types
+
+    with open(path) as f:
+        source = f.read().replace('"compilekit::', '"compilekit_baseline::')
+    module = types.ModuleType("baseline_flash")
+    module.__file__ = path
+    exec(compile(source, path, "exec"), module.__dict__)
     return module
 
 
@@ -44,14 +52,15 @@ def contenders(baseline: str | None) -> dict:
         "triton-flash compiled": torch.compile(flash),
     }
     if baseline:
-        out["baseline eager"] = _module_from(baseline, "baseline_flash").attention
+        out["baseline eager"] = baseline_module(baseline).attention
     out["cuDNN SDPA eager"] = load_variant("sdpa-cudnn").attention
     out["flex compiled"] = torch.compile(load_variant("flex").attention)
     return out
 
 
-def bench_shape(shape: str, fns: dict) -> list[dict]:
-    """One row per contender at `shape`: device ms, TFLOP/s, host µs per call, error."""
+def bench_shape(shape: str, fns: dict, rounds: int = 3) -> list[dict]:
+    """One row per contender at `shape`: device ms (median over `rounds` turns), TFLOP/s, host
+    µs per call, error."""
     dims = parse_shape(shape)
     gen = torch.Generator(device="cuda").manual_seed(dims.seq * dims.head_dim)
     q, k, v = (
@@ -68,26 +77,29 @@ def bench_shape(shape: str, fns: dict) -> list[dict]:
     )
     truth = fns["cuDNN SDPA eager"](q, k, v).float()
     flops = causal_flops(dims)
-    rows = []
+    rows, runnable = [], {}
     for name, fn in fns.items():
         try:
             out = fn(q, k, v)
             err = float((out.float() - truth).abs().max() / truth.abs().max())
-            ms = timing.bench(fn, (q, k, v), "cuda")["median_ms"]
             host_us = timing.host_ms_per_call(fn, (q, k, v)) * 1e3
         except Exception as exc:  # noqa: BLE001 (a contender that cannot run this shape)
             rows.append({"shape": shape, "name": name, "error": f"{type(exc).__name__}: {exc}"})
             continue
-        rows.append(
-            {
-                "shape": shape,
-                "name": name,
-                "ms": ms,
-                "tflops": flops / (ms * 1e-3) / 1e12,
-                "host_us": host_us,
-                "rel_err_vs_cudnn": err,
-            }
-        )
+        runnable[name] = fn
+        rows.append({"shape": shape, "name": name, "host_us": host_us, "rel_err_vs_cudnn": err})
+    # the contenders take turns, `rounds` times: a clock that drifts over the minute (heat,
+    # power) then moves every contender alike instead of favouring whichever ran first
+    per_round = {name: [] for name in runnable}
+    for _ in range(rounds):
+        for name, fn in runnable.items():
+            per_round[name].append(timing.bench(fn, (q, k, v), "cuda")["median_ms"])
+    for r in rows:
+        if r["name"] in per_round:
+            times = sorted(per_round[r["name"]])
+            r["ms"] = times[len(times) // 2]
+            r["ms_rounds"] = per_round[r["name"]]
+            r["tflops"] = flops / (r["ms"] * 1e-3) / 1e12
     from variants import triton_flash as tf  # the config eager autotuning chose (compiled's)
 
     named = {"Q": q, "S_BUCKET": 1 << (dims.seq - 1).bit_length()}
@@ -105,11 +117,16 @@ def bench_shape(shape: str, fns: dict) -> list[dict]:
     return rows
 
 
+def _spread(times: list[float]) -> str:
+    return f"{min(times):.4f}-{max(times):.4f}"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default=SHAPES)
     parser.add_argument("--baseline", help="another copy of variants/triton_flash.py")
     parser.add_argument("--json", help="also write the rows here")
+    parser.add_argument("--rounds", type=int, default=3, help="turns each contender takes")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("triton_flash_bench needs a CUDA GPU", file=sys.stderr)
@@ -118,13 +135,13 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, causal")
     print(
         f"{'shape':16} {'contender':24} {'ms':>8} {'TFLOP/s':>8} {'host µs':>8} "
-        f"{'x cuDNN':>8} {'x flex':>7} {'err':>8}"
+        f"{'x cuDNN':>8} {'x flex':>7} {'err':>8}  turns (ms)"
     )
     for shape in args.shapes.split(","):
         # fresh compiles per shape, as a user compiling for one shape gets them (one wrapper
         # over all shapes would go dynamic, then hit the recompile limit)
         torch._dynamo.reset()
-        for r in bench_shape(shape, contenders(args.baseline)):
+        for r in bench_shape(shape, contenders(args.baseline), max(1, args.rounds)):
             rows.append(r)
             if "error" in r:
                 print(f"{shape:16} {r['name']:24} {r['error'][:80]}")
@@ -132,7 +149,7 @@ def main(argv=None) -> int:
             print(
                 f"{shape:16} {r['name']:24} {r['ms']:8.4f} {r['tflops']:8.1f} "
                 f"{r['host_us']:8.1f} {r['vs_cudnn'] or 0:8.2f} {r['vs_flex'] or 0:7.2f} "
-                f"{r['rel_err_vs_cudnn']:8.1e}  {r.get('config', '')}",
+                f"{r['rel_err_vs_cudnn']:8.1e}  {_spread(r['ms_rounds'])}  {r.get('config', '')}",
                 flush=True,
             )
     if args.json:

@@ -16,7 +16,6 @@ read the inputs).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 
@@ -84,10 +83,9 @@ def main() -> int:
     flash._attn_fwd.configs = flash._attn_fwd.configs + extra
     contenders = {"triton-flash": flash.attention}
     if args.baseline:
-        spec = importlib.util.spec_from_file_location("baseline_flash", args.baseline)
-        baseline = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(baseline)
-        contenders["baseline"] = baseline.attention
+        from triton_flash_bench import baseline_module  # (this script's folder is on the path)
+
+        contenders["baseline"] = baseline_module(args.baseline).attention
 
     def cudnn(q, k, v):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)

@@ -302,3 +302,28 @@ def test_launch_key_tells_apart_what_triton_specializes_on():
     assert launch_key(q, q, q[:, :, :-1], out, True, 0) != same
     assert launch_key(q, q, q.to("meta"), out, True, 0) != same
     assert launch_key(q, q.to("meta"), q, out, True, 0) != same
+
+
+def test_the_bench_baseline_leaves_the_current_op_in_place(tmp_path):
+    """experiments/triton_flash_bench.py loads an older copy of the kernel beside the current
+    one: the copy's custom op must not take over the current op's name, or "triton-flash
+    compiled" runs the copy's kernel."""
+    import importlib.util
+
+    custom_ops = pytest.importorskip("torch._library.custom_ops")
+    from variants import triton_flash as tf
+
+    if not hasattr(custom_ops, "OPDEFS") or tf.OP_NAME not in custom_ops.OPDEFS:
+        pytest.skip("this torch keeps no registry of custom ops (torch._library.custom_ops)")
+    path = os.path.join(ROOT, "experiments", "triton_flash_bench.py")
+    spec = importlib.util.spec_from_file_location("flash_bench_under_test", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    copy = tmp_path / "old_triton_flash.py"
+    with open(os.path.join(ROOT, "variants", "triton_flash.py")) as f:
+        copy.write_text(f.read())
+    current = custom_ops.OPDEFS[tf.OP_NAME]
+    baseline = bench.baseline_module(str(copy))
+    assert custom_ops.OPDEFS[tf.OP_NAME] is current
+    assert baseline._flash_op is not current
+    assert custom_ops.OPDEFS[baseline.OP_NAME] is baseline._flash_op
