@@ -13,17 +13,26 @@
 #   K: triton-flash vs cuDNN vs flex (experiments/triton_flash_bench.py; BASELINE=FILE adds an
 #      older copy of variants/triton_flash.py, eager, for a before/after), then kernel.toml
 # Order: A W H E B C D P F K G (the GPU tests reuse A's compiles through COMPILEKIT_CACHE).
-# A machine is not always still warm for the next call (2026-11-30: two of four follow-up calls
-# got a fresh one and started over), so give each call phases that end within its 10 minutes:
-#   PHASES="E" GPU_TESTS="not bare_do_bench"  (about 200 s), then PHASES="P"
-#   PHASES="E" GPU_TESTS="bare_do_bench"       (the five fidelity cells, about 400-500 s)
-#   PHASES="K" (the bench, then kernel.toml; after F on the same machine it reuses F's cells)
+# A lent machine goes back 30 s after a call, so a follow-up call usually starts a fresh one:
+# give each call phases that end within its 10 minutes (each was measured on one H200):
+#   PHASES="E" GPU_TESTS="not bare_do_bench"  (16 tests, 323 s), then PHASES="P" (about 60 s)
+#   PHASES="E" GPU_TESTS="bare_do_bench"       (the five fidelity cells, 420-640 s: may need two)
+#   PHASES="B" on nvidia-h200-x2 (the blog matrix, cold: 532 s); C took 303 s after B on the
+#   same machine, but compiles again on a fresh one: carry B's and C's sweeps (.sweeps below)
+#   PHASES="F", PHASES="K": longer than one call; .sweeps below
 # Nothing runs beside A's timings: a host-bound cell's figure depends on a quiet CPU.
+# A sweep longer than one call (F, K) goes on in the next: unpack what a call brought back into
+# .sweeps/ (git-ignored), e.g. `mkdir -p .sweeps && tar xzf <files_at>/seqlen.tgz -C .sweeps`,
+# and carry [".whl", ".sweeps"]; the sweep then skips the cells done before (a cell cut off
+# mid-run left only a staging directory, which the next sweep removes and runs again).
 set -u
 WAIT_S=${WAIT_S:-540}
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COMPILEKIT_CACHE=/tmp/ckcache
 R=/tmp/res; mkdir -p $R
+for d in blog4 blog1 seqlen verify knobs kernel; do  # sweeps carried from an earlier call
+  [ -d .sweeps/$d ] && [ ! -e /tmp/$d ] && cp -a .sweeps/$d /tmp/$d
+done
 NGPU=$(nvidia-smi -L | wc -l); GPUS=$(seq -s, 0 $((NGPU - 1))); LAST=$((NGPU - 1))
 start=$(date +%s)
 
@@ -134,6 +143,7 @@ cat $R/figures.txt $R/verify.txt 2>/dev/null; ls $R; tail -n 2 $R/*.log
 for d in blog4 blog1 seqlen verify knobs kernel; do [ -d /tmp/$d ] && python3 -m compilekit report /tmp/$d > $R/report_$d.txt 2>&1; done
 tar czf $OUT/res.tgz -C /tmp res
 for d in blog4 blog1 seqlen verify single knobs kernel; do
-  [ -d /tmp/$d ] && tar czf $OUT/$d.tgz --exclude=trace.json --exclude=torch_trace --exclude=depyf -C /tmp $d
+  [ -d /tmp/$d ] && tar czf $OUT/$d.tgz --exclude=trace.json --exclude=torch_trace --exclude=depyf \
+    --exclude='*.tmp-*' -C /tmp $d
 done
 true
