@@ -92,8 +92,13 @@ def bench_shape(shape: str, fns: dict, rounds: int = 3) -> list[dict]:
     # power) then moves every contender alike instead of favouring whichever ran first
     per_round = {name: [] for name in runnable}
     for _ in range(rounds):
-        for name, fn in runnable.items():
-            per_round[name].append(timing.bench(fn, (q, k, v), "cuda")["median_ms"])
+        for name, fn in list(runnable.items()):
+            try:
+                per_round[name].append(timing.bench(fn, (q, k, v), "cuda")["median_ms"])
+            except Exception as exc:  # noqa: BLE001 (out of memory while timing: this one only)
+                del runnable[name], per_round[name]
+                row = next(r for r in rows if r["name"] == name)
+                row["error"] = f"{type(exc).__name__} while timing: {exc}"
     for r in rows:
         if r["name"] in per_round:
             times = sorted(per_round[r["name"]])
@@ -128,6 +133,9 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="also write the rows here")
     parser.add_argument("--rounds", type=int, default=3, help="turns each contender takes")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        print(f"triton_flash_bench: --rounds {args.rounds}: give 1 or more", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("triton_flash_bench needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -141,7 +149,7 @@ def main(argv=None) -> int:
         # fresh compiles per shape, as a user compiling for one shape gets them (one wrapper
         # over all shapes would go dynamic, then hit the recompile limit)
         torch._dynamo.reset()
-        for r in bench_shape(shape, contenders(args.baseline), max(1, args.rounds)):
+        for r in bench_shape(shape, contenders(args.baseline), args.rounds):
             rows.append(r)
             if "error" in r:
                 print(f"{shape:16} {r['name']:24} {r['error'][:80]}")
