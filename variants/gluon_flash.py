@@ -2,11 +2,12 @@
 
 Gluon is Triton's lower-level language: layouts, shared memory, barriers, TMA and the async
 tensor-core MMA (wgmma) are the kernel's to schedule. That buys what triton-flash cannot say
-(issue 11: 0.83x cuDNN at D = 128): the next key block's q kT is issued to the tensor cores
-before this block's softmax, and this block's P V after it, so the exp and the row sums of block
-j run while the tensor cores compute S for block j+1 and O for block j-1 (FA3's intra-warpgroup
-overlap). K and V stream through a ring of STAGES shared-memory slots filled by TMA, from
-descriptors built on the device per head (rows past S read as zeros, as do Q's).
+(issue 11: 0.83x cuDNN at D = 128): for key block j the kernel issues S_j = q kT, then the
+previous block's O += P_{j-1} V_{j-1} behind it, and waits for S_j alone, so block j's exp and
+row sums run while the tensor cores compute P_{j-1} V_{j-1} (FA3's intra-warpgroup overlap;
+Triton waits for both before every softmax). K and V stream through a ring of STAGES
+shared-memory slots filled by TMA, from descriptors built on the device per head (rows past S
+read as zeros, as do Q's).
 
 One program: 128 query rows of one (batch, head), over 8 warps (two warpgroups of 64 rows).
 Supports causal and non-causal, GQA, any sequence length, D = 64 or 128, bfloat16 or float16,
