@@ -79,6 +79,7 @@ def test_sm90_schedule_overlaps_softmax_with_the_tensor_cores(gluon_flash):
     places the loop's blocks out of program order, so the test reads the loop's head.)"""
     import triton
     from triton.backends.compiler import GPUTarget
+    from triton.runtime.jit import mangle_type
 
     try:
         from triton.experimental.gluon._runtime import GluonASTSource
@@ -91,15 +92,18 @@ def test_sm90_schedule_overlaps_softmax_with_the_tensor_cores(gluon_flash):
         num_warps=8,
     )  # fmt: skip
     signature = {n: "constexpr" if n in consts else "i32" for n in names}
-    signature.update({n: "*bf16" for n in ("Q", "K", "V", "Out")})
+    # the launcher's own names for the descriptors' types (block shape and layout included)
+    qkv = torch.empty(2, 4, 256, 128, dtype=torch.bfloat16)
+    signature["q_desc"] = mangle_type(gluon_flash._descriptor(qkv, 128))
+    signature["k_desc"] = signature["v_desc"] = mangle_type(gluon_flash._descriptor(qkv, 64))
+    signature["Out"] = "*bf16"
     src = GluonASTSource(
         fn=fn,
         signature=signature,
         constexprs={(names.index(n),): value for n, value in consts.items()},
         attrs={
             (names.index(n),): [["tt.divisibility", 16]]
-            for n in names
-            if signature[n] != "constexpr" and n not in ("H", "KV_GROUP", "N_CTX")
+            for n in ("Out", "stride_oz", "stride_oh", "stride_om")
         },
     )
     ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8}).asm[
