@@ -6,6 +6,7 @@ fresh random inputs, outputs checked against cuDNN first), TFLOP/s, and the host
 launch-only loop: what the CPU spends issuing one call). Rows:
 - triton-flash eager (the variant as a user calls it), and compiled (torch.compile default),
   with the config eager autotuning chose (which compiled is given too);
+- on a Hopper GPU, gluon-flash eager and compiled (an opaque custom op there);
 - `--baseline FILE`: another copy of variants/triton_flash.py, eager, for a before/after;
 - cuDNN SDPA eager (the variant sdpa-cudnn) and FlexAttention compiled (the variant flex).
 
@@ -53,6 +54,10 @@ def contenders(baseline: str | None) -> dict:
     }
     if baseline:
         out["baseline eager"] = baseline_module(baseline).attention
+    if torch.cuda.get_device_capability()[0] == 9:  # gluon-flash runs on Hopper only
+        gluon = load_variant("gluon-flash").attention
+        out["gluon-flash eager"] = gluon
+        out["gluon-flash compiled"] = torch.compile(gluon)
     out["cuDNN SDPA eager"] = load_variant("sdpa-cudnn").attention
     out["flex compiled"] = torch.compile(load_variant("flex").attention)
     return out

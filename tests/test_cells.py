@@ -27,11 +27,17 @@ CONTRACT = {
 NO_CPU_KERNEL = {"sdpa-efficient", "sdpa-cudnn"}
 # Triton kernels need a GPU, or the interpreter (tests/test_triton_flash.py runs that).
 NEEDS_GPU = {"triton-flash", "triton-flash-gqa", "triton-flash-window"}
+# Gluon kernels need a Hopper GPU itself: no interpreter runs them (tests/test_gluon_flash.py)
+NEEDS_HOPPER = {"gluon-flash"}
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_every_variant_eager_on_cpu(run_cell, variant):
     result = run_cell(variant, "eager")
+    if variant in NEEDS_HOPPER:
+        assert result.status == "unsupported", result.reason
+        assert "needs a Hopper GPU" in result.reason or "needs Triton with Gluon" in result.reason
+        return
     if variant in NEEDS_GPU and os.environ.get("TRITON_INTERPRET") != "1":
         assert result.status == "unsupported", result.reason
         assert "needs a CUDA GPU, or Triton's interpreter" in result.reason or (

@@ -94,6 +94,37 @@ def test_triton_flash_bf16_awkward_shapes(shape, flash_loads):
     assert max_rel_err(out, reference(q, k, v, causal=True)) < 3e-2
 
 
+@pytest.mark.parametrize("shape", ["2x3x1000x64", "1x8x333x128", "3x5x77x64", "1x2x1x64"])
+def test_gluon_flash_awkward_shapes(shape):
+    """gluon-flash against float64: sequence lengths off the 128-row tile, GQA, non-causal,
+    float16, and strided (B, S, 3, H, D) views, each read through TMA."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("gluon-flash runs on Hopper (sm90) only")
+    from compilekit.inputs import max_rel_err
+    from compilekit.spec import parse_shape
+    from variants.gluon_flash import flash_attention
+    from variants.masks import reference
+
+    b, h, s, d = (getattr(parse_shape(shape), f) for f in ("batch", "heads", "seq", "head_dim"))
+    for kv_heads, causal, dtype in ((h, True, torch.bfloat16), (1, True, torch.bfloat16),
+                                    (h, False, torch.float16)):  # fmt: skip
+        q = torch.randn(b, h, s, d, device="cuda", dtype=dtype)
+        k, v = (torch.randn(b, kv_heads, s, d, device="cuda", dtype=dtype) for _ in "kv")
+        out = flash_attention(q, k, v, causal=causal)
+        assert max_rel_err(out, reference(q, k, v, causal=causal)) < 3e-2, (kv_heads, causal)
+    q, k, v = torch.randn(b, s, 3, h, d, device="cuda", dtype=torch.bfloat16).unbind(2)
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    assert max_rel_err(flash_attention(q, k, v), reference(q, k, v, causal=True)) < 3e-2
+
+
+def test_gluon_flash_runs_compiled_as_an_opaque_op(run_cell):
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("gluon-flash runs on Hopper (sm90) only")
+    result, kmap = _run(run_cell, "gluon-flash", "default")
+    assert result.status == "ok", result.reason
+    assert any("gluon_attn_fwd" in k["name"] for k in kmap["kernels"]), kmap["kernels"]
+
+
 def test_reduce_overhead_replay_costs_at_the_blog_shape(run_cell):
     """What each reduce-overhead call pays besides the graph: the inputs copied into its
     buffers (q, k, v at 16 MiB each in bf16, naive's 1024 x 1024 bool mask at 1 MiB)."""

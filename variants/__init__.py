@@ -18,6 +18,7 @@ VARIANTS = {
     "triton-flash": "variants.triton_flash",
     "triton-flash-gqa": "variants.triton_flash_gqa",
     "triton-flash-window": "variants.triton_flash_window",
+    "gluon-flash": "variants.gluon_flash",
     "sdpa-gqa": "variants.sdpa_gqa",
     "flex-gqa": "variants.flex_gqa",
     "flex-window": "variants.flex_window",

@@ -1,0 +1,114 @@
+"""gluon-flash without a GPU: what it refuses, and the schedule its kernel compiles to for sm90.
+
+The kernel needs a Hopper GPU to run (tests/test_gpu.py runs it there); here Triton compiles it
+for sm90 ahead of time, which needs no GPU, and the PTX is read for the overlap the variant
+exists for. Skipped, with the reason, where Triton or its Gluon is not installed.
+"""
+
+import re
+
+import pytest
+import torch
+
+from compilekit.errors import Unsupported
+
+
+def _fake_cuda(*shape, dtype=torch.bfloat16):
+    return torch.empty(*shape, device="cuda", dtype=dtype)
+
+
+@pytest.fixture
+def gluon_flash(monkeypatch):
+    from variants import gluon_flash
+
+    if gluon_flash.gl is None:
+        pytest.skip(f"no Gluon here: {gluon_flash._NO_GLUON}")
+    return gluon_flash
+
+
+def test_refuses_a_cpu_tensor_with_the_reason(gluon_flash):
+    q = torch.randn(1, 2, 64, 64, dtype=torch.bfloat16)
+    with pytest.raises(Unsupported, match="needs a Hopper GPU"):
+        gluon_flash.attention(q, q, q)
+
+
+def test_refuses_what_its_kernel_does_not_compute(gluon_flash, monkeypatch):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    capability = [(9, 0)]
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability[0])
+    with FakeTensorMode():
+        good = _fake_cuda(2, 8, 333, 128)
+        gluon_flash.check_inputs(good, _fake_cuda(2, 2, 333, 128), _fake_cuda(2, 2, 333, 128))
+        cases = {
+            "head dims 64 and 128": (_fake_cuda(1, 2, 64, 96),) * 3,
+            "bfloat16 or float16": (_fake_cuda(1, 2, 64, 64, dtype=torch.float32),) * 3,
+            "must divide query heads": (
+                _fake_cuda(1, 4, 64, 64),
+                _fake_cuda(1, 3, 64, 64),
+                _fake_cuda(1, 3, 64, 64),
+            ),
+            "last dim must be contiguous": (_fake_cuda(1, 2, 64, 64).transpose(2, 3),) * 3,
+        }
+        for reason, (q, k, v) in cases.items():
+            with pytest.raises(Unsupported, match=reason):
+                gluon_flash.check_inputs(q, k, v)
+        capability[0] = (10, 0)  # Blackwell has no wgmma
+        with pytest.raises(Unsupported, match=r"Hopper \(sm90\) only.*sm10x"):
+            gluon_flash.check_inputs(good, good, good)
+
+
+def _schedule(ptx: str, n_scores: int, n_out: int) -> str:
+    """The kernel's wgmma groups and waits in the PTX's text order: 'S' (a group of q kT
+    wgmmas, instruction width n_scores), 'O' (P V, width n_out), 'wait N' (wgmma.wait_group N)."""
+    steps, width = [], None
+    pattern = r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k|wgmma\.commit_group|wait_group\.sync\.aligned (\d+)"
+    for m in re.finditer(pattern, ptx):
+        if m[1]:
+            width = int(m[1])
+        elif m[2]:
+            steps.append(f"wait {m[2]}")
+        else:
+            steps.append({n_scores: "S", n_out: "O"}[width])
+    return " ".join(steps)
+
+
+def test_sm90_schedule_overlaps_softmax_with_the_tensor_cores(gluon_flash):
+    """The main loop issues S_j, then O += P_{j-1} V_{j-1} behind it, and waits for S_j alone
+    (one wgmma group, O's, left in flight) before block j's softmax: FA3's overlap. (The PTX
+    places the loop's blocks out of program order, so the test reads the loop's head.)"""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.jit import mangle_type
+
+    try:
+        from triton.experimental.gluon._runtime import GluonASTSource
+    except ImportError as exc:
+        pytest.skip(f"this Triton compiles no Gluon ahead of time: {exc}")
+    fn = gluon_flash._gluon_attn_fwd
+    names = fn.arg_names
+    consts = dict(
+        SM_SCALE=128**-0.5, HEAD_DIM=128, CAUSAL=True, BLOCK_M=128, BLOCK_N=64, STAGES=3,
+        num_warps=8,
+    )  # fmt: skip
+    signature = {n: "constexpr" if n in consts else "i32" for n in names}
+    # the launcher's own names for the descriptors' types (block shape and layout included)
+    qkv = torch.empty(2, 4, 256, 128, dtype=torch.bfloat16)
+    signature["q_desc"] = mangle_type(gluon_flash._descriptor(qkv, 128))
+    signature["k_desc"] = signature["v_desc"] = mangle_type(gluon_flash._descriptor(qkv, 64))
+    signature["Out"] = "*bf16"
+    src = GluonASTSource(
+        fn=fn,
+        signature=signature,
+        constexprs={(names.index(n),): value for n, value in consts.items()},
+        attrs={
+            (names.index(n),): [["tt.divisibility", 16]]
+            for n in ("Out", "stride_oz", "stride_oh", "stride_om")
+        },
+    )
+    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8}).asm[
+        "ptx"
+    ]
+    assert not re.search(r"\b(ld|st)\.local", ptx), "registers spill to local memory"
+    steps = _schedule(ptx, n_scores=64, n_out=128)
+    assert "S O wait 1" in steps, steps

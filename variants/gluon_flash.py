@@ -1,0 +1,316 @@
+"""The blog's last step on Hopper: causal flash attention forward in Gluon (sm90 only).
+
+Gluon is Triton's lower-level language: layouts, shared memory, barriers, TMA and the async
+tensor-core MMA (wgmma) are the kernel's to schedule. That buys what triton-flash cannot say
+(issue 11: 0.83x cuDNN at D = 128): for key block j the kernel issues S_j = q kT, then the
+previous block's O += P_{j-1} V_{j-1} behind it, and waits for S_j alone, so block j's exp and
+row sums run while the tensor cores compute P_{j-1} V_{j-1} (FA3's intra-warpgroup overlap;
+Triton waits for both before every softmax). K and V stream through a ring of STAGES
+shared-memory slots filled by TMA, from host-side descriptors over [B, H, S, D] whose box is one
+head's rows (rows past S read as zeros, as do Q's). Descriptors built on the device per program
+cost 0.022 ms of 0.108 at 8x16x1024x64 on the H200 (2026-12-01): the host builds them.
+
+One program: BLOCK_M query rows of one (batch, head), one warpgroup (4 warps) per 64 rows.
+Measured on the H200 (2026-12-01, bf16, causal): 0.94x cuDNN at 8x16x1024x64, 0.73x at
+16x16x512x64, 0.82x at 1x32x8192x128, 0.77x at 4x16x4096x128: the overlap alone does not reach
+cuDNN (FA3 also splits producer and consumer warps and ping-pongs two warpgroups).
+Supports causal and non-causal, GQA, any sequence length, D = 64 or 128, bfloat16 or float16,
+inputs whose last dim is contiguous. Anything else, and any machine but a Hopper GPU, is refused
+with the reason (the cell records `unsupported`). Under torch.compile it is an opaque custom op
+(compilekit::gluon_flash_attention): Inductor calls it, CUDA graphs capture it.
+FLOPs: variants.masks.attention_flops (causal: 4·B·H·D·S(S+1)/2).
+"""
+
+import math
+
+import torch
+
+from compilekit.errors import Unsupported
+from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
+from variants.masks import reference  # noqa: F401  (the variant's float64 truth)
+
+DESCRIPTION = (
+    "hand-written Gluon flash attention for Hopper (TMA ring, wgmma overlapped with softmax)"
+)
+
+try:
+    import triton
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+
+    # Triton 3.6 (torch 2.11) names the TMA load async_copy_global_to_shared; later ones async_load
+    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+    _NO_GLUON = None
+except (ImportError, AttributeError) as exc:  # a CPU torch without triton; a Triton before Gluon
+    gl = None
+    _NO_GLUON = f"{type(exc).__name__}: {exc}"
+
+if gl is not None:
+
+    @gluon.jit
+    def _issue_kv(
+        k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j,
+        STAGES: gl.constexpr, BLOCK_N: gl.constexpr,
+    ):  # fmt: skip
+        """Start the TMA copies of key block j's K and V rows into ring slot j % STAGES."""
+        slot = j % STAGES
+        bar = bars.index(slot)
+        mbarrier.expect(bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+        at = [off_z, off_kvh, j * BLOCK_N, 0]
+        _tma_load(k_desc, at, bar, _as_box(k_smem.index(slot)))
+        _tma_load(v_desc, at, bar, _as_box(v_smem.index(slot)))
+
+    @gluon.jit
+    def _as_box(tile):
+        """A [rows, D] shared tile seen as the descriptors' [1, 1, rows, D] box (same bytes)."""
+        return tile.reshape([1, 1, tile.shape[0], tile.shape[1]])
+
+    @gluon.jit
+    def _masked(s, j, offs_m, offs_n, N_CTX, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
+        cols = j * BLOCK_N + offs_n
+        keep = cols[None, :] < N_CTX
+        if CAUSAL:
+            keep = keep & (offs_m[:, None] >= cols[None, :])
+        return gl.where(keep, s, float("-inf"))
+
+    @gluon.jit
+    def _softmax(s, m_i, l_i, qk_scale):
+        """(p, m_new, l_new, alpha) for one block's raw scores s against the running state."""
+        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+        p = gl.exp2(s * qk_scale - m_new[:, None])
+        alpha = gl.exp2(m_i - m_new)
+        return p, m_new, l_i * alpha + gl.sum(p, 1), alpha
+
+    @gluon.jit
+    def _gluon_attn_fwd(
+        q_desc, k_desc, v_desc, Out,
+        stride_oz, stride_oh, stride_om,
+        H, KV_GROUP, N_CTX,
+        SM_SCALE: gl.constexpr,
+        HEAD_DIM: gl.constexpr,
+        CAUSAL: gl.constexpr,
+        BLOCK_M: gl.constexpr,
+        BLOCK_N: gl.constexpr,
+        STAGES: gl.constexpr,
+        num_warps: gl.constexpr,
+    ):  # fmt: skip
+        gl.static_assert(STAGES >= 3, "the ring needs a slot for blocks j-1, j and j+1")
+        dtype: gl.constexpr = Out.dtype.element_ty
+        # S = Q K^T and O = P V on the tensor cores, rows split over the warps
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
+        )
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16]
+        )
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        tile_layout: gl.constexpr = gl.NVMMASharedLayout(
+            swizzle_byte_width=128, element_bitwidth=16
+        )
+
+        off_hz = gl.program_id(0)
+        start_m = gl.program_id(1)
+        if CAUSAL:  # heavy query blocks first (LPT)
+            start_m = gl.num_programs(1) - 1 - start_m
+        off_z = off_hz // H
+        off_h = off_hz % H
+        off_kvh = off_h // KV_GROUP
+
+        q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], tile_layout)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
+        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_bar, count=1)
+        for i in gl.static_range(STAGES):
+            mbarrier.init(bars.index(i), count=1)
+
+        hi = N_CTX
+        if CAUSAL:
+            hi = gl.minimum((start_m + 1) * BLOCK_M, N_CTX)
+        n_blocks = gl.cdiv(hi, BLOCK_N)
+        # blocks from here on cross the diagonal or the end of the sequence: they need the mask
+        first_masked = N_CTX // BLOCK_N
+        if CAUSAL:
+            first_masked = gl.minimum(first_masked, start_m * BLOCK_M // BLOCK_N)
+
+        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+        _tma_load(q_desc, [off_z, off_h, start_m * BLOCK_M, 0], q_bar, _as_box(q_smem))
+        for i in gl.static_range(STAGES - 1):  # prefetch: block i into slot i
+            if i < n_blocks:
+                _issue_kv(k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, i, STAGES, BLOCK_N)
+
+        offs_m = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+        offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        qk_scale = SM_SCALE * 1.4426950408889634
+        zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+        m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
+        l_i = gl.zeros([BLOCK_M], gl.float32, layout=gl.SliceLayout(1, s_layout))
+        o = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+
+        # block 0: its scores, then its softmax (nothing to overlap it with yet)
+        mbarrier.wait(q_bar, 0)
+        mbarrier.wait(bars.index(0), 0)
+        s = warpgroup_mma(
+            q_smem, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True
+        )
+        s = warpgroup_mma_wait(0, deps=(s,))
+        if first_masked == 0:
+            s = _masked(s, 0, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
+        p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale)
+
+        for j in range(1, n_blocks):
+            # refill the slot block j-2 used (its K read by S at j-2, its V by O at j-1: both done)
+            if j + STAGES - 2 < n_blocks:
+                nxt = j + STAGES - 2
+                _issue_kv(
+                    k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, nxt, STAGES, BLOCK_N
+                )
+            slot = j % STAGES
+            mbarrier.wait(bars.index(slot), (j // STAGES) & 1)
+            # S_j on the tensor cores, then O += P_{j-1} V_{j-1} behind it ...
+            s = warpgroup_mma(
+                q_smem, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True
+            )
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            o = warpgroup_mma(p_op, v_smem.index((j - 1) % STAGES), o, is_async=True)
+            # ... wait for S_j only (O may still run) and do block j's softmax meanwhile
+            s = warpgroup_mma_wait(1, deps=(s,))
+            if j >= first_masked:
+                s = _masked(s, j, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
+            p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale)
+            o, p_op = warpgroup_mma_wait(0, deps=(o, p_op))
+            o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+
+        # the last block's P V
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        o = warpgroup_mma(p_op, v_smem.index((n_blocks - 1) % STAGES), o, is_async=True)
+        o, p_op = warpgroup_mma_wait(0, deps=(o, p_op))
+
+        mbarrier.invalidate(q_bar)
+        for i in gl.static_range(STAGES):
+            mbarrier.invalidate(bars.index(i))
+
+        l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+        o = o / gl.where(l_o == 0.0, 1.0, l_o)[:, None]
+        rows = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, o_layout))
+        dims = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+        o_ptrs = (
+            Out
+            + off_z.to(gl.int64) * stride_oz
+            + off_h.to(gl.int64) * stride_oh
+            + rows[:, None] * stride_om
+            + dims[None, :]
+        )
+        gl.store(o_ptrs, o.to(dtype), mask=rows[:, None] < N_CTX)
+
+
+def tiles(head_dim: int) -> dict:
+    """Tile sizes per head dim, the fastest of those timed on the H200 on 2026-12-01: D = 64, 64
+    query rows on one warpgroup (more programs per SM); D = 128, 128 rows on two warpgroups and
+    128-key blocks (229 KB of shared memory, of the 227 KiB a program may have)."""
+    if head_dim == 64:
+        return {"BLOCK_M": 64, "BLOCK_N": 64, "STAGES": 3, "num_warps": 4}
+    return {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 8}
+
+
+def check_inputs(q, k, v) -> None:
+    """Refuse what the kernel does not compute, with the reason (never a wrong answer)."""
+    if gl is None:
+        raise Unsupported(f"gluon-flash needs Triton with Gluon (Triton 3.6+): {_NO_GLUON}")
+    if q.device.type != "cuda":
+        raise Unsupported(
+            "gluon-flash needs a Hopper GPU (sm90): it has no CPU or interpreter path"
+        )
+    major = torch.cuda.get_device_capability(q.device)[0]
+    if major != 9:
+        raise Unsupported(
+            f"gluon-flash runs on Hopper (sm90) only: its wgmma instructions are sm90's; "
+            f"this GPU is sm{major}x"
+        )
+    if (
+        q.dim() != 4
+        or k.shape != v.shape
+        or q.shape[0] != k.shape[0]
+        or q.shape[2:] != k.shape[2:]
+    ):
+        raise Unsupported(
+            f"gluon-flash wants q [B, H, S, D] and k, v [B, H_kv, S, D]; got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.shape[1] % k.shape[1]:
+        raise Unsupported(f"K/V heads ({k.shape[1]}) must divide query heads ({q.shape[1]})")
+    if q.shape[-1] not in (64, 128):
+        raise Unsupported(f"gluon-flash supports head dims 64 and 128, not {q.shape[-1]}")
+    if q.dtype not in (torch.bfloat16, torch.float16) or not q.dtype == k.dtype == v.dtype:
+        raise Unsupported(
+            f"gluon-flash computes bfloat16 or float16 inputs of one dtype, not {q.dtype}, "
+            f"{k.dtype}, {v.dtype}"
+        )
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        # TMA reads rows of D contiguous elements, each row start 16-byte aligned
+        if t.stride(-1) != 1 or any((s * t.element_size()) % 16 for s in t.stride()[:-1]):
+            raise Unsupported(
+                f"gluon-flash reads {name} through TMA: its last dim must be contiguous and its "
+                f"other strides 16-byte multiples (got strides {t.stride()}); pass .contiguous()"
+            )
+        if (t.storage_offset() * t.element_size()) % 16:  # (torch allocates 256-byte aligned)
+            raise Unsupported(
+                f"gluon-flash reads {name} through TMA: it must start 16-byte aligned in its "
+                f"storage (offset {t.storage_offset()} elements); pass .contiguous()"
+            )
+
+
+def _descriptor(t, rows: int):
+    """A host-side TMA descriptor over t [B, H, S, D] whose box is [1, 1, rows, D]: rows past one
+    head's S read as zeros, never the next head's."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    box = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=4)
+    return TensorDescriptor.from_tensor(t, [1, 1, rows, t.shape[-1]], box)
+
+
+def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
+    batch, heads, seq, dim = q.shape
+    out = torch.empty_like(q)
+    cfg = {**tiles(dim), **overrides}
+    grid = (batch * heads, triton.cdiv(seq, cfg["BLOCK_M"]))
+    _gluon_attn_fwd[grid](
+        _descriptor(q, cfg["BLOCK_M"]), _descriptor(k, cfg["BLOCK_N"]),
+        _descriptor(v, cfg["BLOCK_N"]), out,
+        out.stride(0), out.stride(1), out.stride(2),
+        heads, heads // k.shape[1], seq,
+        SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, CAUSAL=causal,
+        BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], STAGES=cfg["STAGES"],
+        num_warps=cfg["num_warps"],
+    )  # fmt: skip
+    return out
+
+
+@torch.library.custom_op("compilekit::gluon_flash_attention", mutates_args=())
+def _gluon_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    return _launch(q, k, v, causal)
+
+
+@_gluon_op.register_fake
+def _(q, k, v, causal):
+    return torch.empty_like(q)
+
+
+def flash_attention(q, k, v, causal: bool = True, **overrides):
+    """softmax(q kT / sqrt(D) + mask) v for q [B, H, S, D], k/v [B, H_kv, S, D] on a Hopper GPU.
+    `overrides` (BLOCK_N, STAGES, ...) replace tiles(D)'s, for tuning experiments (eager only)."""
+    if torch.compiler.is_compiling():
+        return _gluon_op(q, k, v, causal)
+    check_inputs(q, k, v)
+    return _launch(q, k, v, causal, **overrides)
+
+
+def attention(q, k, v):
+    return flash_attention(q, k, v, causal=True)
