@@ -36,6 +36,9 @@ PROCESS_NOTES = {
 }
 # Past this ratio of the timed samples' p90 to the fastest, another process most likely competed.
 NOISY_SPREAD = 1.5
+# Other processes keeping this many cores busy (or the hypervisor stealing them) while a cell is
+# timed disturb it: the timed phase is meant to have the CPU to itself (compilekit/cpuwatch.py).
+BUSY_OTHERS_CORES = 1.0
 # A disturbed timing is taken again this many times at most, each after a pause.
 RETIMES = 2
 RETIME_PAUSE_S = 1.0
@@ -414,34 +417,39 @@ def _time(cell, variant, compiled, args, result) -> None:
     """Steady state of eager and compiled (do_bench on CUDA), the host cost of one call, and on
     CUDA a user's loop of each (back-to-back calls: what host-bound judgements read). A
     disturbed attempt (see noise_note) is timed again after a pause, up to RETIMES times, and
-    the quietest attempt (the smallest spread) is kept: a short disturbance from another
-    process on a shared host says nothing about the code. Every attempt's medians are kept in
-    timing_attempts."""
-    from compilekit import timing
+    the quietest attempt (undisturbed, then the smallest spread) is kept: a short disturbance
+    from another process on a shared host says nothing about the code. Every attempt's medians
+    are kept in timing_attempts, with what else used the CPU meanwhile (cpuwatch)."""
+    from compilekit import cpuwatch, timing
 
     attempts = []
     for attempt in range(1 + RETIMES):
         if attempt:
             time.sleep(RETIME_PAUSE_S)
-        eager = timing.bench(variant.attention, args, cell.device)
-        steady = eager if cell.mode == "eager" else timing.bench(compiled, args, cell.device)
-        host, loops = None, None
-        if cell.device == "cuda":
-            host = timing.host_ms_per_call(compiled, args)
-            loops = {
-                "eager": timing.loop_timing(variant.attention, args, eager["median_ms"]),
-                "compiled": timing.loop_timing(compiled, args, steady["median_ms"]),
-            }
+        with cpuwatch.watch() as watched:
+            eager = timing.bench(variant.attention, args, cell.device)
+            steady = eager if cell.mode == "eager" else timing.bench(compiled, args, cell.device)
+            host, loops = None, None
+            if cell.device == "cuda":
+                host = timing.host_ms_per_call(compiled, args)
+                loops = {
+                    "eager": timing.loop_timing(variant.attention, args, eager["median_ms"]),
+                    "compiled": timing.loop_timing(compiled, args, steady["median_ms"]),
+                }
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-        note = noise_note([eager, steady], load, os.cpu_count() or 1)
-        attempts.append((spread([eager, steady]), eager, steady, host, loops, note))
+        note = noise_note([eager, steady], load, os.cpu_count() or 1, watched.use)
+        attempts.append((spread([eager, steady]), eager, steady, host, loops, note, watched.use))
         if note is None:
             break
-    _, eager, steady, host, loops, note = min(attempts, key=lambda a: a[0])
+    # the quietest: an attempt with no noise note first, then the smallest spread
+    quietest = min(attempts, key=lambda a: (a[5] is not None, a[0]))
+    _, eager, steady, host, loops, note, use = quietest
+    result.cpu_use = use.to_dict() if use else None
     if len(attempts) > 1:
         result.timing_attempts = [
             {"eager_ms": e["median_ms"], "compiled_ms": c["median_ms"], "spread": sp, "noise": n}
-            for sp, e, c, _, _, n in attempts
+            | ({"cpu_use": u.to_dict()} if u else {})
+            for sp, e, c, _, _, n, u in attempts
         ]
     result.eager_ms, result.compiled_ms = eager["median_ms"], steady["median_ms"]
     result.eager_timing, result.compiled_timing = eager, steady
@@ -472,14 +480,19 @@ def spread(timings: list[dict]) -> float:
     return max(t["p90_ms"] / t["min_ms"] if t["min_ms"] else 1.0 for t in timings)
 
 
-def noise_note(timings: list[dict], load: float, cores: int) -> str | None:
-    """Why these timings may be disturbed (a wide spread, a loaded machine); None if clean."""
+def noise_note(timings: list[dict], load: float, cores: int, use=None) -> str | None:
+    """Why these timings may be disturbed (a wide spread, a loaded machine, other processes or
+    the hypervisor busy on our cores meanwhile: `use`, a cpuwatch.CpuUse); None if clean. A
+    wide spread also says what else ran, when /proc could tell."""
     notes = []
     widest = spread(timings)
     if widest > NOISY_SPREAD:
         notes.append(f"p90 is {widest:.2f}x the fastest sample")
     if load > cores:
         notes.append(f"load average {load:.1f} on {cores} cores")
+    busy = use is not None and max(use.others_cores, use.steal_cores) >= BUSY_OTHERS_CORES
+    if use is not None and (notes or busy):
+        notes.append(f"meanwhile {use.text()}")
     return "; ".join(notes) or None
 
 

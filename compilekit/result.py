@@ -68,6 +68,8 @@ class CellResult:
     noisy: bool | None = None  # the timing spread or the machine's load says it was disturbed
     noise_note: str | None = None
     timing_attempts: list | None = None  # each attempt's medians, when one was re-timed
+    # the kept attempt's CPU use by other processes and the hypervisor (compilekit/cpuwatch.py)
+    cpu_use: dict | None = None
     flops: float | None = None  # as the variant declares them; None: it declares none
     tflops: float | None = None
     eager_tflops: float | None = None

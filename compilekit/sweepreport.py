@@ -437,7 +437,9 @@ def report(out_dir: str) -> str:
         "FLOPs each variant declares (4·B·H·D per kept query-key pair: S(S+1)/2 causal, "
         "S·W - W(W-1)/2 for a window of W); `-` where a variant declares none. `GPU busy`: "
         "device time per forward over the latency; under 80% the call is host-bound. "
-        "`noisy`: the timing spread or the machine's load says another process competed; a "
+        "`noisy`: the timing spread, the machine's load or other processes' CPU use while it "
+        "was timed (1 core or more, or as much stolen by the hypervisor) says it was "
+        "disturbed; a "
         "cell whose timing was taken again after such a disturbance is named below.",
         "",
         tabulate(table, headers=headers(results), tablefmt="github"),

@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -90,6 +91,8 @@ def test_result_json_contract(run_cell):
     assert on_disk["tflops"] == pytest.approx(flop / (on_disk["compiled_ms"] * 1e-3) / 1e12)
     # the first run of a compiled cell: the honest cold compile, the capture, the measurement
     assert set(on_disk["processes"]) == {"cold", "capture", "measure"}
+    if sys.platform.startswith("linux"):  # what else used the CPU while it was timed
+        assert on_disk["cpu_use"]["wall_s"] > 0 and on_disk["cpu_use"]["others_cores"] >= 0
     # the artifacts parse, and the trace holds the fused C++ kernel the map names
     with open(os.path.join(result.run_dir, "trace.json")) as f:
         names = {e.get("name", "") for e in json.load(f)["traceEvents"]}
