@@ -6,17 +6,23 @@ fresh random inputs, outputs checked against cuDNN first), TFLOP/s, and the host
 launch-only loop: what the CPU spends issuing one call). Rows:
 - triton-flash eager (the variant as a user calls it), and compiled (torch.compile default),
   with the config eager autotuning chose (which compiled is given too);
-- on a Hopper GPU, gluon-flash eager and compiled (an opaque custom op there);
+- on a Hopper GPU, gluon-flash eager and compiled (an opaque custom op there), and with
+  `--gluon-tiles` gluon-flash eager at other tile sizes (its default: gluon_flash.tiles(D));
 - `--baseline FILE`: another copy of variants/triton_flash.py, eager, for a before/after;
+  `--gluon-baseline FILE` the same for variants/gluon_flash.py;
 - cuDNN SDPA eager (the variant sdpa-cudnn) and FlexAttention compiled (the variant flex).
 
 Usage (GPU): python experiments/triton_flash_bench.py [--shapes 8x16x1024x64,...]
-             [--baseline old_triton_flash.py] [--json out.json]
+             [--baseline old_triton_flash.py] [--gluon-baseline old_gluon_flash.py]
+             [--gluon-tiles 64x64x4x3,128x128x8x3] [--json out.json]
+`--gluon-tiles`: BLOCK_MxBLOCK_Nxnum_warpsxSTAGES each; a tile that does not fit a shape
+(BLOCK_N over 128 at D = 128 runs out of shared memory) is that row's error.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 
@@ -45,7 +51,22 @@ def baseline_module(path: str):
     return module
 
 
-def contenders(baseline: str | None) -> dict:
+def gluon_tiles(text: str) -> list[dict]:
+    """'64x64x4x3,...' -> [{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "STAGES": 3}, ...];
+    ValueError names the item that is not BLOCK_MxBLOCK_Nxwarpsxstages."""
+    out = []
+    for item in filter(None, text.split(",")):
+        try:
+            m, n, warps, stages = (int(x) for x in item.split("x"))
+        except ValueError:
+            raise ValueError(
+                f"--gluon-tiles {item!r} is not BLOCK_MxBLOCK_Nxwarpsxstages (e.g. 128x128x8x3)"
+            ) from None
+        out.append({"BLOCK_M": m, "BLOCK_N": n, "num_warps": warps, "STAGES": stages})
+    return out
+
+
+def contenders(baseline: str | None, gluon_baseline=None, tiles=()) -> dict:
     """name -> callable(q, k, v); the compiled ones are compiled on first use."""
     flash = load_variant("triton-flash").attention
     out = {
@@ -58,6 +79,13 @@ def contenders(baseline: str | None) -> dict:
         gluon = load_variant("gluon-flash").attention
         out["gluon-flash eager"] = gluon
         out["gluon-flash compiled"] = torch.compile(gluon)
+        from variants import gluon_flash
+
+        for t in tiles:
+            name = "gluon {BLOCK_M}x{BLOCK_N} w{num_warps} s{STAGES}".format(**t)
+            out[name] = functools.partial(gluon_flash.flash_attention, causal=True, **t)
+        if gluon_baseline:
+            out["gluon baseline eager"] = baseline_module(gluon_baseline).attention
     out["cuDNN SDPA eager"] = load_variant("sdpa-cudnn").attention
     out["flex compiled"] = torch.compile(load_variant("flex").attention)
     return out
@@ -135,11 +163,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default=SHAPES)
     parser.add_argument("--baseline", help="another copy of variants/triton_flash.py")
+    parser.add_argument("--gluon-baseline", help="another copy of variants/gluon_flash.py")
+    parser.add_argument("--gluon-tiles", default="", help="gluon-flash tiles to time as well")
     parser.add_argument("--json", help="also write the rows here")
     parser.add_argument("--rounds", type=int, default=3, help="turns each contender takes")
     args = parser.parse_args(argv)
     if args.rounds < 1:
         print(f"triton_flash_bench: --rounds {args.rounds}: give 1 or more", file=sys.stderr)
+        return 2
+    try:
+        tiles = gluon_tiles(args.gluon_tiles)
+    except ValueError as exc:
+        print(f"triton_flash_bench: {exc}", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
         print("triton_flash_bench needs a CUDA GPU", file=sys.stderr)
@@ -154,7 +189,9 @@ def main(argv=None) -> int:
         # fresh compiles per shape, as a user compiling for one shape gets them (one wrapper
         # over all shapes would go dynamic, then hit the recompile limit)
         torch._dynamo.reset()
-        for r in bench_shape(shape, contenders(args.baseline), args.rounds):
+        for r in bench_shape(
+            shape, contenders(args.baseline, args.gluon_baseline, tiles), args.rounds
+        ):
             rows.append(r)
             if "error" in r:
                 print(f"{shape:16} {r['name']:24} {r['error'][:80]}")

@@ -112,3 +112,55 @@ def test_sm90_schedule_overlaps_softmax_with_the_tensor_cores(gluon_flash):
     assert not re.search(r"\b(ld|st)\.local", ptx), "registers spill to local memory"
     steps = _schedule(ptx, n_scores=64, n_out=128)
     assert "S O wait 1" in steps, steps
+
+
+def _bench_module():
+    import importlib.util
+    import os
+
+    path = os.path.join(
+        os.path.dirname(os.path.dirname(__file__)), "experiments", "triton_flash_bench.py"
+    )
+    spec = importlib.util.spec_from_file_location("flash_bench_for_gluon", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench, path
+
+
+def test_the_bench_reads_gluon_tiles_and_refuses_a_bad_one_in_one_line():
+    import subprocess
+    import sys
+
+    bench, path = _bench_module()
+    assert bench.gluon_tiles("64x64x4x3,128x128x8x3") == [
+        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "STAGES": 3},
+        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "STAGES": 3},
+    ]
+    done = subprocess.run(
+        [sys.executable, path, "--gluon-tiles", "64x64"], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "triton_flash_bench: --gluon-tiles '64x64' is not BLOCK_MxBLOCK_Nxwarpsxstages "
+        "(e.g. 128x128x8x3)"
+    ]
+
+
+def test_the_bench_gluon_baseline_leaves_the_current_op_in_place(gluon_flash, tmp_path):
+    """An older copy of gluon_flash.py loaded beside the current one must not take over
+    compilekit::gluon_flash_attention, or "gluon-flash compiled" would run the copy."""
+    import os
+
+    custom_ops = pytest.importorskip("torch._library.custom_ops")
+    name = "compilekit::gluon_flash_attention"
+    if not hasattr(custom_ops, "OPDEFS") or name not in custom_ops.OPDEFS:
+        pytest.skip("this torch keeps no registry of custom ops (torch._library.custom_ops)")
+    bench, _ = _bench_module()
+    current = custom_ops.OPDEFS[name]
+    copy = tmp_path / "old_gluon_flash.py"
+    with open(gluon_flash.__file__) as f:
+        copy.write_text(f.read())
+    baseline = bench.baseline_module(str(copy))
+    assert custom_ops.OPDEFS[name] is current
+    assert custom_ops.OPDEFS["compilekit_baseline::gluon_flash_attention"] is baseline._gluon_op
+    assert os.path.samefile(baseline.__file__, copy)

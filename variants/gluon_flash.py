@@ -11,9 +11,10 @@ head's rows (rows past S read as zeros, as do Q's). Descriptors built on the dev
 cost 0.022 ms of 0.108 at 8x16x1024x64 on the H200 (2026-12-01): the host builds them.
 
 One program: BLOCK_M query rows of one (batch, head), one warpgroup (4 warps) per 64 rows.
-Measured on the H200 (2026-12-01, bf16, causal): 0.94x cuDNN at 8x16x1024x64, 0.73x at
-16x16x512x64, 0.82x at 1x32x8192x128, 0.77x at 4x16x4096x128: the overlap alone does not reach
-cuDNN (FA3 also splits producer and consumer warps and ping-pongs two warpgroups).
+With these tiles on the H200 (2026-12-01, bf16, causal; experiments/results/h200/gluon_flash/):
+0.94x cuDNN at 8x16x1024x64, 0.73x at 16x16x512x64, 0.82x at 1x32x8192x128, 0.77x at
+4x16x4096x128: the overlap alone does not reach cuDNN (FA3 also gives the loads to a producer
+warp and ping-pongs two consumer warpgroups).
 Supports causal and non-causal, GQA, any sequence length, D = 64 or 128, bfloat16 or float16,
 inputs whose last dim is contiguous. Anything else, and any machine but a Hopper GPU, is refused
 with the reason (the cell records `unsupported`). Under torch.compile it is an opaque custom op
