@@ -28,7 +28,10 @@ import torch
 
 from compilekit.errors import Unsupported
 from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
-from variants.masks import reference  # noqa: F401  (the variant's float64 truth)
+from variants.masks import (
+    check_shapes,
+    reference,  # noqa: F401  (the variant's float64 truth)
+)
 
 DESCRIPTION = (
     "hand-written Gluon flash attention for Hopper (TMA ring, wgmma overlapped with softmax)"
@@ -235,18 +238,7 @@ def check_inputs(q, k, v) -> None:
             f"gluon-flash runs on Hopper (sm90) only: its wgmma instructions are sm90's; "
             f"this GPU is sm{major}x"
         )
-    if (
-        q.dim() != 4
-        or k.shape != v.shape
-        or q.shape[0] != k.shape[0]
-        or q.shape[2:] != k.shape[2:]
-    ):
-        raise Unsupported(
-            f"gluon-flash wants q [B, H, S, D] and k, v [B, H_kv, S, D]; got "
-            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
-    if q.shape[1] % k.shape[1]:
-        raise Unsupported(f"K/V heads ({k.shape[1]}) must divide query heads ({q.shape[1]})")
+    check_shapes("gluon-flash", q, k, v)
     if q.shape[-1] not in (64, 128):
         raise Unsupported(f"gluon-flash supports head dims 64 and 128, not {q.shape[-1]}")
     if q.dtype not in (torch.bfloat16, torch.float16) or not q.dtype == k.dtype == v.dtype:

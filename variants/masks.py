@@ -52,6 +52,23 @@ def shared_kv(k, v, group: int = GQA_GROUP):
     return k[:, ::group].contiguous(), v[:, ::group].contiguous()  # (B, H / group, S, D)
 
 
+def check_shapes(variant: str, q, k, v) -> None:
+    """Refuse (Unsupported, naming `variant`) inputs a flash kernel does not take: q [B, H, S, D]
+    and k, v [B, H_kv, S, D] with H_kv dividing H."""
+    if (
+        q.dim() != 4
+        or k.shape != v.shape
+        or q.shape[0] != k.shape[0]
+        or q.shape[2:] != k.shape[2:]
+    ):
+        raise Unsupported(
+            f"{variant} wants q [B, H, S, D] and k, v [B, H_kv, S, D]; got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.shape[1] % k.shape[1]:
+        raise Unsupported(f"K/V heads ({k.shape[1]}) must divide query heads ({q.shape[1]})")
+
+
 def reference(q, k, v, causal: bool = True, window: int = 0):
     """float64 truth: GQA by repeating K/V heads, causal and window masks written out."""
     q, k, v = (t.to(torch.float64) for t in (q, k, v))

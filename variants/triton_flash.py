@@ -19,7 +19,10 @@ from torch.autograd import profiler as _autograd_profiler
 
 from compilekit.errors import Unsupported
 from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
-from variants.masks import reference  # noqa: F401  (the variant's float64 truth)
+from variants.masks import (
+    check_shapes,
+    reference,  # noqa: F401  (the variant's float64 truth)
+)
 
 DESCRIPTION = "hand-written Triton flash attention (online softmax, causal, GQA, sliding window)"
 
@@ -373,22 +376,11 @@ def check_inputs(q, k, v, causal: bool, window: int) -> None:
             "triton-flash needs a CUDA GPU, or Triton's interpreter on the CPU "
             "(set TRITON_INTERPRET=1 before starting)"
         )
-    if (
-        q.dim() != 4
-        or k.shape != v.shape
-        or q.shape[0] != k.shape[0]
-        or q.shape[2:] != k.shape[2:]
-    ):
-        raise Unsupported(
-            f"triton-flash wants q [B, H, S, D] and k, v [B, H_kv, S, D]; got "
-            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
+    check_shapes("triton-flash", q, k, v)
     if not q.device == k.device == v.device:
         raise Unsupported(
             f"triton-flash wants q, k and v on one device; got {q.device}, {k.device}, {v.device}"
         )
-    if q.shape[1] % k.shape[1]:
-        raise Unsupported(f"K/V heads ({k.shape[1]}) must divide query heads ({q.shape[1]})")
     dim = q.shape[-1]
     if dim < 16 or dim > 256 or dim & (dim - 1):
         raise Unsupported(
