@@ -219,6 +219,7 @@ def cmd_sweep(args) -> int:
         raysweep.preflight(args.ray)
         resources = raysweep.parse_resources(args.ray_resources)
     check_writable(out_dir, "output directory", "choose another with OUT=dir (--out)")
+    retry = [kind for kind in sweep.RETRY if getattr(args, f"retry_{kind}")]
     if args.ray:
         results = raysweep.run_ray_sweep(
             experiment,
@@ -227,7 +228,7 @@ def cmd_sweep(args) -> int:
             resources=resources,
             shared_dir=args.shared_dir,
             force=args.force,
-            retry_failed=args.retry_failed,
+            retry=retry,
             fresh=args.fresh,
         )
     else:
@@ -240,7 +241,7 @@ def cmd_sweep(args) -> int:
             out_dir,
             gpus=gpus,
             force=args.force,
-            retry_failed=args.retry_failed,
+            retry=retry,
             fresh=args.fresh,
             per_gpu=args.per_gpu,
         )
@@ -373,6 +374,11 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--gpus", default=None, help="CUDA device indices, e.g. 0,1 (default: all)")
     sw.add_argument("--force", action="store_true", help="re-run cells already done")
     sw.add_argument("--retry-failed", action="store_true", help="re-run cells that failed")
+    sw.add_argument(
+        "--retry-noisy",
+        action="store_true",
+        help="time again the cells whose timing was disturbed (noisy); their compiles are kept",
+    )
     sw.add_argument("--fresh", action="store_true", help="empty each cell's compile cache first")
     sw.add_argument(
         "--per-gpu",

@@ -217,7 +217,7 @@ def run_ray_sweep(
     resources: dict | None = None,
     shared_dir: bool = False,
     force: bool = False,
-    retry_failed: bool = False,
+    retry=(),
     cache_root: str | None = None,
     fresh: bool = False,
     log=sys.stdout,
@@ -227,7 +227,7 @@ def run_ray_sweep(
     os.makedirs(out_dir, exist_ok=True)
     try:
         with exclusive_lock(os.path.join(out_dir, ".compilekit-sweep.lock")):
-            done, todo = sweep.select_cells(experiment, out_dir, force, retry_failed, log)
+            done, todo = sweep.select_cells(experiment, out_dir, force, retry, log)
             connect(ray, address)
             try:
                 return _run(

@@ -50,10 +50,14 @@ def clean_stale(out_dir: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def cell_done(run_dir: str, retry_failed: bool, log=sys.stdout) -> results.CellResult | None:
+# what --retry-failed and --retry-noisy ask to run again
+RETRY = ("failed", "noisy")
+
+
+def cell_done(run_dir: str, retry=(), log=sys.stdout) -> results.CellResult | None:
     """The stored result of a finished cell, or None if it must (re)run: no result, an
-    unreadable one (said in one line), a measured one whose kernel map is missing, or a failure
-    when retrying failures."""
+    unreadable one (said in one line), a measured one whose kernel map is missing, a failure
+    when `retry` holds "failed", a disturbed timing when it holds "noisy"."""
     if not os.path.isdir(run_dir):
         return None
     try:
@@ -64,7 +68,10 @@ def cell_done(run_dir: str, retry_failed: bool, log=sys.stdout) -> results.CellR
     if result.measured and not os.path.isfile(os.path.join(run_dir, "kernels.json")):
         print(f"  {run_dir}: kernels.json is missing; running the cell again", file=log)
         return None
-    if retry_failed and result.status == "failed":
+    if "failed" in retry and result.status == "failed":
+        return None
+    if "noisy" in retry and result.noisy:
+        print(f"  {run_dir}: noisy timing ({result.noise_note}); timing it again", file=log)
         return None
     return result
 
@@ -96,14 +103,14 @@ def launch_or_record(cell, out_dir: str, **launch_args) -> results.CellResult:
         )
 
 
-def select_cells(experiment, out_dir: str, force: bool, retry_failed: bool, log):
+def select_cells(experiment, out_dir: str, force: bool, retry, log):
     """({label: stored result} of the cells already done, [cells to run]), after removing what
     a killed sweep left half-done."""
     clean_stale(out_dir)
     done, todo = {}, []
     for cell in experiment.cells:
         run_dir = os.path.join(out_dir, cell.label())
-        stored = None if force else cell_done(run_dir, retry_failed, log)
+        stored = None if force else cell_done(run_dir, retry, log)
         if stored is not None:
             done[cell.label()] = stored
         else:
@@ -130,7 +137,7 @@ def run_sweep(
     out_dir: str,
     gpus: list[str] | None = None,
     force: bool = False,
-    retry_failed: bool = False,
+    retry=(),
     cache_root: str | None = None,
     fresh: bool = False,
     per_gpu: int = 4,
@@ -149,7 +156,7 @@ def run_sweep(
     try:
         with exclusive_lock(os.path.join(out_dir, ".compilekit-sweep.lock")):
             return _run_locked(
-                experiment, out_dir, gpus, force, retry_failed, cache_root, fresh, per_gpu, log
+                experiment, out_dir, gpus, force, retry, cache_root, fresh, per_gpu, log
             )
     except Busy as busy:
         raise UserError(
@@ -158,8 +165,8 @@ def run_sweep(
         ) from None
 
 
-def _run_locked(experiment, out_dir, gpus, force, retry_failed, cache_root, fresh, per_gpu, log):
-    done, cells = select_cells(experiment, out_dir, force, retry_failed, log)
+def _run_locked(experiment, out_dir, gpus, force, retry, cache_root, fresh, per_gpu, log):
+    done, cells = select_cells(experiment, out_dir, force, retry, log)
     todo: queue.Queue = queue.Queue()
     for cell in cells:
         todo.put(cell)

@@ -1,5 +1,6 @@
 """Sweeps on the CPU: resumable, failures recorded, reports and plots, bad experiment files."""
 
+import json
 import os
 import signal
 import subprocess
@@ -185,6 +186,53 @@ def test_speedup_and_break_even_against_sequence_length(tmp_path):
     sweepreport.report(str(tmp_path))
     md = (tmp_path / "REPORT.md").read_text()
     assert "## Speedup and break-even against sequence length" in md and rows[1] in md
+
+
+def test_a_resumed_sweep_keeps_or_reruns_cells_as_asked(tmp_path):
+    """Kept: a quiet cell always; a noisy one unless --retry-noisy; a failed one unless
+    --retry-failed. What the sweep runs again it says, with the noise it saw."""
+    import io
+
+    from compilekit import sweep
+    from compilekit.result import CellResult
+
+    def stored(name, **fields):
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        CellResult("naive", "default", "1x2x64x32", "float32", "cpu", **fields).save(str(run_dir))
+        (run_dir / "kernels.json").write_text("{}")
+        return str(run_dir)
+
+    quiet = stored("quiet", status="ok", compiled_ms=1.0)
+    noisy = stored(
+        "noisy", status="ok", compiled_ms=1.5, noisy=True, noise_note="p90 is 2.20x the fastest"
+    )
+    failed = stored("failed", status="failed", reason="boom")
+    log = io.StringIO()
+    for retry, rerun in [
+        ((), set()),
+        (("noisy",), {noisy}),
+        (("failed",), {failed}),
+        (sweep.RETRY, {noisy, failed}),
+    ]:
+        again = {d for d in (quiet, noisy, failed) if sweep.cell_done(d, retry, log) is None}
+        assert again == rerun, retry
+    assert f"{noisy}: noisy timing (p90 is 2.20x the fastest); timing it again" in log.getvalue()
+
+
+def test_retry_noisy_from_the_command_line_times_a_noisy_cell_again(tmp_path, cli):
+    path = tmp_path / "one.toml"
+    path.write_text('variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n')
+    out = tmp_path / "out"
+    assert cli("sweep", str(path), "--out", str(out)).returncode == 0
+    (cell,) = [d for d in out.iterdir() if (d / "result.json").exists()]
+    data = json.loads((cell / "result.json").read_text())
+    data.update(noisy=True, noise_note="p90 is 3.00x the fastest")
+    (cell / "result.json").write_text(json.dumps(data))
+    again = cli("sweep", str(path), "--out", str(out), "--retry-noisy")
+    assert again.returncode == 0, again.stderr
+    assert "noisy timing (p90 is 3.00x the fastest); timing it again" in again.stdout
+    assert "1 cells, 0 already done, 1 to run" in again.stdout
 
 
 AGAINST = 'variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n[against]\n{}\n'
