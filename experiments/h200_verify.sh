@@ -3,7 +3,8 @@
 # own session (setsid) and leave a marker each; a call waits up to WAIT_S seconds, then copies
 # what exists to $OUT. Call it again while the machine is warm to go on.
 # Usage: bash experiments/h200_verify.sh   (needs the wheels in .whl/, see the README)
-#   PHASES="A E" runs only those phases; GPU_TESTS="expr" selects GPU tests (pytest -k)
+#   PHASES="A E" runs only those phases; GPU_TESTS="expr" selects GPU tests (pytest -k);
+#   SWEEP_FLAGS="--retry-noisy" is added to every sweep (a resumed one times its noisy cells again)
 #   A: the fidelity cells (run + `compilekit verify`), one at a time;  W: the warm single cell
 #   H: experiments/host_bound_timing.py (how do_bench reads a host-bound callable)
 #   B: the blog matrix, 4 cell processes per GPU;  C: the same, forced, 1 per GPU
@@ -78,12 +79,12 @@ phases() {
     touch $R/E.done
   fi
   if want B && [ ! -e $R/B.done ]; then
-    t=$(date +%s); python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog4 --gpus $GPUS --per-gpu 4 > $R/blog4.log 2>&1
+    t=$(date +%s); python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog4 --gpus $GPUS --per-gpu 4 ${SWEEP_FLAGS:-} > $R/blog4.log 2>&1
     echo "blog matrix (first run, compiles) 4 per GPU on GPUs $GPUS: $(( $(date +%s) - t )) s" >> $R/figures.txt
     touch $R/B.done
   fi
   if want C && [ ! -e $R/C.done ]; then
-    t=$(date +%s); python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog1 --gpus $GPUS --per-gpu 1 > $R/blog1.log 2>&1
+    t=$(date +%s); python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog1 --gpus $GPUS --per-gpu 1 ${SWEEP_FLAGS:-} > $R/blog1.log 2>&1
     echo "blog matrix (warm) 1 per GPU on GPUs $GPUS: $(( $(date +%s) - t )) s" >> $R/figures.txt
     touch $R/C.done
   fi
@@ -111,7 +112,7 @@ EOF
     touch $R/P.done
   fi
   if want F && [ ! -e $R/F.done ]; then
-    python3 -m compilekit sweep experiments/seqlen.toml --out /tmp/seqlen --gpus $GPUS > $R/seqlen.log 2>&1
+    python3 -m compilekit sweep experiments/seqlen.toml --out /tmp/seqlen --gpus $GPUS ${SWEEP_FLAGS:-} > $R/seqlen.log 2>&1
     touch $R/F.done
   fi
   if want K && [ ! -e $R/K.done ]; then  # triton-flash vs cuDNN vs flex at issue 11's shapes
@@ -122,11 +123,11 @@ EOF
     [ -d /tmp/seqlen ] && mkdir -p /tmp/kernel && for d in /tmp/seqlen/{sdpa,sdpa-cudnn,sdpa-flash}__eager__* /tmp/seqlen/flex__default__*; do
       [ -f $d/result.json ] && [ ! -e /tmp/kernel/${d##*/} ] && cp -al $d /tmp/kernel/
     done
-    python3 -m compilekit sweep experiments/kernel.toml --out /tmp/kernel --gpus $GPUS > $R/kernel.log 2>&1
+    python3 -m compilekit sweep experiments/kernel.toml --out /tmp/kernel --gpus $GPUS ${SWEEP_FLAGS:-} > $R/kernel.log 2>&1
     touch $R/K.done
   fi
   if want G && [ ! -e $R/G.done ]; then
-    python3 -m compilekit sweep experiments/inductor_knobs.toml --out /tmp/knobs --gpus $GPUS > $R/knobs.log 2>&1
+    python3 -m compilekit sweep experiments/inductor_knobs.toml --out /tmp/knobs --gpus $GPUS ${SWEEP_FLAGS:-} > $R/knobs.log 2>&1
     touch $R/G.done
   fi
   touch $R/all.done
@@ -136,7 +137,7 @@ EOF
 if [ -e $R/all.done ]; then rm -f $R/running $R/all.done; fi
 if [ ! -e $R/running ]; then
   touch $R/running
-  setsid bash -c "$(declare -f phases fidelity warm_cell want); R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}' BASELINE='${BASELINE:-}'; phases" > $R/phases.log 2>&1 &
+  setsid bash -c "$(declare -f phases fidelity warm_cell want); R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}' BASELINE='${BASELINE:-}' SWEEP_FLAGS='${SWEEP_FLAGS:-}'; phases" > $R/phases.log 2>&1 &
 fi
 while [ ! -e $R/all.done ] && [ $(( $(date +%s) - start )) -lt $WAIT_S ]; do sleep 10; done
 cat $R/figures.txt $R/verify.txt 2>/dev/null; ls $R; tail -n 2 $R/*.log
