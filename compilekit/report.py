@@ -151,10 +151,24 @@ def cell_notes(result) -> list[str]:
             f"recompiles ({len(dynamo['recompiles'])}): " + "; ".join(dynamo["recompiles"][:3])
         )
     if result.attempts:
-        notes.append(
-            f"{len(result.attempts)} failed rerun(s) kept in attempts/; this is the last good run"
-        )
+        notes.append(attempts_text(result))
     return notes
+
+
+def attempts_text(r) -> str:
+    """'kept in attempts/: 1 failed run (the last: ...); 1 noisy timing (0.094 ms: p90 ...)'."""
+    failed = [a for a in r.attempts if a["status"] == "failed"]
+    noisy = [a for a in r.attempts if a["status"] == "noisy"]
+    parts = []
+    if failed:
+        parts.append(f"{len(failed)} failed run(s) (the last: {failed[-1]['reason']})")
+    if noisy:
+        last = noisy[-1]
+        parts.append(
+            f"{len(noisy)} noisy timing(s) (the last: {last['compiled_ms']:.4g} ms, "
+            f"{last['reason']})"
+        )
+    return "kept in attempts/ beside this run: " + "; ".join(parts)
 
 
 def retimed_text(r) -> str | None:

@@ -98,7 +98,8 @@ class CellResult:
     steps_s: dict = dataclasses.field(default_factory=dict)  # incl. lock waits, process walls
     wall_s: float | None = None
     exit_code: int | str | None = None
-    attempts: list = dataclasses.field(default_factory=list)  # failed reruns kept beside it
+    # other runs kept in attempts/: failed reruns, noisy timings (runner.place)
+    attempts: list = dataclasses.field(default_factory=list)
     run_dir: str | None = None  # where it was read from or written to (not stored)
 
     @property

@@ -221,7 +221,8 @@ def launch(
 
     Returns the CellResult (with run_dir set). A crash, a timeout or a CUDA error stays in its
     process: the result records it and the caller goes on. A failed attempt never replaces a
-    good run directory: it is kept in <run_dir>/attempts/ instead. Raises UserError for what the
+    good run directory, nor a noisy timing a quiet one: it is kept in <run_dir>/attempts/
+    instead (see place). Raises UserError for what the
     user must fix first (bad timeout, unwritable or full directories, the same cell already
     being measured by another process).
     """
@@ -285,32 +286,55 @@ def _launch_locked(cell, out_dir, cache_dir, key, fresh, timeout_s, env) -> resu
     return place(result, stage_dir, run_dir)
 
 
+def _worse(new, previous) -> bool:
+    """Whether a rerun should not replace the run already in place: it failed beside a run that
+    did not, or its timing was disturbed beside an undisturbed one."""
+    if previous.status == "failed":
+        return False
+    return new.status == "failed" or (new.noisy and previous.measured and not previous.noisy)
+
+
+def _attempt_entry(r, where: str) -> dict:
+    """What a result's attempts list says of a run kept in `where` (failed or noisy)."""
+    if r.status == "failed":
+        return {"dir": where, "status": "failed", "reason": r.reason}
+    return {"dir": where, "status": "noisy", "reason": r.noise_note, "compiled_ms": r.compiled_ms}
+
+
 def place(result, stage_dir: str, run_dir: str) -> results.CellResult:
-    """Move the staged run into place, unless it failed and a good run is already there: then
-    it goes to <run_dir>/attempts/<time>/ and the good one stays (and lists the attempt)."""
+    """Move the staged run into place, keeping the other run in <run_dir>/attempts/<time>/ (and
+    listed in the kept result's attempts) when one of the two is worse: a failed rerun, or a
+    noisy timing, beside a good or quiet run leaves that run in place; a run that replaces a
+    noisy timing keeps the noisy one as evidence."""
     previous = None
     if os.path.isdir(run_dir):
         try:
             previous = results.load(run_dir)
         except CorruptFile:
             previous = None
-    if result.status == "failed" and previous is not None and previous.status != "failed":
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        attempt = os.path.join(run_dir, "attempts", f"{stamp}-{os.getpid()}")
+    where = os.path.join("attempts", datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
+    where += f"-{os.getpid()}"
+    if previous is not None and _worse(result, previous):
+        attempt = os.path.join(run_dir, where)
         result.save(stage_dir)
         os.makedirs(os.path.dirname(attempt), exist_ok=True)
         os.replace(stage_dir, attempt)
-        previous.attempts = previous.attempts + [
-            {"dir": os.path.relpath(attempt, run_dir), "status": "failed", "reason": result.reason}
-        ]
+        previous.attempts = previous.attempts + [_attempt_entry(result, where)]
         previous.save(run_dir)
         previous.run_dir = run_dir
         result.run_dir = attempt
         return result
+    keep_previous = previous is not None and previous.noisy and result.measured
+    if keep_previous:  # the disturbed timing this run replaces, kept as evidence
+        nested = [a | {"dir": os.path.join(where, a["dir"])} for a in previous.attempts]
+        result.attempts = result.attempts + nested + [_attempt_entry(previous, where)]
     result.save(stage_dir)
     old = f"{run_dir}.old-{os.getpid()}"
     if os.path.exists(run_dir):
         os.replace(run_dir, old)
+    if keep_previous:
+        os.makedirs(os.path.join(stage_dir, "attempts"), exist_ok=True)
+        os.replace(old, os.path.join(stage_dir, where))
     os.replace(stage_dir, run_dir)
     shutil.rmtree(old, ignore_errors=True)
     result.run_dir = run_dir

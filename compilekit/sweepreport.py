@@ -382,13 +382,13 @@ def report(out_dir: str) -> str:
         for r in results
         if r.status in ("wrong", "unsupported", "failed")
     ]
-    attempts = [
-        f"- {cell_name(r)}: {len(r.attempts)} failed rerun(s) "
-        f"kept in {r.label}/attempts/ (the last: {r.attempts[-1]['reason']})"
-        for r in results
-        if r.attempts
-    ]
-    from compilekit.report import host_bound_text, retimed_text  # report imports this module
+    from compilekit.report import (  # report imports this module
+        attempts_text,
+        host_bound_text,
+        retimed_text,
+    )
+
+    attempts = [f"- {cell_name(r)}: {attempts_text(r)}" for r in results if r.attempts]
 
     host_bound = [f"- {cell_name(r)}: {host_bound_text(r)}" for r in results if r.host_bound]
 
@@ -492,7 +492,7 @@ def report(out_dir: str) -> str:
     if problems:
         md += ["## Not measured or not correct", ""] + problems + [""]
     if attempts:
-        md += ["## Failed reruns (the good result was kept)", ""] + attempts + [""]
+        md += ["## Other runs of a cell, kept beside the result", ""] + attempts + [""]
     if noisy:
         md += ["## Timings that may be disturbed", ""] + noisy + [""]
     if images:

@@ -393,3 +393,77 @@ def test_a_measure_process_imports_before_it_takes_the_gpu(cli, tmp_path):
     assert lock.exists() and "gpu_lock_wait_s" in steps, steps
     order = [steps.index(s) for s in ("imports", "inductor_import_and_settings")]
     assert max(order) < steps.index("gpu_lock_wait_s") < steps.index("device_init"), steps
+
+
+def _staged(tmp_path, name, **fields):
+    from compilekit.result import CellResult
+
+    stage = tmp_path / name
+    stage.mkdir()
+    return CellResult("naive", "default", "1x2x64x32", "float32", "cpu", **fields), str(stage)
+
+
+NOISY = dict(status="ok", compiled_ms=1.5, noisy=True, noise_note="p90 is 2.00x the fastest")
+
+
+def test_a_noisy_timing_never_replaces_a_quiet_one_and_one_replaced_is_kept(tmp_path):
+    from compilekit import runner
+    from compilekit.result import load
+
+    run_dir = str(tmp_path / "cell")
+    runner.place(*_staged(tmp_path, "first", **NOISY), run_dir)
+    # a quiet run replaces the noisy one, which stays in attempts/ as evidence
+    runner.place(*_staged(tmp_path, "quiet", status="ok", compiled_ms=1.0), run_dir)
+    kept = load(run_dir)
+    assert kept.compiled_ms == 1.0 and [a["status"] for a in kept.attempts] == ["noisy"]
+    assert load(os.path.join(run_dir, kept.attempts[0]["dir"])).compiled_ms == 1.5
+    # a noisy rerun does not replace the quiet one: it goes to attempts/ beside it
+    rerun, stage = _staged(tmp_path, "rerun", **(NOISY | {"compiled_ms": 1.7}))
+    assert "attempts" in runner.place(rerun, stage, run_dir).run_dir
+    kept = load(run_dir)
+    assert kept.compiled_ms == 1.0 and [a["compiled_ms"] for a in kept.attempts] == [1.5, 1.7]
+    for a in kept.attempts:
+        assert load(os.path.join(run_dir, a["dir"])).noisy
+    from compilekit.report import attempts_text
+
+    assert attempts_text(kept) == (
+        "kept in attempts/ beside this run: 2 noisy timing(s) (the last: 1.7 ms, p90 is 2.00x "
+        "the fastest)"
+    )
+
+
+def test_a_parallel_sweep_times_its_noisy_cells_again_alone(tmp_path, monkeypatch):
+    """Two cell processes per GPU: a cell whose timing was noisy is timed once more at the end,
+    alone; the quiet second timing is kept, the first stays in attempts/."""
+    import io
+    import threading
+
+    from compilekit import runner, spec, sweep
+    from compilekit.result import load
+
+    path = tmp_path / "two.toml"
+    path.write_text('variants = ["naive", "sdpa"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n')
+    experiment = spec.load_experiment(str(path))
+    runs, lock = [], threading.Lock()
+
+    def fake_launch(cell, out_dir, **_):
+        with lock:  # the sweep's two workers call this at once
+            runs.append(cell.variant)
+            n, noisy = len(runs), cell.variant == "naive" and runs.count("naive") == 1
+        result, stage = _staged(
+            tmp_path, f"stage{n}", **(NOISY if noisy else {"status": "ok", "compiled_ms": 1.0})
+        )
+        (tmp_path / f"stage{n}" / "kernels.json").write_text("{}")
+        return runner.place(result, stage, os.path.join(out_dir, cell.label()))
+
+    monkeypatch.setattr(sweep, "launch_or_record", fake_launch)
+    log = io.StringIO()
+    out = str(tmp_path / "out")
+    ordered = sweep.run_sweep(experiment, out, gpus=["0"], per_gpu=2, log=log)
+    assert sorted(runs) == ["naive", "naive", "sdpa"]
+    naive = next(r for r in ordered if r.variant == "naive")
+    assert naive.compiled_ms == 1.0 and not naive.noisy and len(naive.attempts) == 1
+    assert "1 noisy timing(s): each timed again, alone" in log.getvalue()
+    assert "1.500 ms (noisy), again ok 1.000 ms; kept ok 1.000 ms" in log.getvalue()
+    label = next(c.label() for c in experiment.cells if c.variant == "naive")
+    assert load(os.path.join(out, label)).compiled_ms == 1.0
