@@ -3,8 +3,9 @@ check every figure, without the bulk (traces, depyf dumps, TORCH_TRACE logs stay
 
     python3 experiments/publish_sweep.py SWEEP_DIR DEST [--extra FILE ...]
 
-Per cell it keeps result.json, kernels.json, the generated kernels, Inductor's output code and
-log.txt; then it re-renders REPORT.md, the plots and the HTML pages with this checkout's code.
+Per cell it keeps result.json, kernels.json, the generated kernels, Inductor's output code,
+log.txt and the result.json of each run kept in attempts/; then it re-renders REPORT.md, the
+plots and the HTML pages with this checkout's code.
 The figures derived from a cell's stored kernel map (each kernel's roofline place, against the
 sweep's measured ceilings in env.json; the roofline split; the CUDA-graph replay breakdown; no
 bytes or FLOPs on a library's workspace memset) are
@@ -27,7 +28,11 @@ from compilekit import diagnose, pages, roofline, sweepreport  # noqa: E402
 from compilekit import result as results_mod  # noqa: E402
 from compilekit.store import read_json, write_json  # noqa: E402
 
-CELL_FILES = ("result.json", "kernels.json", "log.txt", "output_code*.py", "kernels/*")
+CELL_FILES = (
+    "result.json", "kernels.json", "log.txt", "output_code*.py", "kernels/*",
+    # the other runs a result lists (a failed rerun, a noisy timing): their records only
+    "attempts/*/result.json", "attempts/*/attempts/*/result.json",
+)  # fmt: skip
 TOP_FILES = ("env.json", "sweep.json")
 
 

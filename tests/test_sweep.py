@@ -396,6 +396,9 @@ def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_map
     data["roofline"] = "roofline: read by older code"
     stale.write_text(json.dumps(data))
     (src / measured[0] / "trace.json").write_text("{}")  # bulk: stays behind
+    # an earlier run kept in attempts/: its record goes with the cell, its bulk stays
+    kept = src / measured[0] / "attempts" / "20261201-000000-000000-1"
+    shutil.copytree(src / measured[0], kept, ignore=shutil.ignore_patterns("attempts"))
     dest = tmp_path / "published"
     dest.mkdir()
     (dest / "README.md").write_text("prose about the results\n")
@@ -416,6 +419,9 @@ def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_map
     assert republished.roofline and "older code" not in republished.roofline
     assert not (dest / measured[0] / "trace.json").exists()
     assert (dest / measured[0] / "kernels.json").is_file()
+    published_attempt = dest / measured[0] / "attempts" / kept.name
+    assert (published_attempt / "result.json").is_file()
+    assert not (published_attempt / "kernels.json").exists()
     for page in ("REPORT.md", "index.html", f"{measured[0]}/index.html"):
         assert (dest / page).is_file(), page
 
