@@ -156,7 +156,8 @@ def cell_notes(result) -> list[str]:
 
 
 def attempts_text(r) -> str:
-    """'kept in attempts/: 1 failed run (the last: ...); 1 noisy timing (0.094 ms: p90 ...)'."""
+    """'kept in attempts/ beside this run: 1 failed run(s) (the last: REASON); 2 noisy
+    timing(s) (the last: 0.094 ms, NOISE NOTE)'."""
     failed = [a for a in r.attempts if a["status"] == "failed"]
     noisy = [a for a in r.attempts if a["status"] == "noisy"]
     parts = []

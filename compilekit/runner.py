@@ -222,9 +222,8 @@ def launch(
     Returns the CellResult (with run_dir set). A crash, a timeout or a CUDA error stays in its
     process: the result records it and the caller goes on. A failed attempt never replaces a
     good run directory, nor a noisy timing a quiet one: it is kept in <run_dir>/attempts/
-    instead (see place). Raises UserError for what the
-    user must fix first (bad timeout, unwritable or full directories, the same cell already
-    being measured by another process).
+    instead (see place). Raises UserError for what the user must fix first (bad timeout,
+    unwritable or full directories, the same cell already being measured by another process).
     """
     if not timeout_s > 0:
         raise UserError(f"timeout must be a positive number of seconds, not {timeout_s:g}")

@@ -20,6 +20,9 @@
 #   PHASES="E" GPU_TESTS="bare_do_bench"       (the five fidelity cells, 420-640 s: may need two)
 #   PHASES="B" on nvidia-h200-x2 (the blog matrix, cold: 532 s); C took 303 s after B on the
 #   same machine, but compiles again on a fresh one: carry B's and C's sweeps (.sweeps below)
+#   PHASES="B" on nvidia-h200 (one GPU, 2026-12-01): 20 of 48 cells in the first 545 s, 41 after
+#   a second call resumed it (.sweeps below); of its cells' GPU turns, about 65% went waiting for
+#   the CPU lock (other cells' compiles draining), 9% timing
 #   PHASES="F", PHASES="K": longer than one call; .sweeps below
 # Nothing runs beside A's timings: a host-bound cell's figure depends on a quiet CPU.
 # A sweep longer than one call (F, K) goes on in the next: unpack what a call brought back into
