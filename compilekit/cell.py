@@ -38,7 +38,10 @@ PROCESS_NOTES = {
 NOISY_SPREAD = 1.5
 # Other processes keeping this many cores busy (or the hypervisor stealing them) while a cell is
 # timed disturb it: the timed phase is meant to have the CPU to itself (compilekit/cpuwatch.py).
+# At least one core, and a quarter of the machine's: a daemon busy on one core of 16 leaves the
+# timed thread its own core, and would otherwise mark every cell of a sweep as disturbed.
 BUSY_OTHERS_CORES = 1.0
+BUSY_OTHERS_SHARE = 0.25
 # A disturbed timing is taken again this many times at most, each after a pause.
 RETIMES = 2
 RETIME_PAUSE_S = 1.0
@@ -490,7 +493,8 @@ def noise_note(timings: list[dict], load: float, cores: int, use=None) -> str | 
         notes.append(f"p90 is {widest:.2f}x the fastest sample")
     if load > cores:
         notes.append(f"load average {load:.1f} on {cores} cores")
-    busy = use is not None and max(use.others_cores, use.steal_cores) >= BUSY_OTHERS_CORES
+    busy_cores = max(BUSY_OTHERS_CORES, BUSY_OTHERS_SHARE * cores)
+    busy = use is not None and max(use.others_cores, use.steal_cores) >= busy_cores
     if use is not None and (notes or busy):
         notes.append(f"meanwhile {use.text()}")
     return "; ".join(notes) or None

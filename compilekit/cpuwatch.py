@@ -91,6 +91,33 @@ def _command(pid: str) -> str:
     return " ".join([os.path.basename(args[0])] + args[1:4])[:80]
 
 
+def snapshot() -> tuple:
+    """(perf_counter, (busy, stolen) machine ticks, {pid: ticks}) now; OSError or ValueError
+    where /proc cannot be read."""
+    return time.perf_counter(), _machine_ticks(), _all_processes()
+
+
+def use_between(start: tuple, end: tuple, me: str, hz: int, name=None) -> CpuUse | None:
+    """The CPU use between two snapshots, this process (pid `me`) left out; None for a block
+    under MIN_WALL_S. `name(pid)` names a process (default: its command line)."""
+    (t0, (busy0, steal0), procs0), (t1, (busy1, steal1), procs1) = start, end
+    wall = t1 - t0
+    if wall < MIN_WALL_S:
+        return None
+    mine = procs1.get(me, 0) - procs0.get(me, 0)
+
+    def cores(ticks: int) -> float:
+        return max(0.0, ticks / hz / wall)
+
+    others = sorted(
+        ((procs1[p] - procs0.get(p, 0), p) for p in procs1 if p != me),  # new ones too
+        reverse=True,
+    )
+    name = name or _command
+    top = [(name(p), cores(t)) for t, p in others[:TOP] if cores(t) >= NAMED_CORES]
+    return CpuUse(wall, cores(busy1 - busy0 - mine), cores(steal1 - steal0), top, cores(1))
+
+
 class watch:
     """`with cpuwatch.watch() as w: ...` then w.use: a CpuUse for the block, or None where
     /proc cannot say (not Linux, or a block under MIN_WALL_S). Reading /proc takes
@@ -99,7 +126,7 @@ class watch:
     def __enter__(self):
         self.use = None
         try:
-            self._start = (time.perf_counter(), _machine_ticks(), _all_processes())
+            self._start = snapshot()
         except (OSError, ValueError):
             self._start = None
         return self
@@ -108,22 +135,8 @@ class watch:
         if self._start is None:
             return False
         try:
-            end = (time.perf_counter(), _machine_ticks(), _all_processes())
+            end = snapshot()
         except (OSError, ValueError):
             return False
-        (t0, (busy0, steal0), procs0), (t1, (busy1, steal1), procs1) = self._start, end
-        hz, wall, me = os.sysconf("SC_CLK_TCK"), t1 - t0, str(os.getpid())
-        if wall < MIN_WALL_S:
-            return False
-        mine = procs1.get(me, 0) - procs0.get(me, 0)
-
-        def cores(ticks: int) -> float:
-            return max(0.0, ticks / hz / wall)
-
-        others = sorted(
-            ((procs1[p] - procs0.get(p, 0), p) for p in procs1 if p != me),  # new ones too
-            reverse=True,
-        )
-        top = [(_command(p), cores(t)) for t, p in others[:TOP] if cores(t) >= NAMED_CORES]
-        self.use = CpuUse(wall, cores(busy1 - busy0 - mine), cores(steal1 - steal0), top, cores(1))
+        self.use = use_between(self._start, end, str(os.getpid()), os.sysconf("SC_CLK_TCK"))
         return False

@@ -12,12 +12,6 @@ from compilekit import cpuwatch
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
-def _spin(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
-
-
 @linux_only
 def test_another_process_spinning_is_counted_and_named():
     marker = "cpuwatch_spinner_marker"
@@ -33,11 +27,17 @@ def test_another_process_spinning_is_counted_and_named():
     assert "other processes used" in use.text()
 
 
-@linux_only
-def test_this_process_own_work_is_not_counted_as_others():
-    with cpuwatch.watch() as watched:
-        _spin(0.6)
-    assert watched.use is not None and watched.use.others_cores < 0.5, watched.use
+def test_this_process_is_left_out_and_the_busiest_others_named():
+    """Snapshots 1 s apart at 100 ticks/s: the machine busy 300 ticks (3 cores), 100 of them
+    this process's (pid 1): others 2 cores, the busiest first, a process started meanwhile
+    counted whole, one under NAMED_CORES unnamed; 20 ticks stolen (0.2 cores)."""
+    start = (0.0, (1000, 10), {"1": 100, "2": 50, "4": 7})
+    end = (1.0, (1300, 30), {"1": 200, "2": 200, "3": 30, "4": 12})
+    use = cpuwatch.use_between(start, end, "1", 100, name=lambda pid: f"proc{pid}")
+    assert use.others_cores == pytest.approx(2.0) and use.steal_cores == pytest.approx(0.2)
+    assert use.top == [("proc2", pytest.approx(1.5)), ("proc3", pytest.approx(0.3))]
+    assert use.tick_cores == pytest.approx(0.01)
+    assert cpuwatch.use_between(start, (0.01,) + end[1:], "1", 100) is None  # under MIN_WALL_S
 
 
 def test_too_short_a_block_or_no_proc_says_nothing(monkeypatch, tmp_path):
@@ -57,11 +57,13 @@ def test_noise_note_says_what_else_ran():
     busy = cpuwatch.CpuUse(2.0, 2.3, 0.0, [("python3 -m compilekit.cell cold", 2.1)])
     idle = cpuwatch.CpuUse(2.0, 0.2, 0.0, [])
     stolen = cpuwatch.CpuUse(2.0, 0.1, 1.5, [])
-    # other processes busy: disturbed even when the samples look tight
+    # other processes busy, a core or a quarter of the machine: disturbed even when the samples
+    # look tight
     assert "other processes used 2.3 cores (python3 -m compilekit.cell cold 2.1)" in noise_note(
-        [quiet], 0.5, 16, busy
+        [quiet], 0.5, 8, busy
     )
-    assert "1.5 stolen by the hypervisor" in noise_note([quiet], 0.5, 16, stolen)
-    assert noise_note([quiet], 0.5, 16, idle) is None
+    assert noise_note([quiet], 0.5, 16, busy) is None  # 2.3 of 16 cores: the timer has its own
+    assert "1.5 stolen by the hypervisor" in noise_note([quiet], 0.5, 2, stolen)
+    assert noise_note([quiet], 0.5, 2, idle) is None
     # a wide spread says what ran meanwhile, even if little did
-    assert noise_note([wide], 0.5, 16, idle).endswith("meanwhile other processes used 0.2 cores")
+    assert noise_note([wide], 0.5, 2, idle).endswith("meanwhile other processes used 0.2 cores")

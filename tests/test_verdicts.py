@@ -612,6 +612,9 @@ def test_a_timing_beside_busy_processes_is_taken_again_and_says_what_ran(monkeyp
             self.use = next(uses)
 
     monkeypatch.setattr(cpuwatch, "watch", Watch)
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # 2.5 other cores of 2: busy
     quiet = _timing(1.0, 0.99, 1.0)
     result = _time_with(
         monkeypatch, [quiet, _timing(1.3, 1.29, 1.3), quiet, _timing(1.0, 0.98, 1.04)]
