@@ -438,7 +438,8 @@ def report(out_dir: str) -> str:
         "S·W - W(W-1)/2 for a window of W); `-` where a variant declares none. `GPU busy`: "
         "device time per forward over the latency; under 80% the call is host-bound. "
         "`noisy`: the timing spread, the machine's load or other processes' CPU use while it "
-        "was timed (1 core or more, or as much stolen by the hypervisor) says it was "
+        "was timed (a core or a quarter of the machine's, whichever is more, or as much "
+        "stolen by the hypervisor) says it was "
         "disturbed; a "
         "cell whose timing was taken again after such a disturbance is named below.",
         "",
