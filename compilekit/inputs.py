@@ -10,9 +10,6 @@ import torch
 # and a softmax. fp32 leaves room for TF32 matmuls when a user enables them.
 ERROR_BOUNDS = {"float64": 1e-9, "float32": 1e-3, "float16": 5e-3, "bfloat16": 3e-2}
 
-# Bytes of float64 scores a reference chunk may hold; keeps S=16384 references off the OOM path.
-_REFERENCE_CHUNK_BYTES = 1 << 30
-
 
 def make_inputs(shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
     """Seeded q, k, v of `shape` ([B, H, S, D]), drawn in float32 so that every dtype sees
@@ -26,17 +23,10 @@ def make_inputs(shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor
 
 
 def causal_reference(q, k, v) -> torch.Tensor:
-    """Causal softmax(q kT / sqrt(D)) v in float64, chunked over batch*heads to bound memory."""
-    batch, heads, seq, dim = q.shape
-    q, k, v = (t.to(torch.float64).reshape(batch * heads, seq, dim) for t in (q, k, v))
-    mask = torch.ones(seq, seq, dtype=torch.bool, device=q.device).triu(1)
-    out = torch.empty_like(q)
-    step = max(1, _REFERENCE_CHUNK_BYTES // (seq * seq * 8))
-    for start in range(0, batch * heads, step):
-        sl = slice(start, start + step)
-        scores = q[sl] @ k[sl].transpose(-2, -1) / math.sqrt(dim)
-        out[sl] = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v[sl]
-    return out.reshape(batch, heads, seq, dim)
+    """Causal softmax(q kT / sqrt(D)) v in float64, a few heads at a time (variants.masks)."""
+    from variants.masks import reference
+
+    return reference(q, k, v, causal=True)
 
 
 def reference_output(variant, q, k, v) -> tuple[torch.Tensor, str]:

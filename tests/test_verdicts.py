@@ -143,6 +143,36 @@ def test_user_variant_without_reference_is_only_self_consistent(run_cell, tmp_pa
     assert fake_result.tflops is None and fake_result.flops is None
 
 
+@pytest.mark.parametrize("causal, window, kv_heads", [(True, 0, 6), (True, 5, 2), (False, 0, 3)])
+def test_the_reference_in_chunks_matches_torch_float64_attention(
+    monkeypatch, causal, window, kv_heads
+):
+    """variants.masks.reference, computed a few heads at a time (here one (batch, head) pair
+    per chunk), against torch's own float64 SDPA with the same mask written as a bool matrix:
+    GQA, a sliding window, non-causal."""
+    import torch
+    import torch.nn.functional as F
+
+    from variants import masks
+
+    monkeypatch.setattr(masks, "REFERENCE_CHUNK_BYTES", 1)  # one pair per chunk
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 6, 17, 8, generator=gen, dtype=torch.float64)
+    k, v = (torch.randn(2, kv_heads, 17, 8, generator=gen, dtype=torch.float64) for _ in "kv")
+    i, j = torch.arange(17)[:, None], torch.arange(17)[None, :]
+    keep = torch.ones(17, 17, dtype=torch.bool)
+    if causal:
+        keep &= i >= j
+    if window:
+        keep &= (i - j) < window
+    group = 6 // kv_heads
+    truth = F.scaled_dot_product_attention(
+        q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1), attn_mask=keep
+    )
+    out = masks.reference(q, k, v, causal=causal, window=window)
+    assert torch.allclose(out, truth, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize(
     "name, shape, pairs",
     [

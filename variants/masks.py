@@ -13,6 +13,9 @@ from compilekit.errors import Unsupported
 
 GQA_GROUP = 4  # query heads per K/V head
 WINDOW = 256  # a query sees itself and the WINDOW - 1 keys before it
+# Bytes of float64 scores one chunk of a reference holds: all at once, S = 16384 at B = 4, H = 16
+# would need 137 GB (experiments/kernel.toml runs triton-flash there).
+REFERENCE_CHUNK_BYTES = 1 << 30
 
 
 def attention_flops(shape, causal: bool = True, window: int = 0) -> float:
@@ -70,20 +73,28 @@ def check_shapes(variant: str, q, k, v) -> None:
 
 
 def reference(q, k, v, causal: bool = True, window: int = 0):
-    """float64 truth: GQA by repeating K/V heads, causal and window masks written out."""
+    """float64 truth: GQA by repeating K/V heads, causal and window masks written out; computed
+    a few (batch, head) pairs at a time, so its float64 scores stay within
+    REFERENCE_CHUNK_BYTES."""
     q, k, v = (t.to(torch.float64) for t in (q, k, v))
-    group = q.shape[1] // k.shape[1]
+    batch, heads, seq, dim = q.shape
+    group = heads // k.shape[1]
     k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    seq = q.shape[-2]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     i = torch.arange(seq, device=q.device)[:, None]
     j = torch.arange(seq, device=q.device)[None, :]
-    keep = torch.ones(seq, seq, dtype=torch.bool, device=q.device)
+    drop = torch.zeros(seq, seq, dtype=torch.bool, device=q.device)
     if causal:
-        keep &= i >= j
+        drop |= i < j
     if window:
-        keep &= (i - j) < window
-    return torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1) @ v
+        drop |= (i - j) >= window
+    q, k, v = (t.reshape(batch * heads, seq, dim) for t in (q, k, v))
+    out = torch.empty_like(q)
+    step = max(1, REFERENCE_CHUNK_BYTES // (seq * seq * 8))
+    for start in range(0, batch * heads, step):
+        part = slice(start, start + step)
+        scores = q[part] @ k[part].transpose(-2, -1) / math.sqrt(dim)
+        out[part] = torch.softmax(scores.masked_fill(drop, float("-inf")), dim=-1) @ v[part]
+    return out.reshape(batch, heads, seq, dim)
 
 
 def gqa_reference(q, k, v):
