@@ -6,6 +6,7 @@
 #   PHASES="A E" runs only those phases; GPU_TESTS="expr" selects GPU tests (pytest -k);
 #   SWEEP_FLAGS="--retry-noisy" is added to every sweep (a resumed one times its noisy cells again)
 #   A: the fidelity cells (run + `compilekit verify`), one at a time;  W: the warm single cell
+#   V: `compilekit verify` on blog cells B measured (run it after B, on the same machine)
 #   H: experiments/host_bound_timing.py (how do_bench reads a host-bound callable)
 #   B: the blog matrix, 4 cell processes per GPU;  C: the same, forced, 1 per GPU
 #   D: the two compared cell by cell;  E: the GPU tests;  F: experiments/seqlen.toml
@@ -13,7 +14,7 @@
 #   P: experiments/triton_flash_configs.py (every config's time; BASELINE=FILE: before/after)
 #   K: triton-flash vs cuDNN vs flex (experiments/triton_flash_bench.py; BASELINE=FILE adds an
 #      older copy of variants/triton_flash.py, eager, for a before/after), then kernel.toml
-# Order: A W H E B C D P F K G (the GPU tests reuse A's compiles through COMPILEKIT_CACHE).
+# Order: A W H E B C D V P F K G (the GPU tests reuse A's compiles through COMPILEKIT_CACHE).
 # A lent machine goes back 30 s after a call, so a follow-up call usually starts a fresh one:
 # give each call phases that end within its 10 minutes (each was measured on one H200):
 #   PHASES="E" GPU_TESTS="not bare_do_bench"  (16 tests, 323 s), then PHASES="P" (about 60 s)
@@ -61,7 +62,16 @@ warm_cell() (
   python3 -c "import json; r=json.load(open('/tmp/single/naive__default__8x16x1024x64__bfloat16__cuda/result.json')); print('warm cell steps_s', r['steps_s'], 'wall_s', round(r['wall_s'], 2))" >> $R/figures.txt
 )
 
-want() { case " ${PHASES:-A W H E B C D P F K G} " in *" $1 "*) return 0;; esac; return 1; }
+verify_blog() (  # B's own cells re-timed bare: the sweep's figures, not a fresh run's
+  export CUDA_VISIBLE_DEVICES=$LAST
+  for c in sdpa__default sdpa__eager sdpa-cudnn__default sdpa__max-autotune-no-cudagraphs \
+           naive__default naive__reduce-overhead flex__default; do
+    d=/tmp/blog4/${c}__8x16x1024x64__bfloat16__cuda
+    [ -f $d/result.json ] && python3 -m compilekit verify $d >> $R/verify_blog4.txt 2>&1
+  done
+)
+
+want() { case " ${PHASES:-A W H E B C D V P F K G} " in *" $1 "*) return 0;; esac; return 1; }
 
 phases() {
   if want A && [ ! -e $R/A.done ]; then
@@ -109,6 +119,10 @@ print(f"cells {len(rows)}, worst |ratio - 1| = {worst:.3f}")
 EOF
     touch $R/D.done
   fi
+  if want V && [ ! -e $R/V.done ]; then
+    verify_blog
+    touch $R/V.done
+  fi
   if want P && [ ! -e $R/P.done ]; then  # which triton-flash config wins, and the kernel's before/after
     CUDA_VISIBLE_DEVICES=0 python3 experiments/triton_flash_configs.py ${BASELINE:+--baseline $BASELINE} \
       > $R/flash_configs.txt 2>&1
@@ -140,10 +154,10 @@ EOF
 if [ -e $R/all.done ]; then rm -f $R/running $R/all.done; fi
 if [ ! -e $R/running ]; then
   touch $R/running
-  setsid bash -c "$(declare -f phases fidelity warm_cell want); R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}' BASELINE='${BASELINE:-}' SWEEP_FLAGS='${SWEEP_FLAGS:-}'; phases" > $R/phases.log 2>&1 &
+  setsid bash -c "$(declare -f phases fidelity warm_cell verify_blog want); R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}' BASELINE='${BASELINE:-}' SWEEP_FLAGS='${SWEEP_FLAGS:-}'; phases" > $R/phases.log 2>&1 &
 fi
 while [ ! -e $R/all.done ] && [ $(( $(date +%s) - start )) -lt $WAIT_S ]; do sleep 10; done
-cat $R/figures.txt $R/verify.txt 2>/dev/null; ls $R; tail -n 2 $R/*.log
+cat $R/figures.txt $R/verify.txt $R/verify_blog4.txt 2>/dev/null; ls $R; tail -n 2 $R/*.log
 for d in blog4 blog1 seqlen verify knobs kernel; do [ -d /tmp/$d ] && python3 -m compilekit report /tmp/$d > $R/report_$d.txt 2>&1; done
 tar czf $OUT/res.tgz -C /tmp res
 for d in blog4 blog1 seqlen verify single knobs kernel; do
