@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The H200 verification, in phases that survive several device calls: the phases run in their
-# own session (setsid) and leave a marker each; a call waits up to WAIT_S seconds, then copies
-# what exists to $OUT. Call it again while the machine is warm to go on.
+# own session (setsid) and leave a marker each; a call waits up to WAIT_S seconds, stops what is
+# still running (packing beside a timing would disturb it), then copies what exists to $OUT.
+# Call it again to go on: a phase with its marker is not run again.
 # Usage: bash experiments/h200_verify.sh   (needs the wheels in .whl/, see the README)
 #   PHASES="A E" runs only those phases; GPU_TESTS="expr" selects GPU tests (pytest -k);
 #   SWEEP_FLAGS="--retry-noisy" is added to every sweep (a resumed one times its noisy cells again)
@@ -155,8 +156,16 @@ if [ -e $R/all.done ]; then rm -f $R/running $R/all.done; fi
 if [ ! -e $R/running ]; then
   touch $R/running
   setsid bash -c "$(declare -f phases fidelity warm_cell verify_blog want); R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}' BASELINE='${BASELINE:-}' SWEEP_FLAGS='${SWEEP_FLAGS:-}'; phases" > $R/phases.log 2>&1 &
+  echo $! > $R/session
 fi
 while [ ! -e $R/all.done ] && [ $(( $(date +%s) - start )) -lt $WAIT_S ]; do sleep 10; done
+if [ ! -e $R/all.done ]; then
+  # packing beside a phase still timing would disturb it: stop the phases (a cell cut off
+  # mid-run is run again by the next call's sweep; an unfinished phase has no marker)
+  kill -TERM -- -$(cat $R/session) 2>/dev/null; sleep 3; kill -KILL -- -$(cat $R/session) 2>/dev/null
+  rm -f $R/running
+  echo "stopped at the ${WAIT_S} s deadline; phases done: $(cd $R && ls *.done 2>/dev/null | tr '\n' ' ')" >> $R/figures.txt
+fi
 cat $R/figures.txt $R/verify.txt $R/verify_blog4.txt 2>/dev/null; ls $R; tail -n 2 $R/*.log
 for d in blog4 blog1 seqlen verify knobs kernel; do [ -d /tmp/$d ] && python3 -m compilekit report /tmp/$d > $R/report_$d.txt 2>&1; done
 tar czf $OUT/res.tgz -C /tmp res
