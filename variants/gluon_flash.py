@@ -10,16 +10,16 @@ shared-memory slots filled by TMA, from host-side descriptors over [B, H, S, D] 
 head's rows (rows past S read as zeros, as do Q's). Descriptors built on the device per program
 cost 0.022 ms of 0.108 at 8x16x1024x64 on the H200 (2026-12-01): the host builds them.
 
-One program: BLOCK_M query rows of one (batch, head), one warpgroup (4 warps) per 64 rows.
-With these tiles on the H200 (2026-12-01, bf16, causal; experiments/results/h200/gluon_flash/):
-0.94x cuDNN at 8x16x1024x64, 0.73x at 16x16x512x64, 0.82x at 1x32x8192x128, 0.77x at
-4x16x4096x128: the overlap alone does not reach cuDNN (FA3 also gives the loads to a producer
-warp and ping-pongs two consumer warpgroups).
-
-A second schedule, FA3's, is built and compiled for sm90 but not yet timed (WS_TILES, as
-overrides): gl.warp_specialize gives the TMA loads to one producer warp, and two consumer
-warpgroups (64 query rows each) take turns issuing their wgmmas, each handing the turn over
-before its own softmax, so one's exp work runs while the other's matrix work does.
+One program: BLOCK_M query rows of one (batch, head). Two schedules:
+- D = 64, the one above: 64 query rows on one warpgroup (4 warps), more programs per SM.
+- D = 128, FA3's (WS_TILES): gl.warp_specialize gives the TMA loads to one producer warp, and two
+  consumer warpgroups (64 query rows each) take turns issuing their wgmmas, each handing the
+  turn over before its own softmax, so one's exp work runs while the other's matrix work does.
+On the H200 (2026-12-01, bf16, causal, do_bench in one process; experiments/results/h200/
+gluon_flash/): D = 128, 0.96x cuDNN at 1x32x8192x128 and 0.88x at 4x16x4096x128 warp-specialized
+(0.83x and 0.77x with the single-warpgroup schedule on 8 warps); D = 64, 0.88-0.94x at
+8x16x1024x64, where its launch (about 0.1 ms of host per call: Gluon's Python launcher and the
+four descriptors) outlasts the kernel at small shapes.
 Supports causal and non-causal, GQA, any sequence length, D = 64 or 128, bfloat16 or float16,
 inputs whose last dim is contiguous. Anything else, and any machine but a Hopper GPU, is refused
 with the reason (the cell records `unsupported`). Under torch.compile it is an opaque custom op
@@ -455,18 +455,22 @@ if gl is not None:
         )
 
 
-# The warp-specialized schedule (an override, not yet the default: not yet timed on a GPU):
+# The warp-specialized schedule, D = 128's default (correct and timed on the H200, 2026-12-01):
 # 4 warps here are consumer 0 (the default partition); consumer 1 and the loader warp are added.
 WS_TILES = {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 4, "WS": True}
+# D = 128 on one warpgroup per 64 rows, no producer warp: the default before WS_TILES was timed
+SINGLE_TILES_D128 = {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 8, "WS": False}
 
 
 def tiles(head_dim: int) -> dict:
     """Tile sizes per head dim, the fastest of those timed on the H200 on 2026-12-01: D = 64, 64
-    query rows on one warpgroup (more programs per SM); D = 128, 128 rows on two warpgroups and
-    128-key blocks (229 KB of shared memory, of the 227 KiB a program may have)."""
+    query rows on one warpgroup (more programs per SM; warp-specialized 128-row tiles took 0.082
+    ms at 8x16x1024x64 against 0.069); D = 128, the warp-specialized schedule on 128x128 tiles
+    (1.100 ms at 1x32x8192x128 against 1.264 for the best single-warpgroup tile, 1.352 with 2
+    stages)."""
     if head_dim == 64:
         return {"BLOCK_M": 64, "BLOCK_N": 64, "STAGES": 3, "num_warps": 4}
-    return {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 8}
+    return dict(WS_TILES)
 
 
 def check_inputs(q, k, v) -> None:
