@@ -15,8 +15,9 @@ launch-only loop: what the CPU spends issuing one call). Rows:
 Usage (GPU): python experiments/triton_flash_bench.py [--shapes 8x16x1024x64,...]
              [--baseline old_triton_flash.py] [--gluon-baseline old_gluon_flash.py]
              [--gluon-tiles 64x64x4x3,128x128x8x3] [--json out.json]
-`--gluon-tiles`: BLOCK_MxBLOCK_Nxnum_warpsxSTAGES each; a tile that does not fit a shape
-(BLOCK_N over 128 at D = 128 runs out of shared memory) is that row's error.
+`--gluon-tiles`: BLOCK_MxBLOCK_Nxnum_warpsxSTAGES each, `xws` appended for the warp-specialized
+schedule (num_warps 4: consumer 0; a loader warp and consumer 1 are added); a tile that does not
+fit a shape (BLOCK_N over 128 at D = 128 runs out of shared memory) is that row's error.
 """
 
 from __future__ import annotations
@@ -52,17 +53,22 @@ def baseline_module(path: str):
 
 
 def gluon_tiles(text: str) -> list[dict]:
-    """'64x64x4x3,...' -> [{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "STAGES": 3}, ...];
-    ValueError names the item that is not BLOCK_MxBLOCK_Nxwarpsxstages."""
+    """'64x64x4x3,128x128x4x3xws' -> [{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4,
+    "STAGES": 3}, {..., "WS": True}]; ValueError names the item that is not
+    BLOCK_MxBLOCK_Nxwarpsxstages[xws]."""
     out = []
     for item in filter(None, text.split(",")):
+        fields = item.split("x")
+        ws = fields[-1] == "ws"
         try:
-            m, n, warps, stages = (int(x) for x in item.split("x"))
+            m, n, warps, stages = (int(x) for x in (fields[:-1] if ws else fields))
         except ValueError:
             raise ValueError(
-                f"--gluon-tiles {item!r} is not BLOCK_MxBLOCK_Nxwarpsxstages (e.g. 128x128x8x3)"
+                f"--gluon-tiles {item!r} is not BLOCK_MxBLOCK_Nxwarpsxstages[xws] "
+                "(e.g. 128x128x8x3)"
             ) from None
-        out.append({"BLOCK_M": m, "BLOCK_N": n, "num_warps": warps, "STAGES": stages})
+        tile = {"BLOCK_M": m, "BLOCK_N": n, "num_warps": warps, "STAGES": stages}
+        out.append(tile | ({"WS": True} if ws else {}))
     return out
 
 
@@ -83,6 +89,7 @@ def contenders(baseline: str | None, gluon_baseline=None, tiles=()) -> dict:
 
         for t in tiles:
             name = "gluon {BLOCK_M}x{BLOCK_N} w{num_warps} s{STAGES}".format(**t)
+            name += " ws" if t.get("WS") else ""
             out[name] = functools.partial(gluon_flash.flash_attention, causal=True, **t)
         if gluon_baseline:
             out["gluon baseline eager"] = baseline_module(gluon_baseline).attention

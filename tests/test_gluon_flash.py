@@ -60,23 +60,28 @@ def test_refuses_what_its_kernel_does_not_compute(gluon_flash, monkeypatch):
 
 def _schedule(ptx: str, n_scores: int, n_out: int) -> str:
     """The kernel's wgmma groups and waits in the PTX's text order: 'S' (a group of q kT
-    wgmmas, instruction width n_scores), 'O' (P V, width n_out), 'wait N' (wgmma.wait_group N)."""
+    wgmmas, instruction width n_scores), 'O' (P V, width n_out), 'wait N' (wgmma.wait_group N),
+    'arrive' (an mbarrier arrive that expects no bytes)."""
     steps, width = [], None
-    pattern = r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k|wgmma\.commit_group|wait_group\.sync\.aligned (\d+)"
+    pattern = (
+        r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k|wgmma\.commit_group"
+        r"|wait_group\.sync\.aligned (\d+)|(mbarrier\.arrive\.shared)"
+    )
     for m in re.finditer(pattern, ptx):
         if m[1]:
             width = int(m[1])
         elif m[2]:
             steps.append(f"wait {m[2]}")
+        elif m[3]:
+            steps.append("arrive")
         else:
             steps.append({n_scores: "S", n_out: "O"}[width])
     return " ".join(steps)
 
 
-def test_sm90_schedule_overlaps_softmax_with_the_tensor_cores(gluon_flash):
-    """The main loop issues S_j, then O += P_{j-1} V_{j-1} behind it, and waits for S_j alone
-    (one wgmma group, O's, left in flight) before block j's softmax: FA3's overlap. (The PTX
-    places the loop's blocks out of program order, so the test reads the loop's head.)"""
+def _sm90_ptx(gluon_flash, fn, q_rows: int, **consts) -> str:
+    """The PTX Triton compiles `fn` (a gluon-flash kernel) to for sm90, ahead of time, bf16,
+    D = 128, with `consts` (its constexprs); skips where this Triton compiles no Gluon."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.runtime.jit import mangle_type
@@ -85,17 +90,14 @@ def test_sm90_schedule_overlaps_softmax_with_the_tensor_cores(gluon_flash):
         from triton.experimental.gluon._runtime import GluonASTSource
     except ImportError as exc:
         pytest.skip(f"this Triton compiles no Gluon ahead of time: {exc}")
-    fn = gluon_flash._gluon_attn_fwd
     names = fn.arg_names
-    consts = dict(
-        SM_SCALE=128**-0.5, HEAD_DIM=128, CAUSAL=True, BLOCK_M=128, BLOCK_N=64, STAGES=3,
-        num_warps=8,
-    )  # fmt: skip
+    consts = dict(SM_SCALE=128**-0.5, HEAD_DIM=128, CAUSAL=True, **consts)
     signature = {n: "constexpr" if n in consts else "i32" for n in names}
     # the launcher's own names for the descriptors' types (block shape and layout included)
     qkv = torch.empty(2, 4, 256, 128, dtype=torch.bfloat16)
-    signature["q_desc"] = mangle_type(gluon_flash._descriptor(qkv, 128))
-    signature["k_desc"] = signature["v_desc"] = mangle_type(gluon_flash._descriptor(qkv, 64))
+    signature["q_desc"] = mangle_type(gluon_flash._descriptor(qkv, q_rows))
+    kv = mangle_type(gluon_flash._descriptor(qkv, consts["BLOCK_N"]))
+    signature["k_desc"] = signature["v_desc"] = kv
     signature["Out"] = "*bf16"
     src = GluonASTSource(
         fn=fn,
@@ -106,12 +108,37 @@ def test_sm90_schedule_overlaps_softmax_with_the_tensor_cores(gluon_flash):
             for n in ("Out", "stride_oz", "stride_oh", "stride_om")
         },
     )
-    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8}).asm[
-        "ptx"
-    ]
+    options = {"num_warps": consts["num_warps"]}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+
+
+def test_sm90_schedule_overlaps_softmax_with_the_tensor_cores(gluon_flash):
+    """The main loop issues S_j, then O += P_{j-1} V_{j-1} behind it, and waits for S_j alone
+    (one wgmma group, O's, left in flight) before block j's softmax: FA3's overlap. (The PTX
+    places the loop's blocks out of program order, so the test reads the loop's head.)"""
+    ptx = _sm90_ptx(
+        gluon_flash, gluon_flash._gluon_attn_fwd, 128,
+        BLOCK_M=128, BLOCK_N=64, STAGES=3, num_warps=8,
+    )  # fmt: skip
     assert not re.search(r"\b(ld|st)\.local", ptx), "registers spill to local memory"
     steps = _schedule(ptx, n_scores=64, n_out=128)
     assert "S O wait 1" in steps, steps
+
+
+def test_sm90_warp_specialized_schedule_takes_turns(gluon_flash):
+    """The warp-specialized kernel: 12 warps (consumer 0, consumer 1, the loader warp padded to
+    a warpgroup), registers moved from the loader to the consumers (setmaxnreg), and in each
+    consumer's loop S_j and P_{j-1} V_{j-1} issued, the turn handed over, then the wait for
+    S_j alone."""
+    ptx = _sm90_ptx(
+        gluon_flash, gluon_flash._gluon_attn_fwd_ws, 64,
+        BLOCK_M=128, BLOCK_N=64, STAGES=3, num_warps=4,
+    )  # fmt: skip
+    assert not re.search(r"\b(ld|st)\.local", ptx), "registers spill to local memory"
+    assert ".reqntid 384" in ptx
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40;", ptx), "loader keeps its regs"
+    steps = _schedule(ptx, n_scores=64, n_out=128)
+    assert steps.count("S O arrive wait 1") == 2, steps  # one loop per consumer
 
 
 def _bench_module():
@@ -132,16 +159,16 @@ def test_the_bench_reads_gluon_tiles_and_refuses_a_bad_one_in_one_line():
     import sys
 
     bench, path = _bench_module()
-    assert bench.gluon_tiles("64x64x4x3,128x128x8x3") == [
+    assert bench.gluon_tiles("64x64x4x3,128x128x4x3xws") == [
         {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "STAGES": 3},
-        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "STAGES": 3},
+        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "STAGES": 3, "WS": True},
     ]
     done = subprocess.run(
         [sys.executable, path, "--gluon-tiles", "64x64"], capture_output=True, text=True
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
-        "triton_flash_bench: --gluon-tiles '64x64' is not BLOCK_MxBLOCK_Nxwarpsxstages "
+        "triton_flash_bench: --gluon-tiles '64x64' is not BLOCK_MxBLOCK_Nxwarpsxstages[xws] "
         "(e.g. 128x128x8x3)"
     ]
 

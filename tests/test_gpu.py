@@ -1,5 +1,6 @@
 """On a CUDA GPU (the H200): the blog's cells mapped and timed. Skipped, with the reason, on CPU."""
 
+import functools
 import json
 import os
 
@@ -94,18 +95,24 @@ def test_triton_flash_bf16_awkward_shapes(shape, flash_loads):
     assert max_rel_err(out, reference(q, k, v, causal=True)) < 3e-2
 
 
+@pytest.mark.parametrize("schedule", ["single", "ws"])
 @pytest.mark.parametrize("shape", ["2x3x1000x64", "1x8x333x128", "3x5x77x64", "1x2x1x64"])
-def test_gluon_flash_awkward_shapes(shape):
+def test_gluon_flash_awkward_shapes(shape, schedule):
     """gluon-flash against float64: sequence lengths off the 128-row tile, GQA, non-causal,
-    float16, and strided (B, S, 3, H, D) views, each read through TMA."""
+    float16, and strided (B, S, 3, H, D) views, each read through TMA; in both schedules: one
+    warpgroup per 64 rows ("single") and warp-specialized ("ws": a loader warp, two consumer
+    warpgroups in turn), whichever of them is the default for D."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("gluon-flash runs on Hopper (sm90) only")
     from compilekit.inputs import max_rel_err
     from compilekit.spec import parse_shape
-    from variants.gluon_flash import flash_attention
+    from variants import gluon_flash
     from variants.masks import reference
 
     b, h, s, d = (getattr(parse_shape(shape), f) for f in ("batch", "heads", "seq", "head_dim"))
+    single = gluon_flash.SINGLE_TILES_D128 if d == 128 else {"WS": False}
+    tiles = gluon_flash.WS_TILES if schedule == "ws" else single
+    flash_attention = functools.partial(gluon_flash.flash_attention, **tiles)
     for kv_heads, causal, dtype in ((h, True, torch.bfloat16), (1, True, torch.bfloat16),
                                     (h, False, torch.float16)):  # fmt: skip
         q = torch.randn(b, h, s, d, device="cuda", dtype=dtype)

@@ -10,11 +10,16 @@ shared-memory slots filled by TMA, from host-side descriptors over [B, H, S, D] 
 head's rows (rows past S read as zeros, as do Q's). Descriptors built on the device per program
 cost 0.022 ms of 0.108 at 8x16x1024x64 on the H200 (2026-12-01): the host builds them.
 
-One program: BLOCK_M query rows of one (batch, head), one warpgroup (4 warps) per 64 rows.
-With these tiles on the H200 (2026-12-01, bf16, causal; experiments/results/h200/gluon_flash/):
-0.94x cuDNN at 8x16x1024x64, 0.73x at 16x16x512x64, 0.82x at 1x32x8192x128, 0.77x at
-4x16x4096x128: the overlap alone does not reach cuDNN (FA3 also gives the loads to a producer
-warp and ping-pongs two consumer warpgroups).
+One program: BLOCK_M query rows of one (batch, head). Two schedules:
+- D = 64, the one above: 64 query rows on one warpgroup (4 warps), more programs per SM.
+- D = 128, FA3's (WS_TILES): gl.warp_specialize gives the TMA loads to one producer warp, and two
+  consumer warpgroups (64 query rows each) take turns issuing their wgmmas, each handing the
+  turn over before its own softmax, so one's exp work runs while the other's matrix work does.
+On the H200 (2026-12-01, bf16, causal, do_bench in one process; experiments/results/h200/
+gluon_flash/): D = 128, 0.96x cuDNN at 1x32x8192x128 and 0.88x at 4x16x4096x128 warp-specialized
+(0.83x and 0.77x with the single-warpgroup schedule on 8 warps); D = 64, 0.88-0.94x at
+8x16x1024x64, where its launch (about 0.1 ms of host per call: Gluon's Python launcher and the
+four descriptors) outlasts the kernel at small shapes.
 Supports causal and non-causal, GQA, any sequence length, D = 64 or 128, bfloat16 or float16,
 inputs whose last dim is contiguous. Anything else, and any machine but a Hopper GPU, is refused
 with the reason (the cell records `unsupported`). Under torch.compile it is an opaque custom op
@@ -214,14 +219,258 @@ if gl is not None:
         )
         gl.store(o_ptrs, o.to(dtype), mask=rows[:, None] < N_CTX)
 
+    # -- the warp-specialized schedule (WS=True): FA3's producer warp and two consumer
+    # warpgroups taking turns on the tensor cores ("ping-pong") --------------------------------
+
+    @gluon.jit
+    def _ws_loader(
+        q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, ready, empty,
+        off_z, off_h, off_kvh, start_m, n_blocks,
+        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    ):  # fmt: skip
+        """The producer warp: both halves of the query tile, then every key block's K and V
+        into the ring, a slot refilled once both consumers have released it."""
+        HALF: gl.constexpr = BLOCK_M // 2
+        mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+        _tma_load(q_desc, [off_z, off_h, start_m * BLOCK_M, 0], q_bar, _as_box(q_smem.index(0)))
+        _tma_load(
+            q_desc, [off_z, off_h, start_m * BLOCK_M + HALF, 0], q_bar, _as_box(q_smem.index(1))
+        )
+        for j in range(n_blocks):
+            slot = j % STAGES
+            if j >= STAGES:  # the block STAGES back must be released by both consumers
+                mbarrier.wait(empty.index(slot), ((j // STAGES) - 1) & 1)
+            _issue_kv(k_desc, v_desc, k_smem, v_smem, ready, off_z, off_kvh, j, STAGES, BLOCK_N)
+
+    @gluon.jit
+    def _ws_consumer(
+        c: gl.constexpr, q_smem, k_smem, v_smem, q_bar, ready, empty, turn, Out,
+        stride_oz, stride_oh, stride_om,
+        off_z, off_h, start_m, n_blocks, first_masked, N_CTX,
+        SM_SCALE: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
+        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    ):  # fmt: skip
+        """One warpgroup: query rows c*64 .. c*64+63 of the tile, against every key block. It
+        issues its tensor-core work only on its turn and hands the turn over right after, so
+        one warpgroup's softmax runs while the other's wgmmas do."""
+        HALF: gl.constexpr = BLOCK_M // 2
+        dtype: gl.constexpr = Out.dtype.element_ty
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+        )
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+        )
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        q = q_smem.index(c)
+        row0 = start_m * BLOCK_M + c * HALF
+        offs_m = row0 + gl.arange(0, HALF, layout=gl.SliceLayout(1, s_layout))
+        offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        qk_scale = SM_SCALE * 1.4426950408889634
+        zero_s = gl.zeros([HALF, BLOCK_N], gl.float32, layout=s_layout)
+        m_i = gl.full([HALF], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
+        l_i = gl.zeros([HALF], gl.float32, layout=gl.SliceLayout(1, s_layout))
+        o = gl.zeros([HALF, HEAD_DIM], gl.float32, layout=o_layout)
+
+        mbarrier.wait(q_bar, 0)
+        mbarrier.wait(ready.index(0), 0)
+        mbarrier.wait(turn.index(c), 0)
+        s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        mbarrier.arrive(turn.index(1 - c))
+        s = warpgroup_mma_wait(0, deps=(s,))
+        if first_masked == 0:
+            s = _masked(s, 0, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
+        p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale)
+
+        for j in range(1, n_blocks):
+            slot = j % STAGES
+            mbarrier.wait(ready.index(slot), (j // STAGES) & 1)
+            mbarrier.wait(turn.index(c), j & 1)
+            s = warpgroup_mma(
+                q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True
+            )
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            o = warpgroup_mma(p_op, v_smem.index((j - 1) % STAGES), o, is_async=True)
+            mbarrier.arrive(turn.index(1 - c))
+            s = warpgroup_mma_wait(1, deps=(s,))
+            if j >= first_masked:
+                s = _masked(s, j, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
+            p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale)
+            o, p_op = warpgroup_mma_wait(0, deps=(o, p_op))
+            mbarrier.arrive(empty.index((j - 1) % STAGES))  # block j-1's K and V: done
+            o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        o = warpgroup_mma(p_op, v_smem.index((n_blocks - 1) % STAGES), o, is_async=True)
+        o, p_op = warpgroup_mma_wait(0, deps=(o, p_op))
+
+        l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+        o = o / gl.where(l_o == 0.0, 1.0, l_o)[:, None]
+        rows = row0 + gl.arange(0, HALF, layout=gl.SliceLayout(1, o_layout))
+        dims = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+        o_ptrs = (
+            Out
+            + off_z.to(gl.int64) * stride_oz
+            + off_h.to(gl.int64) * stride_oh
+            + rows[:, None] * stride_om
+            + dims[None, :]
+        )
+        gl.store(o_ptrs, o.to(dtype), mask=rows[:, None] < N_CTX)
+
+    @gluon.jit
+    def _gluon_attn_fwd_ws(
+        q_desc, k_desc, v_desc, Out,
+        stride_oz, stride_oh, stride_om,
+        H, KV_GROUP, N_CTX,
+        SM_SCALE: gl.constexpr,
+        HEAD_DIM: gl.constexpr,
+        CAUSAL: gl.constexpr,
+        BLOCK_M: gl.constexpr,
+        BLOCK_N: gl.constexpr,
+        STAGES: gl.constexpr,
+        num_warps: gl.constexpr,
+    ):  # fmt: skip
+        gl.static_assert(num_warps == 4, "the default partition is one consumer warpgroup")
+        gl.static_assert(STAGES >= 2, "each consumer holds blocks j-1 and j")
+        dtype: gl.constexpr = Out.dtype.element_ty
+        HALF: gl.constexpr = BLOCK_M // 2
+        tile_layout: gl.constexpr = gl.NVMMASharedLayout(
+            swizzle_byte_width=128, element_bitwidth=16
+        )
+        off_hz = gl.program_id(0)
+        start_m = gl.program_id(1)
+        if CAUSAL:  # heavy query blocks first (LPT)
+            start_m = gl.num_programs(1) - 1 - start_m
+        off_z = off_hz // H
+        off_h = off_hz % H
+        off_kvh = off_h // KV_GROUP
+        hi = N_CTX
+        if CAUSAL:
+            hi = gl.minimum((start_m + 1) * BLOCK_M, N_CTX)
+        n_blocks = gl.cdiv(hi, BLOCK_N)
+        first_masked = N_CTX // BLOCK_N
+        if CAUSAL:
+            first_masked = gl.minimum(first_masked, start_m * BLOCK_M // BLOCK_N)
+
+        q_smem = gl.allocate_shared_memory(dtype, [2, HALF, HEAD_DIM], tile_layout)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
+        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_bar, count=1)
+        for i in gl.static_range(STAGES):
+            mbarrier.init(ready.index(i), count=1)
+            mbarrier.init(empty.index(i), count=2)  # one release per consumer
+        mbarrier.init(turn.index(0), count=1)
+        mbarrier.init(turn.index(1), count=1)
+        mbarrier.arrive(turn.index(0))  # consumer 0 has the first turn
+
+        gl.warp_specialize(
+            [
+                (
+                    _ws_consumer,
+                    (
+                        0,
+                        q_smem,
+                        k_smem,
+                        v_smem,
+                        q_bar,
+                        ready,
+                        empty,
+                        turn,
+                        Out,
+                        stride_oz,
+                        stride_oh,
+                        stride_om,
+                        off_z,
+                        off_h,
+                        start_m,
+                        n_blocks,
+                        first_masked,
+                        N_CTX,
+                        SM_SCALE,
+                        HEAD_DIM,
+                        CAUSAL,
+                        BLOCK_M,
+                        BLOCK_N,
+                        STAGES,
+                    ),
+                ),
+                (
+                    _ws_consumer,
+                    (
+                        1,
+                        q_smem,
+                        k_smem,
+                        v_smem,
+                        q_bar,
+                        ready,
+                        empty,
+                        turn,
+                        Out,
+                        stride_oz,
+                        stride_oh,
+                        stride_om,
+                        off_z,
+                        off_h,
+                        start_m,
+                        n_blocks,
+                        first_masked,
+                        N_CTX,
+                        SM_SCALE,
+                        HEAD_DIM,
+                        CAUSAL,
+                        BLOCK_M,
+                        BLOCK_N,
+                        STAGES,
+                    ),
+                ),
+                (
+                    _ws_loader,
+                    (
+                        q_desc,
+                        k_desc,
+                        v_desc,
+                        q_smem,
+                        k_smem,
+                        v_smem,
+                        q_bar,
+                        ready,
+                        empty,
+                        off_z,
+                        off_h,
+                        off_kvh,
+                        start_m,
+                        n_blocks,
+                        BLOCK_M,
+                        BLOCK_N,
+                        STAGES,
+                    ),
+                ),
+            ],
+            worker_num_warps=[4, 1],
+            worker_num_regs=[232, 40],
+        )
+
+
+# The warp-specialized schedule, D = 128's default (correct and timed on the H200, 2026-12-01):
+# 4 warps here are consumer 0 (the default partition); consumer 1 and the loader warp are added.
+WS_TILES = {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 4, "WS": True}
+# D = 128 on one warpgroup per 64 rows, no producer warp: the default before WS_TILES was timed
+SINGLE_TILES_D128 = {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 8, "WS": False}
+
 
 def tiles(head_dim: int) -> dict:
     """Tile sizes per head dim, the fastest of those timed on the H200 on 2026-12-01: D = 64, 64
-    query rows on one warpgroup (more programs per SM); D = 128, 128 rows on two warpgroups and
-    128-key blocks (229 KB of shared memory, of the 227 KiB a program may have)."""
+    query rows on one warpgroup (more programs per SM; warp-specialized 128-row tiles took 0.082
+    ms at 8x16x1024x64 against 0.069); D = 128, the warp-specialized schedule on 128x128 tiles
+    (1.100 ms at 1x32x8192x128 against 1.264 for the best single-warpgroup tile, 1.352 with 2
+    stages)."""
     if head_dim == 64:
         return {"BLOCK_M": 64, "BLOCK_N": 64, "STAGES": 3, "num_warps": 4}
-    return {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 8}
+    return dict(WS_TILES)
 
 
 def check_inputs(q, k, v) -> None:
@@ -274,8 +523,10 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
     out = torch.empty_like(q)
     cfg = {**tiles(dim), **overrides}
     grid = (batch * heads, triton.cdiv(seq, cfg["BLOCK_M"]))
-    _gluon_attn_fwd[grid](
-        _descriptor(q, cfg["BLOCK_M"]), _descriptor(k, cfg["BLOCK_N"]),
+    ws = cfg.get("WS", False)  # the warp-specialized kernel loads Q in two 64-row halves
+    kernel = _gluon_attn_fwd_ws if ws else _gluon_attn_fwd
+    kernel[grid](
+        _descriptor(q, cfg["BLOCK_M"] // (2 if ws else 1)), _descriptor(k, cfg["BLOCK_N"]),
         _descriptor(v, cfg["BLOCK_N"]), out,
         out.stride(0), out.stride(1), out.stride(2),
         heads, heads // k.shape[1], seq,
