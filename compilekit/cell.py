@@ -485,8 +485,11 @@ def spread(timings: list[dict]) -> float:
 
 def noise_note(timings: list[dict], load: float, cores: int, use=None) -> str | None:
     """Why these timings may be disturbed (a wide spread, a loaded machine, other processes or
-    the hypervisor busy on our cores meanwhile: `use`, a cpuwatch.CpuUse); None if clean. A
-    wide spread also says what else ran, when /proc could tell."""
+    the hypervisor busy on our cores meanwhile, the CPU's own speed changing: `use`, a
+    cpuwatch.CpuUse); None if clean. A wide spread also says what else ran, when /proc could
+    tell."""
+    from compilekit import cpuwatch
+
     notes = []
     widest = spread(timings)
     if widest > NOISY_SPREAD:
@@ -497,6 +500,13 @@ def noise_note(timings: list[dict], load: float, cores: int, use=None) -> str | 
     busy = use is not None and max(use.others_cores, use.steal_cores) >= busy_cores
     if use is not None and (notes or busy):
         notes.append(f"meanwhile {use.text()}")
+    change = use.speed_change() if use is not None else 1.0
+    if max(change, 1 / change) > cpuwatch.SPEED_CHANGE:  # a figure mixing two host speeds
+        before, after = use.loop_ns
+        notes.append(
+            f"the CPU's own speed changed meanwhile ({before:.0f} -> {after:.0f} ns per step of "
+            "a Python loop)"
+        )
     return "; ".join(notes) or None
 
 

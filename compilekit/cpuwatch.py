@@ -5,6 +5,12 @@ something else ran. Linux's /proc answers it for a block of time: the machine's 
 minus this process's own (other processes: how many cores they kept busy, and which used the
 most) and the stolen time (the hypervisor ran another guest on our cores: invisible to any
 process list, common on shared VM hosts). Elsewhere nothing is known: watch() gives None.
+
+Neither sees a CPU that runs slower for a while with nothing else on it, which the H200's VM
+host did on 2026-12-01: a fixed pure-Python loop took 51-103 ns per step on the same core minutes
+apart, with no steal recorded (experiments/results/h200/host_bound_timing/cpu_speed_*.txt).
+So watch() also times such a loop before and after the block (loop_ns): a host-bound figure can
+be read against the speed the CPU had, and a speed change within the block is seen.
 """
 
 from __future__ import annotations
@@ -20,6 +26,12 @@ TOP = 3
 # /proc counts in clock ticks (10 ms): over a shorter block one stray tick reads as many cores
 # (at this one, 0.2 cores: a CPU cell's timed calls at the tests' shape take about 0.06 s).
 MIN_WALL_S = 0.05
+# The CPU-speed probe: the best of ROUNDS rounds of LOOP_STEPS steps (about 1 ms a round).
+LOOP_STEPS = 20_000
+ROUNDS = 5
+# Past this ratio between two of its readings, the CPU ran at another speed (the probe itself
+# repeats within a few percent on a steady CPU).
+SPEED_CHANGE = 1.2
 
 
 @dataclasses.dataclass
@@ -31,6 +43,14 @@ class CpuUse:
     steal_cores: float  # time the hypervisor gave our cores to another guest
     top: list  # [(command line, cores)] of the busiest other processes, most first
     tick_cores: float = 0.0  # the figures' resolution: one clock tick over the block
+    loop_ns: tuple | None = None  # (before, after): ns per step of loop_ns()'s loop
+
+    def speed_change(self) -> float:
+        """How much slower (> 1) or faster the CPU ran the probe loop after the block than
+        before it; 1.0 where unknown."""
+        if not self.loop_ns or not all(self.loop_ns):
+            return 1.0
+        return self.loop_ns[1] / self.loop_ns[0]
 
     def text(self) -> str:
         """'other processes used 2.1 cores (python3 -m compilekit.cell cold 1.9); 0.4 stolen
@@ -50,7 +70,19 @@ class CpuUse:
             "steal_cores": round(self.steal_cores, 3),
             "top": [[name, round(cores, 3)] for name, cores in self.top],
             "tick_cores": round(self.tick_cores, 3),
-        }
+        } | ({"loop_ns": [round(n, 1) for n in self.loop_ns]} if self.loop_ns else {})
+
+
+def loop_ns() -> float:
+    """The CPU's speed now, as ns per step of a fixed pure-Python loop (the best of ROUNDS
+    rounds): what a host-bound call's Python and launch path also runs on."""
+    best = float("inf")
+    for _ in range(ROUNDS):
+        start, total = time.perf_counter(), 0
+        for i in range(LOOP_STEPS):
+            total += i * i
+        best = min(best, time.perf_counter() - start)
+    return best / LOOP_STEPS * 1e9
 
 
 def _machine_ticks() -> tuple[int, int]:
@@ -120,11 +152,12 @@ def use_between(start: tuple, end: tuple, me: str, hz: int, name=None) -> CpuUse
 
 class watch:
     """`with cpuwatch.watch() as w: ...` then w.use: a CpuUse for the block, or None where
-    /proc cannot say (not Linux, or a block under MIN_WALL_S). Reading /proc takes
-    milliseconds, outside the block."""
+    /proc cannot say (not Linux, or a block under MIN_WALL_S). Reading /proc and the speed
+    probe take milliseconds, outside the block."""
 
     def __enter__(self):
         self.use = None
+        self._loop_before = loop_ns()
         try:
             self._start = snapshot()
         except (OSError, ValueError):
@@ -139,4 +172,6 @@ class watch:
         except (OSError, ValueError):
             return False
         self.use = use_between(self._start, end, str(os.getpid()), os.sysconf("SC_CLK_TCK"))
+        if self.use is not None:
+            self.use.loop_ns = (self._loop_before, loop_ns())
         return False

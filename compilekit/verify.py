@@ -68,7 +68,7 @@ def bare_host_ms(fn, args, calls: int = 50) -> float:
 
 
 def _child(cell_json: str, loop_calls: int) -> None:
-    from compilekit import inputs, modes, settings
+    from compilekit import cpuwatch, inputs, modes, settings
     from compilekit.spec import Cell
     from compilekit.variant import load_variant
 
@@ -90,11 +90,13 @@ def _child(cell_json: str, loop_calls: int) -> None:
 
             if hasattr(async_compile, "shutdown_compile_workers"):
                 async_compile.shutdown_compile_workers()
+        before = cpuwatch.loop_ns()  # the CPU's speed, as the toolkit's cells record it
         bare = {"median_ms": bare_median_ms(fn, args, cell.device)}
         if loop_calls:
             bare["loop_ms"] = bare_loop_ms(fn, args, loop_calls)
         if cell.device == "cuda":
             bare["host_ms"] = bare_host_ms(fn, args)
+        bare["loop_ns"] = [before, cpuwatch.loop_ns()]
         print(json.dumps(bare))
 
 
@@ -110,7 +112,7 @@ def verify(
     next (seen on the H200's shared hosts, the bare re-times alone), that median is no yardstick
     for a 5% claim either way, so the verdict says so instead of blaming or clearing the toolkit.
     """
-    from compilekit import runner
+    from compilekit import cpuwatch, runner
     from compilekit.errors import UserError
 
     if repeat < 1:
@@ -135,16 +137,39 @@ def verify(
         f"{_bare_method(key, cell.device)} {bare:.4f} ms (median of "
         f"{repeat} fresh process{'es' if repeat > 1 else ''}{spread}), ratio {ratio:.3f}: "
     )
+    bare_speeds = [ns for run in runs for ns in run.get("loop_ns") or []]
     if noisy:
+        why = "a noisy machine"
+        if bare_speeds and max(bare_speeds) > cpuwatch.SPEED_CHANGE * min(bare_speeds):
+            why = (
+                f"the CPU itself ran at {min(bare_speeds):.0f}-{max(bare_speeds):.0f} ns per "
+                "step of a Python loop across them"
+            )
         line += (
             f"INCONCLUSIVE, the bare re-times disagree among themselves by more than "
-            f"{tolerance:.0%} (a noisy machine); run again on a quiet one"
+            f"{tolerance:.0%} ({why}); run again on a quiet one"
         )
     else:
         line += f"{'within' if verdict == 'within' else 'OUTSIDE'} {tolerance:.0%}"
     return line + _host_text(
         result.host_ms_per_call, [run.get("host_ms") for run in runs]
-    ), verdict
+    ) + _speed_text(result.cpu_use, bare_speeds), verdict
+
+
+def _speed_text(cpu_use: dict | None, bare_speeds: list) -> str:
+    """'; CPU speed, ns per Python loop step: toolkit 52-53, bare 51-101' (compilekit.cpuwatch):
+    a host-bound figure read beside the speed its process's CPU had; '' where unknown."""
+    toolkit = (cpu_use or {}).get("loop_ns")
+    if not toolkit or not bare_speeds:
+        return ""
+
+    def span(values) -> str:
+        low, high = min(values), max(values)
+        return f"{low:.0f}" if round(low) == round(high) else f"{low:.0f}-{high:.0f}"
+
+    return (
+        f"; CPU speed, ns per Python loop step: toolkit {span(toolkit)}, bare {span(bare_speeds)}"
+    )
 
 
 def _host_text(toolkit: float | None, bares: list) -> str:
@@ -185,7 +210,7 @@ def paired(
     key, field, calls, method = _figure(result)
     cache_root = cache_root or runner.default_cache_root()
     env = _bare_env(cell, cache_root)
-    ratios, host_ratios = [], []
+    ratios, host_ratios, speeds = [], [], []
     with tempfile.TemporaryDirectory(prefix="compilekit-verify-") as out:
         for _ in range(pairs):
             again = runner.launch(cell, out, cache_root)
@@ -195,6 +220,9 @@ def paired(
             ratios.append(getattr(again, field) / bare[key])
             if again.host_ms_per_call and bare.get("host_ms"):
                 host_ratios.append(again.host_ms_per_call / bare["host_ms"])
+            toolkit_ns = (again.cpu_use or {}).get("loop_ns")
+            if toolkit_ns and bare.get("loop_ns"):  # each side's CPU speed, its own ns per step
+                speeds.append(sum(toolkit_ns) / sum(bare["loop_ns"]))
     middle = statistics.median(ratios)
     beyond = max(sum(r > 1 + tolerance for r in ratios), sum(r < 1 - tolerance for r in ratios))
     if abs(middle - 1) <= tolerance:
@@ -213,6 +241,10 @@ def paired(
     )
     if host_ratios:  # does the toolkit's process pay more host time per call than a bare one?
         line += "; host per call, toolkit over bare: " + ", ".join(f"{r:.3f}" for r in host_ratios)
+    if speeds:  # a pair whose two processes ran on a CPU of different speeds reads that here
+        line += "; CPU ns per Python loop step, toolkit over bare: " + ", ".join(
+            f"{r:.2f}" for r in speeds
+        )
     return line, verdict
 
 

@@ -428,6 +428,39 @@ def test_verify_is_inconclusive_when_the_bare_retimes_disagree(run_cell, monkeyp
     assert "INCONCLUSIVE" in line and "disagree among themselves" in line
 
 
+def test_an_inconclusive_verify_names_a_cpu_that_changed_speed(run_cell, tmp_path, monkeypatch):
+    """The H200's VM host ran a Python loop at 51-103 ns per step minutes apart (2026-12-01):
+    bare re-times that disagree because their CPU did are named as such, and every line says
+    what speed the toolkit's and the bare processes' CPU had."""
+    import shutil
+
+    from compilekit import verify
+
+    run = tmp_path / "run"
+    shutil.copytree(run_cell("naive", "eager").run_dir, run)
+    doctored = results.load(str(run))
+    doctored.cpu_use = {"loop_ns": [52.0, 53.0]}
+    doctored.save(str(run))
+    ms = doctored.compiled_ms
+    for speeds, why in (
+        (
+            [51.0, 102.0, 75.0],
+            "(the CPU itself ran at 51-103 ns per step of a Python loop across them)",
+        ),
+        ([51.0, 52.0, 51.5], "(a noisy machine)"),
+    ):
+        bares = iter(zip([ms * 0.5, ms, ms * 1.6], speeds))
+
+        def bare(c, env, calls):
+            median, speed = next(bares)
+            return {"median_ms": median, "loop_ns": [speed, speed + 1]}
+
+        monkeypatch.setattr(verify, "_bare_once", bare)
+        line, verdict = verify.verify(str(run), 0.05, repeat=3)
+        assert verdict == "inconclusive" and why in line, line
+    assert line.endswith("; CPU speed, ns per Python loop step: toolkit 52-53, bare 51-53"), line
+
+
 def test_verify_judges_a_host_bound_run_by_a_loop(run_cell, tmp_path, monkeypatch):
     """do_bench's L2 flush lets a host-bound call read its device time in one process and its
     host cost in the next; such a run is judged by a loop of the same length as its own."""
@@ -511,7 +544,11 @@ def test_paired_verify_decides_where_the_host_drifts(run_cell, cache_root, monke
             runner,
             "launch",
             lambda cell, out, root: SimpleNamespace(
-                measured=True, status="ok", compiled_ms=next(measures), host_ms_per_call=None
+                measured=True,
+                status="ok",
+                compiled_ms=next(measures),
+                host_ms_per_call=None,
+                cpu_use=None,
             ),
         )
         line, verdict = verify.paired(result.run_dir, len(host), 0.05, cache_root)
@@ -527,19 +564,30 @@ def test_paired_verify_shows_whether_the_toolkit_pays_more_host_time(
     from compilekit import runner, verify
 
     result = run_cell("naive", "eager")
-    bares = iter([0.040, 0.050])
-    monkeypatch.setattr(
-        verify, "_bare_once", lambda c, env, calls: {"median_ms": 1.0, "host_ms": next(bares)}
-    )
+    bares = iter([(0.040, [50.0, 52.0]), (0.050, [100.0, 102.0])])
+
+    def bare(c, env, calls):
+        host, speed = next(bares)
+        return {"median_ms": 1.0, "host_ms": host, "loop_ns": speed}
+
+    monkeypatch.setattr(verify, "_bare_once", bare)
     monkeypatch.setattr(
         runner,
         "launch",
         lambda cell, out, root: SimpleNamespace(
-            measured=True, status="ok", compiled_ms=1.0, host_ms_per_call=0.050
+            measured=True,
+            status="ok",
+            compiled_ms=1.0,
+            host_ms_per_call=0.050,
+            cpu_use={"loop_ns": [51.0, 51.0]},
         ),
     )
     line, _ = verify.paired(result.run_dir, 2, 0.05, cache_root)
-    assert line.endswith("; host per call, toolkit over bare: 1.250, 1.000"), line
+    # the second pair's bare process ran on a CPU twice as slow: its host ratio says why
+    assert line.endswith(
+        "; host per call, toolkit over bare: 1.250, 1.000"
+        "; CPU ns per Python loop step, toolkit over bare: 1.00, 0.50"
+    ), line
 
 
 def test_paired_verify_runs_the_toolkit_and_a_bare_process(run_cell, cli):
