@@ -35,7 +35,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/ckcache/flex__default__8x16x1024x64__bfloat16__cuda-37acb559ce90/inductor/rr/crrwut5prixqtw75k5fipaqto6m454sdpvp2wgxdvma2yknboxhy.py
+# kernel path: /tmp/ckcache/flex__default__8x16x1024x64__bfloat16__cuda-45f213a73b03/inductor/rr/crrwut5prixqtw75k5fipaqto6m454sdpvp2wgxdvma2yknboxhy.py
 # Topologically Sorted Source Nodes: [flex_attention], Original ATen: [flex_attention]
 # Source node to ATen node mapping:
 #   flex_attention => flex_attention

@@ -35,7 +35,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/ckcache/flex__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-355c0fd3ea46/inductor/3t/c3tyjzgowvvci4ivlevmmn5z3cbs5ql6k5autufi2cadjkx7fav3.py
+# kernel path: /tmp/ckcache/flex__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-f9ba3cc551f3/inductor/3t/c3tyjzgowvvci4ivlevmmn5z3cbs5ql6k5autufi2cadjkx7fav3.py
 # Topologically Sorted Source Nodes: [flex_attention], Original ATen: [flex_attention]
 # Source node to ATen node mapping:
 #   flex_attention => flex_attention

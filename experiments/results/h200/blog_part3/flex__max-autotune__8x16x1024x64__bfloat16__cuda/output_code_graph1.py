@@ -36,7 +36,7 @@ from torch._C import _cuda_getCurrentRawStream as get_raw_stream
 
 
 
-# kernel path: /tmp/ckcache/flex__max-autotune__8x16x1024x64__bfloat16__cuda-2c979a6644d5/inductor/3t/c3tyjzgowvvci4ivlevmmn5z3cbs5ql6k5autufi2cadjkx7fav3.py
+# kernel path: /tmp/ckcache/flex__max-autotune__8x16x1024x64__bfloat16__cuda-c47959b71f6a/inductor/3t/c3tyjzgowvvci4ivlevmmn5z3cbs5ql6k5autufi2cadjkx7fav3.py
 # Topologically Sorted Source Nodes: [flex_attention], Original ATen: [flex_attention]
 # Source node to ATen node mapping:
 #   flex_attention => flex_attention

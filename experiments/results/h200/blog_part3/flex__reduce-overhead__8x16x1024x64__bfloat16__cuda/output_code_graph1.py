@@ -36,7 +36,7 @@ from torch._C import _cuda_getCurrentRawStream as get_raw_stream
 
 
 
-# kernel path: /tmp/ckcache/flex__reduce-overhead__8x16x1024x64__bfloat16__cuda-011095b23b91/inductor/rr/crrwut5prixqtw75k5fipaqto6m454sdpvp2wgxdvma2yknboxhy.py
+# kernel path: /tmp/ckcache/flex__reduce-overhead__8x16x1024x64__bfloat16__cuda-08dc9cb44410/inductor/rr/crrwut5prixqtw75k5fipaqto6m454sdpvp2wgxdvma2yknboxhy.py
 # Topologically Sorted Source Nodes: [flex_attention], Original ATen: [flex_attention]
 # Source node to ATen node mapping:
 #   flex_attention => flex_attention

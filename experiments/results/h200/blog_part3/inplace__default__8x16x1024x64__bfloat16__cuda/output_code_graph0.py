@@ -34,7 +34,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/ckcache/inplace__default__8x16x1024x64__bfloat16__cuda-9c4505c23fc3/inductor/5a/c5arvga7mamis7gihizint2at54rl6wn3w3r3xjxjprihmvnk2zi.py
+# kernel path: /tmp/ckcache/inplace__default__8x16x1024x64__bfloat16__cuda-9ca61e1fcc5a/inductor/5a/c5arvga7mamis7gihizint2at54rl6wn3w3r3xjxjprihmvnk2zi.py
 # Topologically Sorted Source Nodes: [masked_fill_, scores, mul_, attn, ], Original ATen: [aten.masked_fill, aten.view, aten.mul, aten._softmax, prims.prepare_softmax_online, aten.sub, aten.exp]
 # Source node to ATen node mapping:
 #    => exp_default, prepare_softmax_online_default, sub_tensor

@@ -36,7 +36,7 @@ from torch._C import _cuda_getCurrentRawStream as get_raw_stream
 
 
 
-# kernel path: /tmp/ckcache/inplace__max-autotune__8x16x1024x64__bfloat16__cuda-63598c89fe0a/inductor/fn/cfnx5tfanyn7jpx7qfpqdgscbcln4ioppjsjdrrz6ed3wd5d2y4t.py
+# kernel path: /tmp/ckcache/inplace__max-autotune__8x16x1024x64__bfloat16__cuda-c021f714a777/inductor/fn/cfnx5tfanyn7jpx7qfpqdgscbcln4ioppjsjdrrz6ed3wd5d2y4t.py
 # Topologically Sorted Source Nodes: [masked_fill_, scores, mul_, attn, ], Original ATen: [aten.masked_fill, aten.view, aten.mul, aten._softmax, prims.prepare_softmax_online, aten.sub, aten.exp]
 # Source node to ATen node mapping:
 #    => exp_default, prepare_softmax_online_default, sub_tensor
@@ -116,7 +116,7 @@ def triton_per_fused__softmax_exp_masked_fill_mul_prepare_softmax_online_sub_vie
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/inplace__max-autotune__8x16x1024x64__bfloat16__cuda-63598c89fe0a/inductor/7u/c7uhzmj7ybsebwzmqlepem5ol5j4kshd3gefa3cqaqkck3vix5kz.py
+# kernel path: /tmp/ckcache/inplace__max-autotune__8x16x1024x64__bfloat16__cuda-c021f714a777/inductor/7u/c7uhzmj7ybsebwzmqlepem5ol5j4kshd3gefa3cqaqkck3vix5kz.py
 # Topologically Sorted Source Nodes: [masked_fill_, scores, mul_, attn, , matmul_1], Original ATen: [aten.masked_fill, aten.view, aten.mul, aten._softmax, aten.sub, aten.exp, aten.bmm]
 # Source node to ATen node mapping:
 #    => exp_default, sub_tensor

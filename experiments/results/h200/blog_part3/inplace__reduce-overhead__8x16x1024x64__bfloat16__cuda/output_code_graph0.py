@@ -36,7 +36,7 @@ from torch._C import _cuda_getCurrentRawStream as get_raw_stream
 
 
 
-# kernel path: /tmp/ckcache/inplace__reduce-overhead__8x16x1024x64__bfloat16__cuda-1b6c9c05f66d/inductor/5a/c5arvga7mamis7gihizint2at54rl6wn3w3r3xjxjprihmvnk2zi.py
+# kernel path: /tmp/ckcache/inplace__reduce-overhead__8x16x1024x64__bfloat16__cuda-8e581f639b2e/inductor/5a/c5arvga7mamis7gihizint2at54rl6wn3w3r3xjxjprihmvnk2zi.py
 # Topologically Sorted Source Nodes: [masked_fill_, scores, mul_, attn, ], Original ATen: [aten.masked_fill, aten.view, aten.mul, aten._softmax, prims.prepare_softmax_online, aten.sub, aten.exp]
 # Source node to ATen node mapping:
 #    => exp_default, prepare_softmax_online_default, sub_tensor

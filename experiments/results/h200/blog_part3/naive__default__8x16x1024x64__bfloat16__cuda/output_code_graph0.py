@@ -34,7 +34,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/ckcache/naive__default__8x16x1024x64__bfloat16__cuda-b07dc9b90b7a/inductor/5a/c5arvga7mamis7gihizint2at54rl6wn3w3r3xjxjprihmvnk2zi.py
+# kernel path: /tmp/ckcache/naive__default__8x16x1024x64__bfloat16__cuda-5c19e388b4a9/inductor/5a/c5arvga7mamis7gihizint2at54rl6wn3w3r3xjxjprihmvnk2zi.py
 # Topologically Sorted Source Nodes: [scores_2, scores, scores_1, attn, ], Original ATen: [aten.masked_fill, aten.view, aten.mul, aten._softmax, prims.prepare_softmax_online, aten.sub, aten.exp]
 # Source node to ATen node mapping:
 #    => exp_default, prepare_softmax_online_default, sub_tensor

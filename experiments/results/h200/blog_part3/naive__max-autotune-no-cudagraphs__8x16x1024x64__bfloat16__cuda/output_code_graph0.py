@@ -34,7 +34,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/ckcache/naive__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-1d378f13ab52/inductor/fn/cfnx5tfanyn7jpx7qfpqdgscbcln4ioppjsjdrrz6ed3wd5d2y4t.py
+# kernel path: /tmp/ckcache/naive__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-85582462e117/inductor/fn/cfnx5tfanyn7jpx7qfpqdgscbcln4ioppjsjdrrz6ed3wd5d2y4t.py
 # Topologically Sorted Source Nodes: [scores_2, scores, scores_1, attn, ], Original ATen: [aten.masked_fill, aten.view, aten.mul, aten._softmax, prims.prepare_softmax_online, aten.sub, aten.exp]
 # Source node to ATen node mapping:
 #    => exp_default, prepare_softmax_online_default, sub_tensor
@@ -114,7 +114,7 @@ def triton_per_fused__softmax_exp_masked_fill_mul_prepare_softmax_online_sub_vie
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/naive__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-1d378f13ab52/inductor/rs/crsc3vmxgwtm2flm4ogt2k7nla6xiz57x3rshdmav6f4ixxa3g5q.py
+# kernel path: /tmp/ckcache/naive__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-85582462e117/inductor/rs/crsc3vmxgwtm2flm4ogt2k7nla6xiz57x3rshdmav6f4ixxa3g5q.py
 # Topologically Sorted Source Nodes: [scores_2, scores, scores_1, attn, , matmul_1], Original ATen: [aten.masked_fill, aten.view, aten.mul, aten._softmax, aten.sub, aten.exp, aten.bmm]
 # Source node to ATen node mapping:
 #    => exp_default, sub_tensor

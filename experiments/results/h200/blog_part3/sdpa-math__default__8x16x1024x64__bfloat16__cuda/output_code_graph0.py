@@ -34,7 +34,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/ckcache/sdpa-math__default__8x16x1024x64__bfloat16__cuda-8f171c7aa46f/inductor/gs/cgs6vtqkkglrg7rx55n3qz6obimuolj2kwego3nslruniesh4j7r.py
+# kernel path: /tmp/ckcache/sdpa-math__default__8x16x1024x64__bfloat16__cuda-4ee477bdd2fd/inductor/gs/cgs6vtqkkglrg7rx55n3qz6obimuolj2kwego3nslruniesh4j7r.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention], Original ATen: [aten._to_copy, aten.mul]
 # Source node to ATen node mapping:
 #   scaled_dot_product_attention => convert_element_type, mul
@@ -74,7 +74,7 @@ def triton_poi_fused__to_copy_mul_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.const
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/sdpa-math__default__8x16x1024x64__bfloat16__cuda-8f171c7aa46f/inductor/mp/cmpbtyuo723avutixfs4a5j5wyeu5xrgfb2xh656qf7tojaagiqw.py
+# kernel path: /tmp/ckcache/sdpa-math__default__8x16x1024x64__bfloat16__cuda-4ee477bdd2fd/inductor/mp/cmpbtyuo723avutixfs4a5j5wyeu5xrgfb2xh656qf7tojaagiqw.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention], Original ATen: [aten._to_copy, aten.transpose, aten.mul]
 # Source node to ATen node mapping:
 #   scaled_dot_product_attention => convert_element_type_1, mul_1, permute
@@ -122,7 +122,7 @@ def triton_poi_fused__to_copy_mul_transpose_1(in_ptr0, out_ptr0, ynumel, xnumel,
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/sdpa-math__default__8x16x1024x64__bfloat16__cuda-8f171c7aa46f/inductor/xy/cxyygxf6ji5dvp5xkvbqq6swvemodqealvp7r76liabsvb5pytxa.py
+# kernel path: /tmp/ckcache/sdpa-math__default__8x16x1024x64__bfloat16__cuda-4ee477bdd2fd/inductor/xy/cxyygxf6ji5dvp5xkvbqq6swvemodqealvp7r76liabsvb5pytxa.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention, ], Original ATen: [aten.view, aten.tril, aten.ones, aten.scalar_tensor, aten.where, aten.add, aten._safe_softmax, prims.prepare_softmax_online, aten.sub, aten.exp]
 # Source node to ATen node mapping:
 #    => exp_default, prepare_softmax_online_default, sub_tensor
@@ -222,7 +222,7 @@ def triton_per_fused__safe_softmax_add_exp_ones_prepare_softmax_online_scalar_te
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/sdpa-math__default__8x16x1024x64__bfloat16__cuda-8f171c7aa46f/inductor/nb/cnbye7ryiyndc7h7hmqg2qldebdfvy4kigkfqpuv65ynw3xav6e6.py
+# kernel path: /tmp/ckcache/sdpa-math__default__8x16x1024x64__bfloat16__cuda-4ee477bdd2fd/inductor/nb/cnbye7ryiyndc7h7hmqg2qldebdfvy4kigkfqpuv65ynw3xav6e6.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention], Original ATen: [aten._to_copy]
 # Source node to ATen node mapping:
 #   scaled_dot_product_attention => convert_element_type_2
@@ -259,7 +259,7 @@ def triton_poi_fused__to_copy_3(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/sdpa-math__default__8x16x1024x64__bfloat16__cuda-8f171c7aa46f/inductor/v6/cv6zdd6kiughqzwmdlqehhomf7pbfl2fyb7ixxb56ecyosdkk6o4.py
+# kernel path: /tmp/ckcache/sdpa-math__default__8x16x1024x64__bfloat16__cuda-4ee477bdd2fd/inductor/v6/cv6zdd6kiughqzwmdlqehhomf7pbfl2fyb7ixxb56ecyosdkk6o4.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention], Original ATen: [aten.view, aten._to_copy]
 # Source node to ATen node mapping:
 #   scaled_dot_product_attention => convert_element_type_4, view_5

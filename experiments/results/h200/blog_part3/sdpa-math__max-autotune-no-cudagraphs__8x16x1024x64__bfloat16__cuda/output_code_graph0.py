@@ -34,7 +34,7 @@ async_compile = AsyncCompile()
 empty_strided_p2p = torch._C._distributed_c10d._SymmetricMemory.empty_strided_p2p
 
 
-# kernel path: /tmp/ckcache/sdpa-math__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-ff47376912da/inductor/3l/c3lppzp32qoiyxpfe5az6zxcnac6in73deqzxxyv57uwuxfa2kng.py
+# kernel path: /tmp/ckcache/sdpa-math__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-7d3b38069743/inductor/3l/c3lppzp32qoiyxpfe5az6zxcnac6in73deqzxxyv57uwuxfa2kng.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention], Original ATen: [aten._to_copy, aten.mul]
 # Source node to ATen node mapping:
 #   scaled_dot_product_attention => convert_element_type, mul
@@ -74,7 +74,7 @@ def triton_poi_fused__to_copy_mul_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.const
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/sdpa-math__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-ff47376912da/inductor/jx/cjxihk2rijy6wmlxoe2s3gpuybrpfkxdrygo6kvju3ogwyzclawk.py
+# kernel path: /tmp/ckcache/sdpa-math__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-7d3b38069743/inductor/jx/cjxihk2rijy6wmlxoe2s3gpuybrpfkxdrygo6kvju3ogwyzclawk.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention], Original ATen: [aten._to_copy, aten.transpose, aten.mul]
 # Source node to ATen node mapping:
 #   scaled_dot_product_attention => convert_element_type_1, mul_1, permute
@@ -122,7 +122,7 @@ def triton_poi_fused__to_copy_mul_transpose_1(in_ptr0, out_ptr0, ynumel, xnumel,
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/sdpa-math__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-ff47376912da/inductor/tj/ctjy3ztehf6lux3f5n2gfjppy2wyumgtavpywro4ac6bvotark4u.py
+# kernel path: /tmp/ckcache/sdpa-math__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-7d3b38069743/inductor/tj/ctjy3ztehf6lux3f5n2gfjppy2wyumgtavpywro4ac6bvotark4u.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention], Original ATen: [aten._to_copy, aten.mul, aten.view, aten.transpose, aten.bmm]
 # Source node to ATen node mapping:
 #   scaled_dot_product_attention => bmm, convert_element_type, convert_element_type_1, mul, mul_1, permute, view, view_1
@@ -237,7 +237,7 @@ def triton_tem_fused__to_copy_bmm_mul_transpose_view_2(arg_A, arg_B, out_ptr0):
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/sdpa-math__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-ff47376912da/inductor/g4/cg4rm7ujwjshs43mcyg2vrxpbydvm6uzuz5447qaiprgugynk4z3.py
+# kernel path: /tmp/ckcache/sdpa-math__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-7d3b38069743/inductor/g4/cg4rm7ujwjshs43mcyg2vrxpbydvm6uzuz5447qaiprgugynk4z3.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention, ], Original ATen: [aten.view, aten.tril, aten.ones, aten.scalar_tensor, aten.where, aten.add, aten._safe_softmax, prims.prepare_softmax_online, aten.sub, aten.exp]
 # Source node to ATen node mapping:
 #    => exp_default, prepare_softmax_online_default, sub_tensor
@@ -337,7 +337,7 @@ def triton_per_fused__safe_softmax_add_exp_ones_prepare_softmax_online_scalar_te
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/sdpa-math__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-ff47376912da/inductor/3k/c3k4oks5yo5cj2dtires2cg2gizzd5bzexomsiql3r6zgpxbu7o5.py
+# kernel path: /tmp/ckcache/sdpa-math__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-7d3b38069743/inductor/3k/c3k4oks5yo5cj2dtires2cg2gizzd5bzexomsiql3r6zgpxbu7o5.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention], Original ATen: [aten._to_copy]
 # Source node to ATen node mapping:
 #   scaled_dot_product_attention => convert_element_type_2
@@ -374,7 +374,7 @@ def triton_poi_fused__to_copy_4(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/sdpa-math__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-ff47376912da/inductor/ej/cejbxmon6eoghhpfjj2y2owqp5cyb5xc7rh2gpevfivai3hz2y7v.py
+# kernel path: /tmp/ckcache/sdpa-math__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-7d3b38069743/inductor/ej/cejbxmon6eoghhpfjj2y2owqp5cyb5xc7rh2gpevfivai3hz2y7v.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention, ], Original ATen: [aten.view, aten.tril, aten.ones, aten.scalar_tensor, aten.where, aten.add, aten._safe_softmax, aten.sub, aten.exp, aten._to_copy, aten.bmm]
 # Source node to ATen node mapping:
 #    => exp_default, sub_tensor
@@ -505,7 +505,7 @@ def triton_tem_fused__safe_softmax__to_copy_add_bmm_exp_ones_scalar_tensor_sub_t
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/sdpa-math__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-ff47376912da/inductor/p6/cp6qppllzuralqt64alvan2pvxbuyzwfc4hxo7j6zcanfpdzrqld.py
+# kernel path: /tmp/ckcache/sdpa-math__max-autotune-no-cudagraphs__8x16x1024x64__bfloat16__cuda-7d3b38069743/inductor/p6/cp6qppllzuralqt64alvan2pvxbuyzwfc4hxo7j6zcanfpdzrqld.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention], Original ATen: [aten.view, aten._to_copy]
 # Source node to ATen node mapping:
 #   scaled_dot_product_attention => convert_element_type_4, view_5

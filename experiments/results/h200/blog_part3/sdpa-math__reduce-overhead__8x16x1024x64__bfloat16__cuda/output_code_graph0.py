@@ -36,7 +36,7 @@ from torch._C import _cuda_getCurrentRawStream as get_raw_stream
 
 
 
-# kernel path: /tmp/ckcache/sdpa-math__reduce-overhead__8x16x1024x64__bfloat16__cuda-08d56e131ff0/inductor/gs/cgs6vtqkkglrg7rx55n3qz6obimuolj2kwego3nslruniesh4j7r.py
+# kernel path: /tmp/ckcache/sdpa-math__reduce-overhead__8x16x1024x64__bfloat16__cuda-c70d7a3e2495/inductor/gs/cgs6vtqkkglrg7rx55n3qz6obimuolj2kwego3nslruniesh4j7r.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention], Original ATen: [aten._to_copy, aten.mul]
 # Source node to ATen node mapping:
 #   scaled_dot_product_attention => convert_element_type, mul
@@ -76,7 +76,7 @@ def triton_poi_fused__to_copy_mul_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.const
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/sdpa-math__reduce-overhead__8x16x1024x64__bfloat16__cuda-08d56e131ff0/inductor/mp/cmpbtyuo723avutixfs4a5j5wyeu5xrgfb2xh656qf7tojaagiqw.py
+# kernel path: /tmp/ckcache/sdpa-math__reduce-overhead__8x16x1024x64__bfloat16__cuda-c70d7a3e2495/inductor/mp/cmpbtyuo723avutixfs4a5j5wyeu5xrgfb2xh656qf7tojaagiqw.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention], Original ATen: [aten._to_copy, aten.transpose, aten.mul]
 # Source node to ATen node mapping:
 #   scaled_dot_product_attention => convert_element_type_1, mul_1, permute
@@ -124,7 +124,7 @@ def triton_poi_fused__to_copy_mul_transpose_1(in_ptr0, out_ptr0, ynumel, xnumel,
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/sdpa-math__reduce-overhead__8x16x1024x64__bfloat16__cuda-08d56e131ff0/inductor/xy/cxyygxf6ji5dvp5xkvbqq6swvemodqealvp7r76liabsvb5pytxa.py
+# kernel path: /tmp/ckcache/sdpa-math__reduce-overhead__8x16x1024x64__bfloat16__cuda-c70d7a3e2495/inductor/xy/cxyygxf6ji5dvp5xkvbqq6swvemodqealvp7r76liabsvb5pytxa.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention, ], Original ATen: [aten.view, aten.tril, aten.ones, aten.scalar_tensor, aten.where, aten.add, aten._safe_softmax, prims.prepare_softmax_online, aten.sub, aten.exp]
 # Source node to ATen node mapping:
 #    => exp_default, prepare_softmax_online_default, sub_tensor
@@ -224,7 +224,7 @@ def triton_per_fused__safe_softmax_add_exp_ones_prepare_softmax_online_scalar_te
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/sdpa-math__reduce-overhead__8x16x1024x64__bfloat16__cuda-08d56e131ff0/inductor/nb/cnbye7ryiyndc7h7hmqg2qldebdfvy4kigkfqpuv65ynw3xav6e6.py
+# kernel path: /tmp/ckcache/sdpa-math__reduce-overhead__8x16x1024x64__bfloat16__cuda-c70d7a3e2495/inductor/nb/cnbye7ryiyndc7h7hmqg2qldebdfvy4kigkfqpuv65ynw3xav6e6.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention], Original ATen: [aten._to_copy]
 # Source node to ATen node mapping:
 #   scaled_dot_product_attention => convert_element_type_2
@@ -261,7 +261,7 @@ def triton_poi_fused__to_copy_3(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr
 ''', device_str='cuda')
 
 
-# kernel path: /tmp/ckcache/sdpa-math__reduce-overhead__8x16x1024x64__bfloat16__cuda-08d56e131ff0/inductor/v6/cv6zdd6kiughqzwmdlqehhomf7pbfl2fyb7ixxb56ecyosdkk6o4.py
+# kernel path: /tmp/ckcache/sdpa-math__reduce-overhead__8x16x1024x64__bfloat16__cuda-c70d7a3e2495/inductor/v6/cv6zdd6kiughqzwmdlqehhomf7pbfl2fyb7ixxb56ecyosdkk6o4.py
 # Topologically Sorted Source Nodes: [scaled_dot_product_attention], Original ATen: [aten.view, aten._to_copy]
 # Source node to ATen node mapping:
 #   scaled_dot_product_attention => convert_element_type_4, view_5
