@@ -3,7 +3,9 @@
 For each shape (bf16, causal): device time per call (triton.testing.do_bench median; the
 contenders take turns, --rounds times, and the row is the median turn with the range beside it;
 fresh random inputs, outputs checked against cuDNN first), TFLOP/s, and the host time per call (a
-launch-only loop: what the CPU spends issuing one call). Rows:
+launch-only loop: what the CPU spends issuing one call), read beside the CPU's speed of the moment
+(compilekit.cpuwatch.loop_ns before and after the shape's host loops: the H200's VM ran the same
+loop at 51-103 ns per step minutes apart). Rows:
 - triton-flash eager (the variant as a user calls it), and compiled (torch.compile default),
   with the config eager autotuning chose (which compiled is given too);
 - on a Hopper GPU, gluon-flash eager and compiled (an opaque custom op there), and with
@@ -29,7 +31,7 @@ import sys
 
 import torch
 
-from compilekit import timing
+from compilekit import cpuwatch, timing
 from compilekit.spec import parse_shape
 from compilekit.variant import load_variant
 from variants.masks import causal_flops
@@ -118,6 +120,7 @@ def bench_shape(shape: str, fns: dict, rounds: int = 3) -> list[dict]:
     truth = fns["cuDNN SDPA eager"](q, k, v).float()
     flops = causal_flops(dims)
     rows, runnable = [], {}
+    speed = [cpuwatch.loop_ns()]  # the CPU's speed around the host timings (a VM's moves 2x)
     for name, fn in fns.items():
         try:
             out = fn(q, k, v)
@@ -128,6 +131,9 @@ def bench_shape(shape: str, fns: dict, rounds: int = 3) -> list[dict]:
             continue
         runnable[name] = fn
         rows.append({"shape": shape, "name": name, "host_us": host_us, "rel_err_vs_cudnn": err})
+    speed.append(cpuwatch.loop_ns())
+    for r in rows:
+        r["cpu_loop_ns"] = speed
     # the contenders take turns, `rounds` times: a clock that drifts over the minute (heat,
     # power) then moves every contender alike instead of favouring whichever ran first
     per_round = {name: [] for name in runnable}
@@ -196,9 +202,12 @@ def main(argv=None) -> int:
         # fresh compiles per shape, as a user compiling for one shape gets them (one wrapper
         # over all shapes would go dynamic, then hit the recompile limit)
         torch._dynamo.reset()
-        for r in bench_shape(
+        shape_rows = bench_shape(
             shape, contenders(args.baseline, args.gluon_baseline, tiles), args.rounds
-        ):
+        )
+        before, after = shape_rows[0]["cpu_loop_ns"]
+        print(f"{shape:16} (host µs read at {before:.0f}-{after:.0f} ns per Python loop step)")
+        for r in shape_rows:
             rows.append(r)
             if "error" in r:
                 print(f"{shape:16} {r['name']:24} {r['error'][:80]}")
