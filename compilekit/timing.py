@@ -61,18 +61,22 @@ def bench(fn: Callable, args, device: str, budget_s: float | None = None) -> dic
     return _summary(samples)
 
 
-def host_ms_per_call(fn: Callable, args, calls: int = 50) -> float:
+def host_ms_per_call(fn: Callable, args, calls: int = 50, loops: int = 5) -> float:
     """CPU milliseconds to issue one call (a launch-only loop, no synchronize inside): what
     the host spends per call, whether or not the GPU keeps up. 50 calls stay far under the
-    driver's launch queue, so a device-bound call does not block the loop."""
+    driver's launch queue, so a device-bound call does not block the loop; the queue drains
+    between loops. The median of `loops` loops: one loop is a millisecond or two, which a
+    single interrupt or another process's time slice can stretch by half."""
     fn(*args)
     torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn(*args)
-    host_s = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return host_s / calls * 1e3
+    per_loop = []
+    for _ in range(loops):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn(*args)
+        per_loop.append((time.perf_counter() - start) / calls * 1e3)
+        torch.cuda.synchronize()
+    return statistics.median(per_loop)
 
 
 def loop_timing(fn: Callable, args, per_call_ms: float, budget_s: float = 0.3) -> dict:

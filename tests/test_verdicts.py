@@ -524,6 +524,27 @@ def test_loop_timing_is_time_per_call(monkeypatch):
     assert 2.0 <= loop["median_ms"] < 3.0, loop
 
 
+def test_host_cost_per_call_is_not_moved_by_one_disturbed_loop(monkeypatch):
+    """The launch-only loop's figure is the median of its loops: a loop that another process's
+    time slice stretched (here every call of the third loop takes 10x as long) does not move it."""
+    import time
+
+    import torch
+
+    from compilekit import timing
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    calls = []
+
+    def call():
+        calls.append(None)
+        slow = 11 <= len(calls) <= 15  # loop 3 of 5 (after one warm-up call), 5 calls a loop
+        time.sleep(10e-3 if slow else 1e-3)
+
+    host = timing.host_ms_per_call(call, (), calls=5, loops=5)
+    assert len(calls) == 26 and 1.0 <= host < 1.5, host
+
+
 def test_paired_verify_decides_where_the_host_drifts(run_cell, cache_root, monkeypatch):
     """Each pair (the toolkit's re-measure, then a bare re-time) shares the host's state of the
     moment: pairs that agree are 'within' even when the host's speed moved 2x between them (the
