@@ -9,7 +9,7 @@ from collections import defaultdict
 
 from tabulate import tabulate
 
-from compilekit import baselines
+from compilekit import baselines, cpuwatch
 from compilekit import result as results_mod
 from compilekit.errors import UserError
 from compilekit.spec import parse_shape
@@ -439,8 +439,9 @@ def report(out_dir: str) -> str:
         "device time per forward over the latency; under 80% the call is host-bound. "
         "`noisy`: the timing spread, the machine's load or other processes' CPU use while it "
         "was timed (a core or a quarter of the machine's, whichever is more, or as much "
-        "stolen by the hypervisor), or the CPU's own speed changing over 1.2x meanwhile (a "
-        "Python loop timed before and after), says it was disturbed; a cell whose timing was "
+        "stolen by the hypervisor), or the CPU's own speed changing over "
+        f"{cpuwatch.SPEED_CHANGE:g}x meanwhile (a Python loop timed before and after), says it "
+        "was disturbed; a cell whose timing was "
         "taken again after such a disturbance is named below.",
         "",
         tabulate(table, headers=headers(results), tablefmt="github"),
