@@ -304,6 +304,48 @@ def test_launch_key_tells_apart_what_triton_specializes_on():
     assert launch_key(q, q.to("meta"), q, out, True, 0) != same
 
 
+def test_the_fast_path_launches_without_triton_runner_unless_a_hook_is_set(monkeypatch):
+    """A known key's launch calls the compiled kernel's launcher straight, on the current raw
+    stream, with no launch metadata or hooks (what Triton's runner adds on every call); a
+    launch hook set (a profiler) sends it through Triton's runner, so the hook sees it."""
+    import torch
+    import triton
+
+    from variants.launch import direct_launcher
+
+    launched, through_runner = [], []
+
+    class Compiled:  # a CompiledKernel's launch surface
+        function, packed_metadata = "cu-function", ("packed",)
+
+        def run(self, *args):
+            launched.append(args)
+
+        def __getitem__(self, grid):
+            return lambda *args: through_runner.append((grid, args))
+
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 3, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 700 + d, raising=False)
+    launch = direct_launcher(Compiled(), (4, 5, 1))
+    launch("q", "k", 7)
+    assert launched == [(4, 5, 1, 703, "cu-function", ("packed",), None, None, None, "q", "k", 7)]
+    assert through_runner == []
+
+    def hook(metadata):
+        pass
+
+    triton.knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        launch("q", "k", 7)
+    finally:
+        triton.knobs.runtime.launch_enter_hook.remove(hook)
+    assert through_runner == [((4, 5, 1), ("q", "k", 7))] and len(launched) == 1
+    # a CompiledKernel without the launcher's pieces: Triton's runner, always
+    monkeypatch.setattr(Compiled, "packed_metadata", None)
+    direct_launcher(Compiled(), (4, 5, 1))("q")
+    assert through_runner[-1] == ((4, 5, 1), ("q",)) and len(launched) == 1
+
+
 def test_the_bench_baseline_leaves_the_current_op_in_place(tmp_path):
     """experiments/triton_flash_bench.py loads an older copy of the kernel beside the current
     one: the copy's custom op must not take over the current op's name, or "triton-flash

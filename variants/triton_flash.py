@@ -18,6 +18,7 @@ import torch
 from torch.autograd import profiler as _autograd_profiler
 
 from compilekit.errors import Unsupported
+from variants.launch import direct_launcher
 from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from variants.masks import (
     check_shapes,
@@ -446,7 +447,7 @@ def _remember_launch(key, compiled, args: tuple, consts: dict, grid: tuple) -> N
         _FAST_LAUNCH.clear()
     # after q, k, v and out, every argument is fixed by the key: strides, sizes, constexprs
     tail = args[4:] + tuple(values[n] for n in names[len(args) :])
-    _FAST_LAUNCH[key] = (compiled[grid], tail, values["TMA"])
+    _FAST_LAUNCH[key] = (direct_launcher(compiled, grid), tail, values["TMA"])
 
 
 def _launch_known(q, k, v, causal: bool, window: int):

@@ -1,0 +1,46 @@
+"""Launching a compiled Triton (or Gluon) kernel again, cheaply: the eager fast paths of
+variants/triton_flash.py and variants/gluon_flash.py, where a shape's later calls skip Triton's
+dispatch and its runner's per-call work. Not a variant: a helper beside masks.py."""
+
+import torch
+
+try:
+    import triton
+except ImportError:  # CPU builds of torch come without triton
+    triton = None
+
+
+def _launch_hooks_set() -> bool:
+    """Whether a Triton launch hook is set (a profiler such as proton): Triton's own runner
+    must then launch, so the hooks see the launch. Triton 3.6+ keeps them in HookChains, which
+    its runner calls on every launch even when empty; older ones use None for none."""
+    runtime = getattr(getattr(triton, "knobs", None), "runtime", None)
+    if runtime is None:
+        return True  # a Triton without knobs: no direct launch
+    hooks = (runtime.launch_enter_hook, runtime.launch_exit_hook)
+    return any(h is not None and getattr(h, "calls", True) for h in hooks)
+
+
+def direct_launcher(compiled, grid: tuple):
+    """A function that launches `compiled` (a Triton CompiledKernel) on `grid` with every
+    argument of its signature, as `compiled[grid]` does, less the per-call work a launch with no
+    hooks does not need: the device and stream looked up through Triton's driver proxy, the
+    launch metadata built for the hooks, and the calls into the (empty) hook chains. Where a
+    hook is set, or this Triton's CompiledKernel lacks the pieces, Triton's runner launches."""
+    runner = compiled[grid]
+    run = getattr(compiled, "run", None)
+    function = getattr(compiled, "function", None)
+    packed = getattr(compiled, "packed_metadata", None)
+    current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if None in (run, function, packed, current_stream) or len(grid) != 3:
+        return runner
+    grid_x, grid_y, grid_z = grid
+    current_device = torch._C._cuda_getDevice
+
+    def launch(*args):
+        if _launch_hooks_set():
+            return runner(*args)
+        stream = current_stream(current_device())
+        return run(grid_x, grid_y, grid_z, stream, function, packed, None, None, None, *args)
+
+    return launch
