@@ -191,3 +191,28 @@ def test_the_bench_gluon_baseline_leaves_the_current_op_in_place(gluon_flash, tm
     assert custom_ops.OPDEFS[name] is current
     assert custom_ops.OPDEFS["compilekit_baseline::gluon_flash_attention"] is baseline._gluon_op
     assert os.path.samefile(baseline.__file__, copy)
+
+
+def test_the_fast_launch_key_tells_apart_what_the_kernel_is_specialized_on(gluon_flash):
+    """A known key's calls skip check_inputs and Triton's dispatch: inputs that differ in
+    anything the compiled kernel or those checks depend on must not share a key; the same
+    layout with other values must."""
+    q, k, v = (torch.randn(2, 4, 96, 64, dtype=torch.bfloat16) for _ in "qkv")
+
+    def key(q=q, k=k, v=v, causal=True, overrides=None):
+        return gluon_flash.launch_key(q, k, v, causal, overrides or {})
+
+    assert key() == key(q=torch.randn_like(q), k=torch.randn_like(k), v=torch.randn_like(v))
+    strided = torch.randn(2, 96, 3, 4, 64, dtype=torch.bfloat16).unbind(2)[0].transpose(1, 2)
+    misaligned = torch.randn(2 * 4 * 96 * 64 + 1, dtype=torch.bfloat16)[1:].view(2, 4, 96, 64)
+    others = [
+        key(q=torch.randn(2, 4, 97, 64, dtype=torch.bfloat16)),  # S
+        key(k=k[:, :1], v=v[:, :1]),  # GQA: the K/V heads
+        key(q=q.half(), k=k.half(), v=v.half()),  # dtype
+        key(v=v.half()),  # one dtype off: check_inputs refuses it, so it must miss
+        key(q=strided),  # strides
+        key(q=misaligned),  # 2-byte offset: TMA needs 16-byte aligned rows
+        key(causal=False),
+        key(overrides=gluon_flash.WS_TILES),
+    ]
+    assert len(set(others + [key()])) == len(others) + 1, others

@@ -124,6 +124,34 @@ def test_gluon_flash_awkward_shapes(shape, schedule):
     assert max_rel_err(flash_attention(q, k, v), reference(q, k, v, causal=True)) < 3e-2
 
 
+def test_gluon_flash_fast_launch_runs_the_known_kernel_on_fresh_inputs():
+    """A shape's second call launches the compiled kernel it remembered, on descriptors built
+    for the new tensors: right against float64 for new values, and a misaligned view of a known
+    shape is still refused (it has a key of its own, so it is checked)."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("gluon-flash runs on Hopper (sm90) only")
+    from compilekit.errors import Unsupported
+    from compilekit.inputs import max_rel_err
+    from variants import gluon_flash
+    from variants.masks import reference
+
+    gluon_flash._FAST_LAUNCH.clear()
+    for d in (64, 128):
+        shape = (2, 3, 1000, d)
+        gluon_flash.attention(
+            *(torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in "qkv")
+        )
+        known = len(gluon_flash._FAST_LAUNCH)
+        assert known == (1 if d == 64 else 2)
+        q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in "qkv")
+        out = gluon_flash.attention(q, k, v)
+        assert len(gluon_flash._FAST_LAUNCH) == known  # the fast path: no new key
+        assert max_rel_err(out, reference(q, k, v, causal=True)) < 3e-2
+        flat = torch.randn(q.numel() + 1, device="cuda", dtype=torch.bfloat16)
+        with pytest.raises(Unsupported, match="16-byte aligned"):
+            gluon_flash.attention(flat[1:].view(shape), k, v)
+
+
 def test_gluon_flash_runs_compiled_as_an_opaque_op(run_cell):
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("gluon-flash runs on Hopper (sm90) only")

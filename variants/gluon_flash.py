@@ -509,13 +509,50 @@ def check_inputs(q, k, v) -> None:
             )
 
 
+_BOX_LAYOUT = []  # the descriptors' shared-memory layout, built once (Gluon imported lazily)
+
+
 def _descriptor(t, rows: int):
     """A host-side TMA descriptor over t [B, H, S, D] whose box is [1, 1, rows, D]: rows past one
     head's S read as zeros, never the next head's."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    box = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=4)
-    return TensorDescriptor.from_tensor(t, [1, 1, rows, t.shape[-1]], box)
+    if not _BOX_LAYOUT:
+        _BOX_LAYOUT.append(
+            gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=4)
+        )
+    return TensorDescriptor.from_tensor(t, [1, 1, rows, t.shape[-1]], _BOX_LAYOUT[0])
+
+
+# launch key -> (the compiled kernel's runner for its grid, the arguments after q, k, v and out,
+# the query and key box rows): a known key's later calls skip Triton's JIT dispatch (binding,
+# specializing four descriptors, the cache key), which cost about 0.1 ms of host per call on the
+# H200 (2026-12-01), more than the kernel at small shapes. As variants/triton_flash.py does.
+_FAST_LAUNCH: dict = {}
+_FAST_LAUNCH_LIMIT = 256  # keys, each a shape, stride and tile pattern; cleared when full
+
+
+def launch_key(q, k, v, causal: bool, overrides: dict) -> tuple:
+    """Everything the compiled kernel is specialized on for these inputs (the output's strides
+    follow from q's shape and strides), and everything check_inputs reads: a known key skips it."""
+    return (
+        q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(),
+        q.dtype, k.dtype, v.dtype, q.device, k.device, v.device,
+        q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16,
+        causal, tuple(sorted(overrides.items())),
+    )  # fmt: skip
+
+
+def _launch_known(q, k, v, causal: bool, overrides: dict):
+    """The fast path: the output, with the key's compiled kernel launched straight on fresh
+    descriptors; None where the key has none yet."""
+    known = _FAST_LAUNCH.get(launch_key(q, k, v, causal, overrides))
+    if known is None:
+        return None
+    run, tail, q_rows, kv_rows = known
+    out = torch.empty_like(q)
+    run(_descriptor(q, q_rows), _descriptor(k, kv_rows), _descriptor(v, kv_rows), out, *tail)
+    return out
 
 
 def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
@@ -525,21 +562,35 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
     grid = (batch * heads, triton.cdiv(seq, cfg["BLOCK_M"]))
     ws = cfg.get("WS", False)  # the warp-specialized kernel loads Q in two 64-row halves
     kernel = _gluon_attn_fwd_ws if ws else _gluon_attn_fwd
-    kernel[grid](
-        _descriptor(q, cfg["BLOCK_M"] // (2 if ws else 1)), _descriptor(k, cfg["BLOCK_N"]),
-        _descriptor(v, cfg["BLOCK_N"]), out,
-        out.stride(0), out.stride(1), out.stride(2),
-        heads, heads // k.shape[1], seq,
+    q_rows, kv_rows = cfg["BLOCK_M"] // (2 if ws else 1), cfg["BLOCK_N"]
+    tail = (
+        out.stride(0), out.stride(1), out.stride(2), heads, heads // k.shape[1], seq,
+    )  # fmt: skip
+    consts = dict(
         SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, CAUSAL=causal,
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], STAGES=cfg["STAGES"],
         num_warps=cfg["num_warps"],
     )  # fmt: skip
+    compiled = kernel[grid](
+        _descriptor(q, q_rows), _descriptor(k, kv_rows), _descriptor(v, kv_rows), out,
+        *tail, **consts,
+    )  # fmt: skip
+    if hasattr(compiled, "run") and hasattr(compiled, "__getitem__"):
+        # the runner wants every argument of the signature in order, constexprs included
+        names = kernel.arg_names
+        if len(_FAST_LAUNCH) >= _FAST_LAUNCH_LIMIT:
+            _FAST_LAUNCH.clear()
+        _FAST_LAUNCH[launch_key(q, k, v, causal, overrides)] = (
+            compiled[(*grid, 1)], tail + tuple(consts[n] for n in names[4 + len(tail) :]),
+            q_rows, kv_rows,
+        )  # fmt: skip
     return out
 
 
 @torch.library.custom_op("compilekit::gluon_flash_attention", mutates_args=())
 def _gluon_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
-    return _launch(q, k, v, causal)
+    out = _launch_known(q, k, v, causal, {})
+    return out if out is not None else _launch(q, k, v, causal)
 
 
 @_gluon_op.register_fake
@@ -552,6 +603,9 @@ def flash_attention(q, k, v, causal: bool = True, **overrides):
     `overrides` (BLOCK_N, STAGES, ...) replace tiles(D)'s, for tuning experiments (eager only)."""
     if torch.compiler.is_compiling():
         return _gluon_op(q, k, v, causal)
+    out = _launch_known(q, k, v, causal, overrides)
+    if out is not None:
+        return out
     check_inputs(q, k, v)
     return _launch(q, k, v, causal, **overrides)
 
