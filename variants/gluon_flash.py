@@ -32,6 +32,7 @@ import math
 import torch
 
 from compilekit.errors import Unsupported
+from variants.launch import direct_launcher
 from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from variants.masks import (
     check_shapes,
@@ -576,12 +577,13 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
         *tail, **consts,
     )  # fmt: skip
     if hasattr(compiled, "run") and hasattr(compiled, "__getitem__"):
-        # the runner wants every argument of the signature in order, constexprs included
+        # the launcher wants every argument of the signature in order, constexprs included
         names = kernel.arg_names
         if len(_FAST_LAUNCH) >= _FAST_LAUNCH_LIMIT:
             _FAST_LAUNCH.clear()
         _FAST_LAUNCH[launch_key(q, k, v, causal, overrides)] = (
-            compiled[(*grid, 1)], tail + tuple(consts[n] for n in names[4 + len(tail) :]),
+            direct_launcher(compiled, (*grid, 1)),
+            tail + tuple(consts[n] for n in names[4 + len(tail) :]),
             q_rows, kv_rows,
         )  # fmt: skip
     return out
