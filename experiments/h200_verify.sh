@@ -15,10 +15,13 @@
 #   P: experiments/triton_flash_configs.py (every config's time; BASELINE=FILE: before/after)
 #   K: triton-flash vs cuDNN vs flex (experiments/triton_flash_bench.py; BASELINE=FILE adds an
 #      older copy of variants/triton_flash.py, eager, for a before/after), then kernel.toml
+#      (K_BENCH=0 skips the bench: a call that already ran it, or a resumed sweep)
 # Order: A W H E B C D V P F K G (the GPU tests reuse A's compiles through COMPILEKIT_CACHE).
 # A lent machine goes back 30 s after a call, so a follow-up call usually starts a fresh one:
 # give each call phases that end within its 10 minutes (each was measured on one H200):
-#   PHASES="E" GPU_TESTS="not bare_do_bench"  (16 tests, 323 s), then PHASES="P" (about 60 s)
+#   PHASES="E" GPU_TESTS="not bare_do_bench"  (16 tests, 323 s; on a fresh machine with no
+#   A before it: the 19 gluon/triton_flash_bf16 tests 131 s, 6 of the other 7 in 293 s),
+#   then PHASES="P" (about 60 s)
 #   PHASES="E" GPU_TESTS="bare_do_bench"       (the five fidelity cells, 420-640 s: may need two)
 #   PHASES="B" on nvidia-h200-x2 (the blog matrix, cold: 532 s); C took 303 s after B on the
 #   same machine, but compiles again on a fresh one: carry B's and C's sweeps (.sweeps below)
@@ -134,7 +137,7 @@ EOF
     touch $R/F.done
   fi
   if want K && [ ! -e $R/K.done ]; then  # triton-flash vs cuDNN vs flex at issue 11's shapes
-    CUDA_VISIBLE_DEVICES=0 python3 experiments/triton_flash_bench.py \
+    [ "$K_BENCH" != 0 ] && CUDA_VISIBLE_DEVICES=0 python3 experiments/triton_flash_bench.py \
       --shapes 8x16x1024x64,1x32x8192x128,16x16x512x64 --json $R/flash_bench.json \
       ${BASELINE:+--baseline $BASELINE} > $R/flash_bench.txt 2>&1
     # the cells seqlen.toml measured already (sdpa and flex at 4x16xS) are not measured twice
@@ -155,7 +158,7 @@ EOF
 if [ -e $R/all.done ]; then rm -f $R/running $R/all.done; fi
 if [ ! -e $R/running ]; then
   touch $R/running
-  setsid bash -c "$(declare -f phases fidelity warm_cell verify_blog want); R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}' BASELINE='${BASELINE:-}' SWEEP_FLAGS='${SWEEP_FLAGS:-}'; phases" > $R/phases.log 2>&1 &
+  setsid bash -c "$(declare -f phases fidelity warm_cell verify_blog want); R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}' BASELINE='${BASELINE:-}' SWEEP_FLAGS='${SWEEP_FLAGS:-}' K_BENCH='${K_BENCH:-1}'; phases" > $R/phases.log 2>&1 &
   echo $! > $R/session
 fi
 while [ ! -e $R/all.done ] && [ $(( $(date +%s) - start )) -lt $WAIT_S ]; do sleep 10; done
