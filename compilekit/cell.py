@@ -110,9 +110,13 @@ def classify(exc: BaseException, shape) -> CellEnded:
         amount = size[1] if size else "more memory than there is"
         if size and size[1].isdigit():
             amount = f"{int(size[1]) / 2**30:.2f} GiB"
-        return CellEnded(
-            "failed", f"out of memory allocating {amount} at shape {shape}: try a smaller shape"
-        )
+        # torch names each other process on the GPU with its share ("Process 3017 has 53.48
+        # GiB memory in use"): a cell beside others in a sweep may fit when it runs alone
+        others = sum(float(g) for g in re.findall(r"Process \d+ has ([\d.]+) GiB memory", text))
+        fix = "try a smaller shape"
+        if others >= 1:
+            fix = f"other processes held {others:.1f} GiB of the GPU: run it alone, or {fix}"
+        return CellEnded("failed", f"out of memory allocating {amount} at shape {shape}: {fix}")
     if isinstance(exc, Unsupported) or any(r in text for r in REFUSALS):
         return CellEnded("unsupported", _first_line(exc).split(": ", 1)[-1])
     return CellEnded("failed", f"the variant raised {_first_line(exc)} (traceback in log.txt)")

@@ -225,8 +225,8 @@ def _run_locked(experiment, out_dir, gpus, force, retry, cache_root, fresh, per_
         t.start()
     for t in threads:
         t.join()
-    if len(workers) > 1:  # cells timed beside others' compiles: once more, each alone
-        retime_noisy(
+    if len(workers) > 1:  # cells timed or run out of memory beside others: once more, alone
+        run_again_alone(
             experiment.name, cells, done, out_dir, lambda cell: launch(cell, workers[0]), log
         )
     for cell in experiment.cells:  # a worker that died is a bug; its cells still get a record
@@ -239,15 +239,31 @@ def _run_locked(experiment, out_dir, gpus, force, retry, cache_root, fresh, per_
     return ordered
 
 
-def retime_noisy(name: str, cells, done: dict, out_dir: str, launch, log) -> None:
-    """Run each of these cells whose timing was noisy once more, one at a time, with no other
-    cell process left in the sweep; runner.place keeps the quieter timing in place and the
-    other in attempts/. done[label] becomes the result in place."""
-    noisy = [c for c in cells if c.label() in done and done[c.label()].noisy]
-    if not noisy:
-        return
-    print(f"{name}: {len(noisy)} noisy timing(s): each timed again, alone", file=log, flush=True)
-    for cell in noisy:
+def out_of_memory(result) -> bool:
+    """A cell that failed for want of GPU memory (which, in a sweep, others may have held)."""
+    return result.status == "failed" and (result.reason or "").startswith("out of memory")
+
+
+def run_again_alone(name: str, cells, done: dict, out_dir: str, launch, log) -> None:
+    """Run each of these cells whose timing was noisy, or which ran out of memory, once more, one
+    at a time, with no other cell process left in the sweep; runner.place keeps the quieter
+    timing (or the run that did not fail) in place and the other in attempts/. done[label]
+    becomes the result in place."""
+    again = [c for c in cells if c.label() in done]
+    noisy = [c for c in again if done[c.label()].noisy]
+    short = [c for c in again if out_of_memory(done[c.label()])]
+    if noisy:
+        print(
+            f"{name}: {len(noisy)} noisy timing(s): each timed again, alone", file=log, flush=True
+        )
+    if short:
+        print(
+            f"{name}: {len(short)} cell(s) out of memory beside other cell processes: each run "
+            "again, alone",
+            file=log,
+            flush=True,
+        )
+    for cell in noisy + short:
         before = done[cell.label()]
         after = launch(cell)
         try:
@@ -255,8 +271,9 @@ def retime_noisy(name: str, cells, done: dict, out_dir: str, launch, log) -> Non
         except (OSError, CorruptFile):
             kept = after
         done[cell.label()] = kept
+        first = f"{before.compiled_ms:.3f} ms (noisy)" if before.noisy else "out of memory"
         print(
-            f"  {cell.variant} {cell.mode} {cell.shape}: {before.compiled_ms:.3f} ms (noisy), "
+            f"  {cell.variant} {cell.mode} {cell.shape}: {first}, "
             f"again {_status(after)}; kept {_status(kept)}",
             file=log,
             flush=True,

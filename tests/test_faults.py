@@ -467,3 +467,68 @@ def test_a_parallel_sweep_times_its_noisy_cells_again_alone(tmp_path, monkeypatc
     assert "1.500 ms (noisy), again ok 1.000 ms; kept ok 1.000 ms" in log.getvalue()
     label = next(c.label() for c in experiment.cells if c.variant == "naive")
     assert load(os.path.join(out, label)).compiled_ms == 1.0
+
+
+OOM_BESIDE_OTHERS = (
+    "CUDA out of memory. Tried to allocate 64.00 GiB. GPU 0 has a total capacity of 139.80 GiB "
+    "of which 12.73 GiB is free. Process 513 has 4.98 GiB memory in use. Process 3017 has 53.48 "
+    "GiB memory in use. Including non-PyTorch memory, this process has 67.29 GiB memory in use."
+)
+
+
+def test_out_of_memory_beside_other_processes_says_to_run_it_alone():
+    """torch's message names the other processes on the GPU: a cell that would fit alone is not
+    told only to shrink its shape."""
+    import torch
+
+    from compilekit.cell import classify
+
+    ended = classify(torch.OutOfMemoryError(OOM_BESIDE_OTHERS), "4x16x16384x64")
+    assert ended.status == "failed"
+    assert ended.reason == (
+        "out of memory allocating 64.00 GiB at shape 4x16x16384x64: other processes held "
+        "58.5 GiB of the GPU: run it alone, or try a smaller shape"
+    )
+    alone = classify(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), "s")
+    assert alone.reason == "out of memory allocating 2.00 GiB at shape s: try a smaller shape"
+
+
+def test_a_parallel_sweep_runs_a_cell_out_of_memory_again_alone(tmp_path, monkeypatch):
+    """Two cell processes per GPU: a cell that ran out of memory beside the other is run once
+    more at the end, alone, and the run that fit is kept."""
+    import io
+    import threading
+
+    from compilekit import runner, spec, sweep
+    from compilekit.cell import classify
+
+    path = tmp_path / "two.toml"
+    path.write_text('variants = ["naive", "sdpa"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n')
+    experiment = spec.load_experiment(str(path))
+    runs, lock = [], threading.Lock()
+    import torch
+
+    oom = classify(torch.OutOfMemoryError(OOM_BESIDE_OTHERS), "1x2x64x32").reason
+
+    def fake_launch(cell, out_dir, **_):
+        with lock:
+            runs.append(cell.variant)
+            n, short = len(runs), cell.variant == "sdpa" and runs.count("sdpa") == 1
+        fields = {"status": "failed", "reason": oom} if short else {"status": "ok"}
+        result, stage = _staged(
+            tmp_path, f"stage{n}", compiled_ms=None if short else 1.0, **fields
+        )
+        (tmp_path / f"stage{n}" / "kernels.json").write_text("{}")
+        return runner.place(result, stage, os.path.join(out_dir, cell.label()))
+
+    monkeypatch.setattr(sweep, "launch_or_record", fake_launch)
+    log = io.StringIO()
+    ordered = sweep.run_sweep(experiment, str(tmp_path / "out"), gpus=["0"], per_gpu=2, log=log)
+    assert sorted(runs) == ["naive", "sdpa", "sdpa"]
+    assert [r.status for r in ordered] == ["ok", "ok"]
+    assert "1 cell(s) out of memory beside other cell processes: each run again" in log.getvalue()
+    assert "out of memory, again ok 1.000 ms; kept ok 1.000 ms" in log.getvalue()
+    # alone, in a sweep of one process per GPU, it is not run twice
+    runs.clear()
+    sweep.run_sweep(experiment, str(tmp_path / "out1"), gpus=["0"], per_gpu=1, log=io.StringIO())
+    assert sorted(runs) == ["naive", "sdpa"]
