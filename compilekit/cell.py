@@ -444,7 +444,7 @@ def _time(cell, variant, compiled, args, result) -> None:
                     "compiled": timing.loop_timing(compiled, args, steady["median_ms"]),
                 }
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-        note = noise_note([eager, steady], load, os.cpu_count() or 1, watched.use)
+        note = noise_note([eager, steady], load, os.cpu_count() or 1, watched.use, host)
         attempts.append((spread([eager, steady]), eager, steady, host, loops, note, watched.use))
         if note is None:
             break
@@ -487,11 +487,15 @@ def spread(timings: list[dict]) -> float:
     return max(t["p90_ms"] / t["min_ms"] if t["min_ms"] else 1.0 for t in timings)
 
 
-def noise_note(timings: list[dict], load: float, cores: int, use=None) -> str | None:
+def noise_note(
+    timings: list[dict], load: float, cores: int, use=None, host_ms: float | None = None
+) -> str | None:
     """Why these timings may be disturbed (a wide spread, a loaded machine, other processes or
     the hypervisor busy on our cores meanwhile, the CPU's own speed changing: `use`, a
     cpuwatch.CpuUse); None if clean. A wide spread also says what else ran, when /proc could
-    tell."""
+    tell. `host_ms`, the host's cost of one call on a GPU: when even twice it (the CPU at the
+    slowest speed seen on these VMs) stays within the fastest sample, the GPU never waited for
+    the host and the CPU's speed is not noise."""
     from compilekit import cpuwatch
 
     notes = []
@@ -505,7 +509,9 @@ def noise_note(timings: list[dict], load: float, cores: int, use=None) -> str | 
     if use is not None and (notes or busy):
         notes.append(f"meanwhile {use.text()}")
     change = use.speed_change() if use is not None else 1.0
-    if max(change, 1 / change) > cpuwatch.SPEED_CHANGE:  # a figure mixing two host speeds
+    device_bound = host_ms is not None and 2 * host_ms <= min(t["min_ms"] for t in timings)
+    # a figure mixing two host speeds
+    if max(change, 1 / change) > cpuwatch.SPEED_CHANGE and not device_bound:
         before, after = use.loop_ns
         notes.append(
             f"the CPU's own speed changed meanwhile ({before:.0f} -> {after:.0f} ns per step of "

@@ -440,7 +440,8 @@ def report(out_dir: str) -> str:
         "`noisy`: the timing spread, the machine's load or other processes' CPU use while it "
         "was timed (a core or a quarter of the machine's, whichever is more, or as much "
         "stolen by the hypervisor), or the CPU's own speed changing over "
-        f"{cpuwatch.SPEED_CHANGE:g}x meanwhile (a Python loop timed before and after), says it "
+        f"{cpuwatch.SPEED_CHANGE:g}x meanwhile (a Python loop timed before and after; on a "
+        "GPU only where twice the host's cost per call would reach the kernel's time), says it "
         "was disturbed; a cell whose timing was "
         "taken again after such a disturbance is named below.",
         "",

@@ -85,6 +85,10 @@ def test_a_cpu_that_changed_speed_during_the_timing_is_noise():
     assert "98 -> 52 ns" in noise_note([quiet], 0.5, 16, sped_up)
     assert noise_note([quiet], 0.5, 16, steady) is None
     assert noise_note([quiet], 0.5, 16, cpuwatch.CpuUse(2.0, 0.0, 0.0, [])) is None  # unknown
+    # a GPU cell whose host cost per call, even doubled, stays within its kernel's time: the
+    # GPU never waited for the CPU, whatever its speed
+    assert noise_note([quiet], 0.5, 16, slowed, host_ms=0.5) is None
+    assert "51 -> 102 ns" in noise_note([quiet], 0.5, 16, slowed, host_ms=0.6)
 
 
 def test_watch_times_the_cpu_speed_on_both_sides_of_the_block():
