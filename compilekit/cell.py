@@ -52,9 +52,9 @@ HOST_BOUND_SHARE = 0.8
 class CellEnded(Exception):
     """The cell cannot go on: its status (unsupported, failed, wrong) and the reason."""
 
-    def __init__(self, status: str, reason: str):
+    def __init__(self, status: str, reason: str, out_of_memory: bool = False):
         super().__init__(reason)
-        self.status, self.reason = status, reason
+        self.status, self.reason, self.out_of_memory = status, reason, out_of_memory
 
 
 def _die_with_parent_and_on_timeout(timeout_s: float) -> None:
@@ -116,7 +116,9 @@ def classify(exc: BaseException, shape) -> CellEnded:
         fix = "try a smaller shape"
         if others >= 1:
             fix = f"other processes held {others:.1f} GiB of the GPU: run it alone, or {fix}"
-        return CellEnded("failed", f"out of memory allocating {amount} at shape {shape}: {fix}")
+        return CellEnded(
+            "failed", f"out of memory allocating {amount} at shape {shape}: {fix}", True
+        )
     if isinstance(exc, Unsupported) or any(r in text for r in REFUSALS):
         return CellEnded("unsupported", _first_line(exc).split(": ", 1)[-1])
     return CellEnded("failed", f"the variant raised {_first_line(exc)} (traceback in log.txt)")
@@ -170,6 +172,24 @@ def _eager_probe(variant, args, cell):
             where = f"{cell.device} {cell.dtype} at {cell.shape}"
             ended.reason = f"{cell.variant!r} {verb} {where}: {ended.reason}"
             raise ended from None
+
+
+def _eager_first(variant, args, cell):
+    """The eager probe of a cell: (its output, None), or (None, why) where a compiled mode's
+    eager call ran out of memory. The compiled call may fit where eager's does not (flex's
+    eager path holds every score: 64 GiB at 4x16x16384): that cell goes on, compiled alone."""
+    try:
+        return _eager_probe(variant, args, cell), None
+    except CellEnded as ended:
+        if cell.mode == "eager" or not ended.out_of_memory:
+            raise
+        if cell.device == "cuda":  # what the failed call allocated is garbage by now
+            import torch
+
+            torch.cuda.empty_cache()
+        return None, (
+            f"eager could not run ({ended.reason}): only the compiled call was checked and timed"
+        )
 
 
 def _checked(out, q, what: str) -> None:
@@ -233,7 +253,7 @@ def run_cold(cell, cache_dir: str, record: dict) -> None:
         # One eager call first, in every process: a variant that builds state on its first
         # call (naive's mask) is then compiled to the same graph in each of them; it is also
         # where a refusal of the variant itself shows.
-        _eager_probe(variant, args, cell)
+        _eager_first(variant, args, cell)
         with diagnose.autotune_choices() as tuned:  # max-autotune prints its choices
             _, cold_s, _ = _compiled_first_call(cell, variant, args)
     write_json(
@@ -293,7 +313,7 @@ def run_capture(cell, cache_dir: str, record: dict) -> None:
         settings.toolkit_settings(cell.device, True, dict(cell.config), graph_pass),
     ):
         args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
-        _eager_probe(variant, args, cell)  # the same state as the other processes (run_cold)
+        _eager_first(variant, args, cell)  # the same state as the other processes (run_cold)
         with (
             capture.depyf_dump(os.path.join(capture_dir, "depyf")),
             diagnose.autotune_choices() as retuned,
@@ -337,10 +357,12 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
                 raise CellEnded("unsupported", reason)
         with _step(result, "inputs_and_reference"):
             args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
-            eager_out = _eager_probe(variant, args, cell)
-            _checked(eager_out, args[0], "eager:")
+            eager_out, result.eager_note = _eager_first(variant, args, cell)
+            if eager_out is not None:
+                _checked(eager_out, args[0], "eager:")
             ref, result.reference = inputs.reference_output(variant, *args)
-            result.eager_max_rel_err = inputs.max_rel_err(eager_out, ref)
+            if eager_out is not None:
+                result.eager_max_rel_err = inputs.max_rel_err(eager_out, ref)
             del eager_out
         compiled = variant.attention
         if cell.mode != "eager":
@@ -360,9 +382,9 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
             variant.has_reference,
         )
         if result.status == "wrong":
+            worst = max(result.max_rel_err, result.eager_max_rel_err or 0.0)
             result.reason = (
-                f"max_rel_err {max(result.max_rel_err, result.eager_max_rel_err):.3g} over the "
-                f"{cell.dtype} bound {result.error_bound}"
+                f"max_rel_err {worst:.3g} over the {cell.dtype} bound {result.error_bound}"
             )
         with _step(result, "time"), locks.cpu_alone(result.steps_s):
             _time(cell, variant, compiled, args, result)
@@ -430,22 +452,25 @@ def _time(cell, variant, compiled, args, result) -> None:
     from compilekit import cpuwatch, timing
 
     attempts = []
+    with_eager = result.eager_note is None  # else eager ran out of memory: compiled alone
     for attempt in range(1 + RETIMES):
         if attempt:
             time.sleep(RETIME_PAUSE_S)
         with cpuwatch.watch() as watched:
-            eager = timing.bench(variant.attention, args, cell.device)
+            eager = timing.bench(variant.attention, args, cell.device) if with_eager else None
             steady = eager if cell.mode == "eager" else timing.bench(compiled, args, cell.device)
             host, loops = None, None
             if cell.device == "cuda":
                 host = timing.host_ms_per_call(compiled, args)
-                loops = {
-                    "eager": timing.loop_timing(variant.attention, args, eager["median_ms"]),
-                    "compiled": timing.loop_timing(compiled, args, steady["median_ms"]),
-                }
+                loops = {"compiled": timing.loop_timing(compiled, args, steady["median_ms"])}
+                if eager:
+                    loops["eager"] = timing.loop_timing(
+                        variant.attention, args, eager["median_ms"]
+                    )
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-        note = noise_note([eager, steady], load, os.cpu_count() or 1, watched.use, host)
-        attempts.append((spread([eager, steady]), eager, steady, host, loops, note, watched.use))
+        timed = [t for t in (eager, steady) if t]
+        note = noise_note(timed, load, os.cpu_count() or 1, watched.use, host)
+        attempts.append((spread(timed), eager, steady, host, loops, note, watched.use))
         if note is None:
             break
     # the quietest: an attempt with no noise note first, then the smallest spread
@@ -454,22 +479,25 @@ def _time(cell, variant, compiled, args, result) -> None:
     result.cpu_use = use.to_dict() if use else None
     if len(attempts) > 1:
         result.timing_attempts = [
-            {"eager_ms": e["median_ms"], "compiled_ms": c["median_ms"], "spread": sp, "noise": n}
+            {"eager_ms": e and e["median_ms"], "compiled_ms": c["median_ms"], "spread": sp}
+            | {"noise": n}
             | ({"cpu_use": u.to_dict()} if u else {})
             for sp, e, c, _, _, n, u in attempts
         ]
-    result.eager_ms, result.compiled_ms = eager["median_ms"], steady["median_ms"]
-    result.eager_timing, result.compiled_timing = eager, steady
-    result.speedup = eager["median_ms"] / steady["median_ms"]
+    result.compiled_ms, result.compiled_timing = steady["median_ms"], steady
+    if eager:  # None where eager could not run: no eager figure, no speedup
+        result.eager_ms, result.eager_timing = eager["median_ms"], eager
+        result.speedup = eager["median_ms"] / steady["median_ms"]
     result.host_ms_per_call = host
     if loops:
         result.loop_timing = loops
-        result.eager_loop_ms = loops["eager"]["median_ms"]
+        result.eager_loop_ms = loops["eager"]["median_ms"] if eager else None
         result.compiled_loop_ms = loops["compiled"]["median_ms"]
     if variant.flops is not None:
         result.flops = float(variant.flops(cell.shape))
         result.tflops = result.flops / (steady["median_ms"] * 1e-3) / 1e12
-        result.eager_tflops = result.flops / (eager["median_ms"] * 1e-3) / 1e12
+        if eager:
+            result.eager_tflops = result.flops / (eager["median_ms"] * 1e-3) / 1e12
     result.noise_note = note
     result.noisy = note is not None
 

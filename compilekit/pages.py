@@ -394,7 +394,9 @@ def sweep_page(out_dir: str, log=sys.stderr, refresh_runs: bool = False) -> str:
             file=log,
         )
     env = sweepreport.load_env(out_dir, log)
-    problems = [r for r in results if r.status in ("wrong", "unsupported", "failed")]
+    problems = [
+        r for r in results if r.status in ("wrong", "unsupported", "failed") or r.eager_note
+    ]
     html = _render(
         "sweep.html.j2",
         title=f"sweep {os.path.basename(os.path.abspath(out_dir))}",

@@ -47,13 +47,19 @@ def cell_summary(result) -> str:
             else ""
         )
     ]
-    if result.measured:
+    if result.measured and result.eager_ms is None:  # eager could not run: compiled alone
+        lines.append(
+            f"latency     compiled {result.compiled_ms:.3f} ms; {result.eager_note}"
+            + (" (noisy: see below)" if result.noisy else "")
+        )
+    elif result.measured:
         lines.append(
             f"latency     eager {result.eager_ms:.3f} ms -> compiled {result.compiled_ms:.3f} ms,"
             + _speedup_words(row["speedup"], result)
             + (" (noisy: see below)" if result.noisy else "")
         )
-        if result.mode != "eager":
+    if result.measured:
+        if result.mode != "eager" and result.eager_ms is not None:
             pays = (
                 f"pays off after {row['break_even_cold']} calls (cold), "
                 f"{row['break_even_warm']} (warm)"
@@ -118,6 +124,8 @@ def cell_notes(result) -> list[str]:
         )
     if result.status in ("failed", "unsupported", "wrong") and result.reason:
         notes.append(f"{result.status}: {result.reason.splitlines()[0][:400]}")
+    if result.eager_note:
+        notes.append(result.eager_note)
     if result.status == "self-consistent":
         notes.append(
             "self-consistent: no `reference` in the variant's file, so compiled was checked "

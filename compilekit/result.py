@@ -49,7 +49,8 @@ class CellResult:
     # check (step 3)
     reference: str | None = None  # what the outputs were checked against
     max_rel_err: float | None = None
-    eager_max_rel_err: float | None = None
+    eager_max_rel_err: float | None = None  # None: eager did not run (eager_note says why)
+    eager_note: str | None = None  # why a compiled cell has no eager figures
     error_bound: float | None = None
     # steady state (step 5), measured before any profiler or capture hook in a clean process
     eager_ms: float | None = None
@@ -110,8 +111,9 @@ class CellResult:
     @property
     def paced_by_loop(self) -> bool:
         """Host-bound, with a user's loop timed: its loop figures, not do_bench's, say what a
-        call costs (do_bench's L2 flush hides host time; timing.loop_timing)."""
-        return bool(self.host_bound and self.loop_timing)
+        call costs (do_bench's L2 flush hides host time; timing.loop_timing). Not where eager
+        could not run: there is no eager loop to set beside the compiled one."""
+        return bool(self.host_bound and self.loop_timing and "eager" in self.loop_timing)
 
     @property
     def measured(self) -> bool:
@@ -129,9 +131,12 @@ class CellResult:
         write_json(os.path.join(run_dir, "result.json"), self.to_dict())
 
 
-def verdict(max_rel_err: float, eager_max_rel_err: float, bound: float, has_reference: bool):
-    """The status of a measured cell, from its errors and what they were measured against."""
-    if max(max_rel_err, eager_max_rel_err) <= bound:
+def verdict(
+    max_rel_err: float, eager_max_rel_err: float | None, bound: float, has_reference: bool
+):
+    """The status of a measured cell, from its errors and what they were measured against
+    (eager's None where eager could not run)."""
+    if max(max_rel_err, eager_max_rel_err or 0.0) <= bound:
         return "ok" if has_reference else "self-consistent"
     return "wrong"
 

@@ -187,7 +187,8 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
     with_passes = _has_passes(results)
     out = []
     for r in results:
-        compiled = r.measured and r.mode != "eager"
+        # no eager figure (eager could not run): no break-even either
+        compiled = r.measured and r.mode != "eager" and r.eager_ms is not None
         cold = break_even_calls(r.compile_cold_s, r)
         warm = break_even_calls(r.compile_warm_s, r)
         out.append(
@@ -272,8 +273,9 @@ def plot(results: list[dict], out_dir: str) -> list[str]:
             ys = [
                 next(
                     (r.speedup for r in compiled if bar(r) == v and r.mode == mode),
-                    float("nan"),
+                    None,
                 )
+                or float("nan")  # no such cell, or one without an eager figure
                 for v in variants
             ]
             ax.bar(xs, ys, width, label=mode)
@@ -327,9 +329,10 @@ def against_seq(results: list) -> list[str]:
         for seq, r in sorted(groups[key].items()):
             cold = break_even_calls(r.compile_cold_s, r)
             warm = break_even_calls(r.compile_warm_s, r)
+            pays = f"{f'{cold:,}' if cold else 'never'} / {f'{warm:,}' if warm else 'never'}"
             out.append(
-                f"| {key} | {seq} | {r.compiled_ms:.4g} | {r.eager_ms:.4g} | {speedup_text(r)} | "
-                f"{f'{cold:,}' if cold else 'never'} / {f'{warm:,}' if warm else 'never'} |"
+                f"| {key} | {seq} | {r.compiled_ms:.4g} | {_num(r.eager_ms, '.4g')} | "
+                f"{speedup_text(r)} | {pays if r.eager_ms is not None else '-'} |"
             )
     return out
 
@@ -381,6 +384,10 @@ def report(out_dir: str) -> str:
         f"{(r.reason or '').splitlines()[0][:300] if r.reason else '-'}"
         for r in results
         if r.status in ("wrong", "unsupported", "failed")
+    ] + [
+        f"- {cell_name(r)} {r.dtype}: compiled only: {r.eager_note}"
+        for r in results
+        if r.eager_note
     ]
     from compilekit.report import (  # report imports this module
         attempts_text,
@@ -493,7 +500,7 @@ def report(out_dir: str) -> str:
             + [""]
         )
     if problems:
-        md += ["## Not measured or not correct", ""] + problems + [""]
+        md += ["## Not measured, not correct, or measured only compiled", ""] + problems + [""]
     if attempts:
         md += ["## Other runs of a cell, kept beside the result", ""] + attempts + [""]
     if noisy:

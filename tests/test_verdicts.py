@@ -782,3 +782,42 @@ def test_a_host_bound_cells_worth_comes_from_a_loop():
     assert sweepreport.speedup_text(device_bound) == "1.60"
     assert sweepreport.break_even_calls(20.0, device_bound) == 1_333_334
     assert pages._speed_class(device_bound) == "fast2"
+
+
+def test_a_compiled_cell_whose_eager_runs_out_of_memory_is_checked_and_timed_compiled(
+    run_cell, tmp_path_factory
+):
+    """flex's eager path at 4x16x16384 needs more memory than an H200 has, its compiled call
+    does not: such a cell is checked against the reference and timed compiled alone, with no
+    eager figure, no speedup and a note that says why; the eager cell itself still fails."""
+    from compilekit import report, sweepreport
+
+    path = _user(
+        tmp_path_factory.mktemp("eageroom"),
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def attention(q, k, v):
+            if not torch.compiler.is_compiling():
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 64.00 GiB")
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+        def reference(q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        """,
+    )
+    result = run_cell(f"{path}:attention", "default")
+    assert result.status == "ok", result.reason
+    assert result.compiled_ms > 0 and result.max_rel_err < 1e-3
+    assert result.eager_ms is None and result.speedup is None and result.eager_max_rel_err is None
+    assert result.eager_note.startswith("eager could not run (")
+    assert "out of memory allocating 64.00 GiB" in result.eager_note
+    assert result.compile_cold_s > 0  # the cold and capture processes went on past eager too
+    summary = report.cell_summary(result)
+    assert f"latency     compiled {result.compiled_ms:.3f} ms; eager could not run" in summary
+    row = dict(zip(sweepreport.headers([result]), sweepreport.rows([result], None)[0]))
+    assert (row["eager_ms"], row["speedup"], row["break_even_cold"]) == ("-", "-", "-")
+    assert result.eager_note in report.cell_notes(result)
+    eager = run_cell(f"{path}:attention", "eager")
+    assert eager.status == "failed" and "out of memory allocating 64.00 GiB" in eager.reason
