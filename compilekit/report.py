@@ -100,7 +100,7 @@ def host_bound_text(result) -> str:
     if not loop:  # a run from before the loop was timed: do_bench's figure was its latency
         return text
     text += ". "
-    if result.mode == "eager":
+    if result.mode == "eager" or result.eager_loop_ms is None:  # no eager loop beside it
         return text + f"do_bench reads {result.compiled_ms:.3f} ms: its L2 flush hides host time"
     return text + (
         f"In a loop, eager {result.eager_loop_ms:.3f} vs compiled "

@@ -66,6 +66,8 @@ def paced(r) -> tuple[dict, dict]:
 
 def saves_time(r) -> bool:
     """Compiled beats eager by more than the timing spread: its p90 under eager's p10."""
+    if r.eager_ms is None:  # eager could not run (eager_note): nothing to beat
+        return False
     eager, compiled = paced(r)
     if "p90_ms" in compiled and "p10_ms" in eager:
         return compiled["p90_ms"] < eager["p10_ms"]
@@ -93,7 +95,7 @@ def paced_speedup(r) -> float | None:
 
 def speedup_text(r) -> str:
     """eager over compiled; a host-bound cell's from a user's loop, marked `loop`."""
-    if r.paced_by_loop:
+    if r.paced_by_loop and r.speedup is not None:
         return f"{paced_speedup(r):.2f} loop"
     return _num(r.speedup, ".2f")
 

@@ -819,5 +819,15 @@ def test_a_compiled_cell_whose_eager_runs_out_of_memory_is_checked_and_timed_com
     row = dict(zip(sweepreport.headers([result]), sweepreport.rows([result], None)[0]))
     assert (row["eager_ms"], row["speedup"], row["break_even_cold"]) == ("-", "-", "-")
     assert result.eager_note in report.cell_notes(result)
+    # on a GPU such a cell may be host-bound: a compiled loop, and no eager one beside it
+    result.host_bound, result.gpu_busy_share, result.host_ms_per_call = True, 0.3, 0.05
+    result.profiled_forward_device_ms, result.compiled_loop_ms = 0.02, 0.06
+    result.loop_timing = {"compiled": {"median_ms": 0.06, "calls": 40}}
+    row = dict(zip(sweepreport.headers([result]), sweepreport.rows([result], None)[0]))
+    assert (row["speedup"], row["break_even_warm"]) == ("-", "-")
+    assert "host-bound: GPU busy 30% of each call in a loop" in "\n".join(
+        report.cell_notes(result)
+    )
+    assert "eager could not run" in report.cell_summary(result)
     eager = run_cell(f"{path}:attention", "eager")
     assert eager.status == "failed" and "out of memory allocating 64.00 GiB" in eager.reason
