@@ -240,8 +240,9 @@ def _run_locked(experiment, out_dir, gpus, force, retry, cache_root, fresh, per_
 
 
 def out_of_memory(result) -> bool:
-    """A cell that failed for want of GPU memory (which, in a sweep, others may have held)."""
-    return result.status == "failed" and (result.reason or "").startswith("out of memory")
+    """A cell that failed for want of GPU memory (which, in a sweep, others may have held):
+    cell.classify's words, after what the cell was doing ("'flex' failed on cuda ...: ")."""
+    return result.status == "failed" and "out of memory allocating" in (result.reason or "")
 
 
 def run_again_alone(name: str, cells, done: dict, out_dir: str, launch, log) -> None:

@@ -508,7 +508,11 @@ def test_a_parallel_sweep_runs_a_cell_out_of_memory_again_alone(tmp_path, monkey
     runs, lock = [], threading.Lock()
     import torch
 
-    oom = classify(torch.OutOfMemoryError(OOM_BESIDE_OTHERS), "1x2x64x32").reason
+    # as the cell records it: what it was doing, then classify's words
+    oom = (
+        "'sdpa' failed on cuda bfloat16 at 1x2x64x32: "
+        + classify(torch.OutOfMemoryError(OOM_BESIDE_OTHERS), "1x2x64x32").reason
+    )
 
     def fake_launch(cell, out_dir, **_):
         with lock:
