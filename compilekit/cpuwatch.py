@@ -24,7 +24,8 @@ PROC = "/proc"
 NAMED_CORES = 0.1
 TOP = 3
 # /proc counts in clock ticks (10 ms): over a shorter block one stray tick reads as many cores
-# (at this one, 0.2 cores: a CPU cell's timed calls at the tests' shape take about 0.06 s).
+# (at this one, 0.2 cores). A CPU cell's timed calls at the tests' shape take 0.04-0.06 s, so
+# watch() reads a shorter block over this long from its start.
 MIN_WALL_S = 0.05
 # The CPU-speed probe: the best of ROUNDS rounds of LOOP_STEPS steps (about 1 ms a round).
 LOOP_STEPS = 20_000
@@ -152,8 +153,10 @@ def use_between(start: tuple, end: tuple, me: str, hz: int, name=None) -> CpuUse
 
 class watch:
     """`with cpuwatch.watch() as w: ...` then w.use: a CpuUse for the block, or None where
-    /proc cannot say (not Linux, or a block under MIN_WALL_S). Reading /proc and the speed
-    probe take milliseconds, outside the block."""
+    /proc cannot say (not Linux). A block under MIN_WALL_S is read over MIN_WALL_S from its
+    start (waiting out the rest): what else ran just after it stands for what ran during it,
+    where the block alone would be too short for /proc's clock ticks. Reading /proc and the
+    speed probe take milliseconds, outside the block."""
 
     def __enter__(self):
         self.use = None
@@ -167,6 +170,9 @@ class watch:
     def __exit__(self, *exc):
         if self._start is None:
             return False
+        short = MIN_WALL_S - (time.perf_counter() - self._start[0])
+        if short > 0:
+            time.sleep(short)
         try:
             end = snapshot()
         except (OSError, ValueError):

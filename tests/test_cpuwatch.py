@@ -40,10 +40,15 @@ def test_this_process_is_left_out_and_the_busiest_others_named():
     assert cpuwatch.use_between(start, (0.01,) + end[1:], "1", 100) is None  # under MIN_WALL_S
 
 
-def test_too_short_a_block_or_no_proc_says_nothing(monkeypatch, tmp_path):
+def test_a_short_block_is_read_over_the_minimum_wall_and_no_proc_says_nothing(
+    monkeypatch, tmp_path
+):
+    """A CPU cell's timed calls can take under MIN_WALL_S, where one stray clock tick would
+    read as many cores: such a block is read over MIN_WALL_S from its start, not left out."""
     with cpuwatch.watch() as watched:
-        pass  # far under MIN_WALL_S: one stray clock tick would read as many cores
-    assert watched.use is None
+        pass
+    assert watched.use is not None and watched.use.wall_s >= cpuwatch.MIN_WALL_S
+    assert watched.use.loop_ns is not None
     monkeypatch.setattr(cpuwatch, "PROC", str(tmp_path / "no-proc"))
     with cpuwatch.watch() as watched:
         time.sleep(cpuwatch.MIN_WALL_S + 0.05)
