@@ -422,7 +422,9 @@ def test_verify_is_inconclusive_when_the_bare_retimes_disagree(run_cell, monkeyp
         ([ms * 0.5, ms, ms * 1.6], "inconclusive"),  # the yardstick itself moved 3x
     ):
         times = iter(bares)
-        monkeypatch.setattr(verify, "_bare_once", lambda c, env, calls: {"median_ms": next(times)})
+        monkeypatch.setattr(
+            verify, "_bare_once", lambda c, env, calls, repeats: {"median_ms": next(times)}
+        )
         line, verdict = verify.verify(result.run_dir, 0.05, repeat=3)
         assert verdict == expected, line
     assert "INCONCLUSIVE" in line and "disagree among themselves" in line
@@ -451,7 +453,7 @@ def test_an_inconclusive_verify_names_a_cpu_that_changed_speed(run_cell, tmp_pat
     ):
         bares = iter(zip([ms * 0.5, ms, ms * 1.6], speeds))
 
-        def bare(c, env, calls):
+        def bare(c, env, calls, repeats):
             median, speed = next(bares)
             return {"median_ms": median, "loop_ns": [speed, speed + 1]}
 
@@ -461,9 +463,10 @@ def test_an_inconclusive_verify_names_a_cpu_that_changed_speed(run_cell, tmp_pat
     assert line.endswith("; CPU speed, ns per Python loop step: toolkit 52-53, bare 51-53"), line
 
 
-def test_verify_judges_a_host_bound_run_by_a_loop(run_cell, tmp_path, monkeypatch):
+def test_verify_judges_a_host_bound_run_by_its_fastest_loops(run_cell, tmp_path, monkeypatch):
     """do_bench's L2 flush lets a host-bound call read its device time in one process and its
-    host cost in the next; such a run is judged by a loop of the same length as its own."""
+    host cost in the next, and a loop's median reads the CPU's speed of the moment: such a run
+    is judged by the fastest tenth of as many loops of the same length as its own."""
     import shutil
 
     from compilekit import result as results
@@ -473,26 +476,62 @@ def test_verify_judges_a_host_bound_run_by_a_loop(run_cell, tmp_path, monkeypatc
     shutil.copytree(run_cell("naive", "eager").run_dir, run)
     doctored = results.load(str(run))
     doctored.host_bound, doctored.gpu_busy_share = True, 0.2
-    doctored.compiled_ms, doctored.compiled_loop_ms = 0.017, 0.048
-    doctored.loop_timing = {"compiled": {"median_ms": 0.048, "calls": 42}}
-    doctored.host_ms_per_call = 0.046
+    # the run's loops: fast tenth 0.046, but the CPU ran slow for most of them (median 0.069)
+    doctored.compiled_ms, doctored.compiled_loop_ms = 0.017, 0.069
+    doctored.loop_timing = {
+        "compiled": {"median_ms": 0.069, "p10_ms": 0.046, "calls": 42, "samples": 80}
+    }
+    doctored.host_ms_per_call = 0.066
     doctored.save(str(run))
     asked = []
 
-    def bare(cell, env, calls):
-        asked.append(calls)
+    def bare(cell, env, calls, repeats):
+        asked.append((calls, repeats))
         host = (0.047, 0.045, 0.046)[len(asked) - 1]
-        return {"median_ms": 0.011 * (1 + len(asked)), "loop_ms": 0.0485, "host_ms": host}
+        return {
+            "median_ms": 0.011 * (1 + len(asked)),
+            "loop_ms": 0.0485,
+            "loop_p10_ms": 0.0455,
+            "host_ms": host,
+        }
 
     monkeypatch.setattr(verify, "_bare_once", bare)
     line, verdict = verify.verify(str(run), 0.05, repeat=3)
-    assert verdict == "within" and asked == [42, 42, 42], line
-    assert "host-bound (GPU busy 20%)" in line and "bare loop 0.0485" in line, line
-    assert line.endswith("; host per call: toolkit 0.0460 ms, bare 0.0450-0.0470 ms"), line
+    assert verdict == "within" and asked == [(42, 80)] * 3, line
+    assert "host-bound (GPU busy 20%)" in line and "bare loop p10 0.0455" in line, line
+    assert "loop medians: toolkit 0.0690 ms, bare 0.0485 ms" in line, line
+    assert line.endswith("; host per call: toolkit 0.0660 ms, bare 0.0450-0.0470 ms"), line
     asked.clear()
-    doctored.compiled_loop_ms = 0.07  # the toolkit's loop 44% over the bare one
+    doctored.loop_timing["compiled"]["p10_ms"] = 0.065  # every loop 43% over the bare ones
     doctored.save(str(run))
     assert verify.verify(str(run), 0.05, repeat=3)[1] == "outside"
+
+
+def test_bare_loop_gives_the_median_and_the_fastest_tenth(monkeypatch):
+    """The bare child's loops: ms per call, their median and their fastest tenth."""
+    import torch
+
+    from compilekit import verify
+
+    clock = iter(range(1000))
+
+    class Event:  # each loop "takes" the next number from the list below, per call
+        def __init__(self, enable_timing):
+            self.at = 0
+
+        def record(self):
+            self.at = next(clock)
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end):
+            return float(per_loop[end.at // 2])
+
+    per_loop = [9, 1, 8, 2, 7, 3, 6, 4, 5, 10]
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    got = verify.bare_loop(lambda: None, (), calls=1, repeats=10)
+    assert got == {"loop_ms": 6.0, "loop_p10_ms": 2.0}, got
 
 
 def test_loop_timing_is_time_per_call(monkeypatch):
@@ -560,7 +599,9 @@ def test_paired_verify_decides_where_the_host_drifts(run_cell, cache_root, monke
         ([1.0, 2.0, 1.3, 1.1], [1.0, 1.5, 0.7, 1.2], "inconclusive"),
     ):
         bares, measures = iter(host), iter(h * r for h, r in zip(host, toolkit_over_bare))
-        monkeypatch.setattr(verify, "_bare_once", lambda c, env, calls: {"median_ms": next(bares)})
+        monkeypatch.setattr(
+            verify, "_bare_once", lambda c, env, calls, repeats: {"median_ms": next(bares)}
+        )
         monkeypatch.setattr(
             runner,
             "launch",
@@ -587,7 +628,7 @@ def test_paired_verify_shows_whether_the_toolkit_pays_more_host_time(
     result = run_cell("naive", "eager")
     bares = iter([(0.040, [50.0, 52.0]), (0.050, [100.0, 102.0])])
 
-    def bare(c, env, calls):
+    def bare(c, env, calls, repeats):
         host, speed = next(bares)
         return {"median_ms": 1.0, "host_ms": host, "loop_ns": speed}
 
