@@ -449,7 +449,7 @@ def _time(cell, variant, compiled, args, result) -> None:
     the quietest attempt (undisturbed, then the smallest spread) is kept: a short disturbance
     from another process on a shared host says nothing about the code. Every attempt's medians
     are kept in timing_attempts, with what else used the CPU meanwhile (cpuwatch)."""
-    from compilekit import cpuwatch, timing
+    from compilekit import cpuwatch
 
     attempts = []
     with_eager = result.eager_note is None  # else eager ran out of memory: compiled alone
@@ -457,16 +457,7 @@ def _time(cell, variant, compiled, args, result) -> None:
         if attempt:
             time.sleep(RETIME_PAUSE_S)
         with cpuwatch.watch() as watched:
-            eager = timing.bench(variant.attention, args, cell.device) if with_eager else None
-            steady = eager if cell.mode == "eager" else timing.bench(compiled, args, cell.device)
-            host, loops = None, None
-            if cell.device == "cuda":
-                host = timing.host_ms_per_call(compiled, args)
-                loops = {"compiled": timing.loop_timing(compiled, args, steady["median_ms"])}
-                if eager:
-                    loops["eager"] = timing.loop_timing(
-                        variant.attention, args, eager["median_ms"]
-                    )
+            eager, steady, host, loops = _timed_calls(cell, variant, compiled, args, with_eager)
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
         timed = [t for t in (eager, steady) if t]
         note = noise_note(timed, load, os.cpu_count() or 1, watched.use, host)
@@ -500,6 +491,29 @@ def _time(cell, variant, compiled, args, result) -> None:
             result.eager_tflops = result.flops / (eager["median_ms"] * 1e-3) / 1e12
     result.noise_note = note
     result.noisy = note is not None
+
+
+def _timed_calls(cell, variant, compiled, args, with_eager: bool):
+    """(eager timing or None, compiled timing, host ms per call or None, {"compiled", "eager"}
+    loops or None). The callable the cell is about first, in the order `compilekit verify`'s
+    bare child times it (do_bench, a user's loop, the host's cost): the two processes then
+    differ in what ran before, not in the order of the timed calls (whether a host-bound
+    figure depends on that order on the H200's VM hosts is open: experiments/host_drift.py).
+    Eager after it, where eager is only the comparison."""
+    from compilekit import timing
+
+    cuda = cell.device == "cuda"
+    steady = timing.bench(compiled, args, cell.device)  # in eager mode, the variant itself
+    host, loops = None, None
+    if cuda:
+        loops = {"compiled": timing.loop_timing(compiled, args, steady["median_ms"])}
+        host = timing.host_ms_per_call(compiled, args)
+    if cell.mode == "eager":
+        return steady, steady, host, loops and {**loops, "eager": loops["compiled"]}
+    eager = timing.bench(variant.attention, args, cell.device) if with_eager else None
+    if cuda and eager:
+        loops["eager"] = timing.loop_timing(variant.attention, args, eager["median_ms"])
+    return eager, steady, host, loops
 
 
 def busy_share(device_ms: float, loop_ms: float) -> tuple[float, bool]:

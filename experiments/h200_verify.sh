@@ -34,6 +34,10 @@
 # .sweeps/ (git-ignored), e.g. `mkdir -p .sweeps && tar xzf <files_at>/seqlen.tgz -C .sweeps`,
 # and carry [".whl", ".sweeps"]; the sweep then skips the cells done before (a cell cut off
 # mid-run left only a staging directory, which the next sweep removes and runs again).
+# .sweeps/ lives only in this checkout: a session that ends with a sweep unfinished publishes
+# what it has (experiments/publish_sweep.py, committed, its README saying partial), and the
+# next session's call seeds the sweep from it: SEED="kernel=experiments/results/h200/kernel"
+# (published cells keep result.json and kernels.json, so the sweep counts them done).
 set -u
 WAIT_S=${WAIT_S:-540}
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
@@ -41,6 +45,10 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COMPILEKIT_CACHE=/tmp/ckcach
 R=/tmp/res; mkdir -p $R
 for d in blog4 blog1 seqlen verify knobs kernel; do  # sweeps carried from an earlier call
   [ -d .sweeps/$d ] && [ ! -e /tmp/$d ] && cp -a .sweeps/$d /tmp/$d
+done
+for pair in ${SEED:-}; do  # a sweep published into the repository, where .sweeps/ lacks it
+  d=${pair%%=*}; src=${pair#*=}
+  [ -d "$src" ] && [ ! -e /tmp/$d ] && cp -a "$src" /tmp/$d && echo "seeded /tmp/$d from $src"
 done
 NGPU=$(nvidia-smi -L | wc -l); GPUS=$(seq -s, 0 $((NGPU - 1))); LAST=$((NGPU - 1))
 start=$(date +%s)

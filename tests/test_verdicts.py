@@ -681,15 +681,29 @@ def _timing(median, low, p90):
     return {"median_ms": median, "p10_ms": low, "p90_ms": p90, "min_ms": low, "samples": 100}
 
 
-def _time_with(monkeypatch, benches):
-    """Run cell._time with timing.bench answering `benches` in turn (eager, compiled, ...)."""
+class _QuietWatch:
+    """cpuwatch.watch on a CPU that nothing disturbed: the tests' own machine may change speed
+    meanwhile (this VM's did, 49 -> 83 ns per loop step), which would add an attempt."""
+
+    def __enter__(self):
+        self.use = None
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _time_with(monkeypatch, benches, watch=_QuietWatch):
+    """Run cell._time with timing.bench answering `benches`, given as (eager, compiled) per
+    attempt (cell._timed_calls asks for compiled first), and `watch` as cpuwatch.watch."""
     import os
     import types
 
-    from compilekit import cell, timing
+    from compilekit import cell, cpuwatch, timing
     from compilekit.result import CellResult
 
-    answers = iter(benches)
+    monkeypatch.setattr(cpuwatch, "watch", watch)
+    answers = iter([b for i in range(0, len(benches), 2) for b in (benches[i + 1], benches[i])])
     monkeypatch.setattr(timing, "bench", lambda fn, args, device: next(answers))
     monkeypatch.setattr(cell, "RETIME_PAUSE_S", 0.0)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0), raising=False)
@@ -751,19 +765,49 @@ def test_a_timing_beside_busy_processes_is_taken_again_and_says_what_ran(monkeyp
         def __exit__(self, *exc):
             self.use = next(uses)
 
-    monkeypatch.setattr(cpuwatch, "watch", Watch)
     import os
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)  # 2.5 other cores of 2: busy
     quiet = _timing(1.0, 0.99, 1.0)
     result = _time_with(
-        monkeypatch, [quiet, _timing(1.3, 1.29, 1.3), quiet, _timing(1.0, 0.98, 1.04)]
+        monkeypatch, [quiet, _timing(1.3, 1.29, 1.3), quiet, _timing(1.0, 0.98, 1.04)], Watch
     )
     assert result.compiled_ms == 1.0 and not result.noisy
     busy = result.timing_attempts[0]
     assert "other processes used 2.5 cores (python3 -m compilekit.cell cold 2.4)" in busy["noise"]
     assert busy["cpu_use"]["others_cores"] == 2.5
     assert result.cpu_use["others_cores"] == 0.1
+
+
+def test_the_timed_calls_follow_the_bare_childs_order(monkeypatch):
+    """The compiled callable is timed first, as `compilekit verify`'s bare child times it
+    (do_bench, a user's loop, the host's cost), then eager, the comparison; an eager cell
+    times its one callable once."""
+    import types
+
+    from compilekit import cell, timing
+
+    calls = []
+
+    def record(what, answer):
+        return lambda fn, *a, **k: calls.append((what, fn)) or answer
+
+    monkeypatch.setattr(timing, "bench", record("do_bench", _timing(1.0, 0.9, 1.1)))
+    monkeypatch.setattr(timing, "loop_timing", record("loop", _timing(1.2, 1.1, 1.3)))
+    monkeypatch.setattr(timing, "host_ms_per_call", record("host", 0.05))
+    variant = types.SimpleNamespace(attention="eager")
+    spec = types.SimpleNamespace(device="cuda", mode="default")
+    eager, steady, host, loops = cell._timed_calls(spec, variant, "compiled", (), True)
+    assert calls == [
+        ("do_bench", "compiled"), ("loop", "compiled"), ("host", "compiled"),
+        ("do_bench", "eager"), ("loop", "eager"),
+    ]  # fmt: skip
+    assert host == 0.05 and set(loops) == {"compiled", "eager"} and eager and steady
+    calls.clear()
+    spec.mode = "eager"
+    eager, steady, _, loops = cell._timed_calls(spec, variant, "eager", (), True)
+    assert calls == [("do_bench", "eager"), ("loop", "eager"), ("host", "eager")]
+    assert eager is steady and loops["eager"] is loops["compiled"]
 
 
 def test_a_quiet_timing_is_taken_once(monkeypatch):
