@@ -279,15 +279,15 @@ def _figure(result) -> Figure:
     is near that reads its device time in one process and up to its host cost in the next
     (bare do_bench of compiled sdpa at 1x4x128x64 on the H200: 0.011 to 0.066 ms in nine fresh
     processes; experiments/results/h200/host_bound_timing). And by the fastest tenth of its
-    loops (p10), both sides taking as many loops as the run did: a host-bound call costs what
-    the CPU's speed of the moment makes it, and the H200's VM hosts swing between two speeds
-    (45 and 85 ns per step of a Python loop) within a second, in any process
-    (experiments/results/h200/host_drift): a loop's median reads whichever speed held for most
-    of it, while its fastest tenth reads the fast one whenever the CPU had it for a tenth of
-    the loops. A cost the toolkit's process adds to every call shows in both."""
-    loop = (result.loop_timing or {}).get("compiled") or {}
-    if result.paced_by_loop and "p10_ms" in loop:
-        calls, repeats = loop["calls"], max(21, loop.get("samples", 21))
+    loops (p10), the bare child taking as many loops as the run did (at least 21): a host-bound
+    call costs what the CPU's speed of the moment makes it, and the H200's VM hosts swing
+    between two speeds (45 and 85 ns per step of a Python loop) within a second, in any
+    process (experiments/results/h200/host_drift): a loop's median reads whichever speed held
+    for most of it, while its fastest tenth reads the fast one whenever the CPU had it for a
+    tenth of the loops. A cost the toolkit's process adds to every call shows in both."""
+    if result.paced_by_loop:
+        loop = result.loop_timing["compiled"]
+        calls, repeats = loop["calls"], max(21, loop["samples"])
         return Figure(
             "loop_p10_ms",
             lambda r: r.loop_timing["compiled"]["p10_ms"],
