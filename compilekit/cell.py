@@ -94,31 +94,42 @@ REFUSALS = (
 )
 
 
-def classify(exc: BaseException, shape) -> CellEnded:
-    """An exception from running the variant eagerly, as the cell's status and reason."""
+def out_of_memory(exc: BaseException, shape) -> CellEnded | None:
+    """The cell's end where exc is the GPU (or host) running out of memory, wherever in the
+    cell it happened, else None. Every such reason starts "out of memory": a sweep that ran the
+    cell beside others runs it again alone (sweep.out_of_memory)."""
+    import re
+
     import torch
 
+    text = str(exc)
+    if not (isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text.lower()):
+        return None
+    size = re.search(r"allocate ([\d.]+ [KMGT]i?B)", text) or re.search(
+        r"allocate (\d+) bytes", text
+    )
+    # torch names each other process on the GPU with its share ("Process 3017 has 53.48
+    # GiB memory in use"): a cell beside others in a sweep may fit when it runs alone
+    others = sum(float(g) for g in re.findall(r"Process \d+ has ([\d.]+) GiB memory", text))
+    fix = "try a smaller shape"
+    if others >= 1:
+        fix = f"other processes held {others:.1f} GiB of the GPU: run it alone, or {fix}"
+    elif not size:  # the driver's bare "CUDA error: out of memory" names neither
+        fix = f"{_first_line(exc)}; run it alone, or {fix}"
+    if not size:
+        return CellEnded("failed", f"out of memory at shape {shape}: {fix}", True)
+    amount = f"{int(size[1]) / 2**30:.2f} GiB" if size[1].isdigit() else size[1]
+    return CellEnded("failed", f"out of memory allocating {amount} at shape {shape}: {fix}", True)
+
+
+def classify(exc: BaseException, shape) -> CellEnded:
+    """An exception from running the variant eagerly, as the cell's status and reason."""
     from compilekit.errors import Unsupported
 
+    short = out_of_memory(exc, shape)
+    if short:
+        return short
     text = str(exc)
-    if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text.lower():
-        import re
-
-        size = re.search(r"allocate ([\d.]+ [KMGT]i?B)", text) or re.search(
-            r"allocate (\d+) bytes", text
-        )
-        amount = size[1] if size else "more memory than there is"
-        if size and size[1].isdigit():
-            amount = f"{int(size[1]) / 2**30:.2f} GiB"
-        # torch names each other process on the GPU with its share ("Process 3017 has 53.48
-        # GiB memory in use"): a cell beside others in a sweep may fit when it runs alone
-        others = sum(float(g) for g in re.findall(r"Process \d+ has ([\d.]+) GiB memory", text))
-        fix = "try a smaller shape"
-        if others >= 1:
-            fix = f"other processes held {others:.1f} GiB of the GPU: run it alone, or {fix}"
-        return CellEnded(
-            "failed", f"out of memory allocating {amount} at shape {shape}: {fix}", True
-        )
     if isinstance(exc, Unsupported) or any(r in text for r in REFUSALS):
         return CellEnded("unsupported", _first_line(exc).split(": ", 1)[-1])
     return CellEnded("failed", f"the variant raised {_first_line(exc)} (traceback in log.txt)")
@@ -145,6 +156,16 @@ def failure_in_mode(cell, what: str) -> tuple[str, str]:
     variant = _LOADED.get(cell.variant)  # None: it failed before the variant was imported
     why = variant.known_limits.get(cell.mode) if variant else None
     return ("unsupported", f"{why} (torch: {what})") if why else ("failed", what)
+
+
+def failure_outside_probe(cell, exc: BaseException) -> tuple[str, str]:
+    """(status, reason) for an exception a cell process raised outside the eager probe: out of
+    memory in out_of_memory's words (making the inputs beside a neighbour's 128 GiB eager call
+    ran out on the H200), else failure_in_mode with torch's first line."""
+    short = out_of_memory(exc, cell.shape)
+    if short:
+        return short.status, short.reason
+    return failure_in_mode(cell, f"{_first_line(exc)} (traceback in log.txt)")
 
 
 def _eager_probe(variant, args, cell):
@@ -666,9 +687,7 @@ def main(argv: list[str]) -> int:
         result.status, result.reason = ended.status, ended.reason
     except Exception as exc:  # the toolkit's own failure, or the user's code in a new place
         traceback.print_exc()
-        result.status, result.reason = failure_in_mode(
-            cell, f"{_first_line(exc)} (traceback in log.txt)"
-        )
+        result.status, result.reason = failure_outside_probe(cell, exc)
     if phase == "measure" or result.reason:  # measured, or the cell ended in this phase
         result.save(stage_dir)
     print(f"{phase} process: {time.perf_counter() - PROCESS_START:.1f} s", file=sys.stderr)

@@ -241,8 +241,12 @@ def _run_locked(experiment, out_dir, gpus, force, retry, cache_root, fresh, per_
 
 def out_of_memory(result) -> bool:
     """A cell that failed for want of GPU memory (which, in a sweep, others may have held):
-    cell.classify's words, after what the cell was doing ("'flex' failed on cuda ...: ")."""
-    return result.status == "failed" and "out of memory allocating" in (result.reason or "")
+    cell.out_of_memory's words ("out of memory allocating 2.00 GiB at shape ...", "out of memory
+    at shape ..."), alone or after what the cell was doing ("'flex' failed on cuda ...: ")."""
+    reason = result.reason or ""
+    return result.status == "failed" and (
+        reason.startswith("out of memory ") or ": out of memory " in reason
+    )
 
 
 def run_again_alone(name: str, cells, done: dict, out_dir: str, launch, log) -> None:

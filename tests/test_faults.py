@@ -493,14 +493,42 @@ def test_out_of_memory_beside_other_processes_says_to_run_it_alone():
     assert alone.reason == "out of memory allocating 2.00 GiB at shape s: try a smaller shape"
 
 
-def test_a_parallel_sweep_runs_a_cell_out_of_memory_again_alone(tmp_path, monkeypatch):
-    """Two cell processes per GPU: a cell that ran out of memory beside the other is run once
-    more at the end, alone, and the run that fit is kept."""
+# the driver's own words, as torch.AcceleratorError carried them on the H200 when a cell made
+# its inputs while a neighbour's eager flex call held 128 GiB (2026-12-01)
+DRIVER_OOM = (
+    "CUDA error: out of memory\nSearch for `cudaErrorMemoryAllocation' in https://docs.nvidia.com"
+    "/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information."
+)
+
+
+def test_out_of_memory_outside_the_eager_probe_is_named_as_such():
+    """A cell process that runs out of memory making its inputs or compiling gets the same
+    out-of-memory reason as the eager probe (so a sweep runs it again alone), not a bare
+    "RuntimeError: CUDA error" that reads like a bug; any other error keeps torch's words."""
+    from compilekit.cell import failure_outside_probe
+    from compilekit.spec import Cell, parse_shape
+
+    cell = Cell("flex", "default", parse_shape("4x16x2048x128"), "bfloat16", "cuda")
+    status, reason = failure_outside_probe(cell, RuntimeError(DRIVER_OOM))
+    assert status == "failed"
+    assert reason == (
+        "out of memory at shape 4x16x2048x128: RuntimeError: CUDA error: out of memory; run it "
+        "alone, or try a smaller shape"
+    )
+    status, reason = failure_outside_probe(cell, KeyError("q"))
+    assert (status, reason) == ("failed", "KeyError: 'q' (traceback in log.txt)")
+
+
+@pytest.mark.parametrize("where", ["eager probe", "outside the probe"])
+def test_a_parallel_sweep_runs_a_cell_out_of_memory_again_alone(tmp_path, monkeypatch, where):
+    """Two cell processes per GPU: a cell that ran out of memory beside the other, in its eager
+    probe or anywhere else in its processes, is run once more at the end, alone, and the run
+    that fit is kept."""
     import io
     import threading
 
     from compilekit import runner, spec, sweep
-    from compilekit.cell import classify
+    from compilekit.cell import classify, failure_outside_probe
 
     path = tmp_path / "two.toml"
     path.write_text('variants = ["naive", "sdpa"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n')
@@ -508,11 +536,14 @@ def test_a_parallel_sweep_runs_a_cell_out_of_memory_again_alone(tmp_path, monkey
     runs, lock = [], threading.Lock()
     import torch
 
-    # as the cell records it: what it was doing, then classify's words
+    # as the cell records it: in the probe, what it was doing, then classify's words
     oom = (
         "'sdpa' failed on cuda bfloat16 at 1x2x64x32: "
         + classify(torch.OutOfMemoryError(OOM_BESIDE_OTHERS), "1x2x64x32").reason
     )
+    if where == "outside the probe":
+        sdpa = next(c for c in experiment.cells if c.variant == "sdpa")
+        oom = failure_outside_probe(sdpa, RuntimeError(DRIVER_OOM))[1]
 
     def fake_launch(cell, out_dir, **_):
         with lock:
