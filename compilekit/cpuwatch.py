@@ -74,16 +74,23 @@ class CpuUse:
         } | ({"loop_ns": [round(n, 1) for n in self.loop_ns]} if self.loop_ns else {})
 
 
-def loop_ns() -> float:
-    """The CPU's speed now, as ns per step of a fixed pure-Python loop (the best of ROUNDS
-    rounds): what a host-bound call's Python and launch path also runs on."""
+def loop_ns(steps: int = LOOP_STEPS, rounds: int = ROUNDS) -> float:
+    """The CPU's speed now, as ns per step of a fixed pure-Python loop (the best of `rounds`
+    rounds of `steps`): what a host-bound call's Python and launch path also runs on."""
     best = float("inf")
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         start, total = time.perf_counter(), 0
-        for i in range(LOOP_STEPS):
+        for i in range(steps):
             total += i * i
         best = min(best, time.perf_counter() - start)
-    return best / LOOP_STEPS * 1e9
+    return best / steps * 1e9
+
+
+def quick_loop_ns() -> float:
+    """loop_ns in about half a millisecond (two rounds of 5,000 steps): cheap enough to take
+    before each of a host-bound call's timed loops, so that each loop is read beside the speed
+    the CPU had for it (compilekit/samespeed.py). An interrupt can only make it read slower."""
+    return loop_ns(5_000, 2)
 
 
 def _machine_ticks() -> tuple[int, int]:

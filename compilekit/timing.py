@@ -89,12 +89,16 @@ def loop_timing(fn: Callable, args, per_call_ms: float, budget_s: float = 0.3) -
     the next one is paced by the host. do_bench cannot show that: the 256 MB memset it runs
     before each timed call gives the host a head start, so a host-bound call reads anywhere
     between its device time and its host cost (experiments/results/h200/host_bound_timing)."""
+    from compilekit import cpuwatch
+
     for _ in range(3):
         fn(*args)
     torch.cuda.synchronize()
     calls = max(5, min(200, math.ceil(2.0 / max(per_call_ms, 1e-3))))
-    samples, deadline = [], time.perf_counter() + budget_s
+    samples, speeds, deadline = [], [], time.perf_counter() + budget_s
     while len(samples) < 5 or (time.perf_counter() < deadline and len(samples) < 100):
+        # the CPU's speed for this loop (the GPU is idle here: the last loop synchronized)
+        speeds.append(cpuwatch.quick_loop_ns())
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(calls):
@@ -102,7 +106,13 @@ def loop_timing(fn: Callable, args, per_call_ms: float, budget_s: float = 0.3) -
         end.record()
         end.synchronize()
         samples.append(start.elapsed_time(end) / calls)
-    return {**_summary(samples), "calls": calls}
+    return {
+        **_summary(samples),
+        "calls": calls,
+        # each loop beside the CPU's speed before it, in order: what `compilekit verify` matches
+        # a bare process's loops against (compilekit/samespeed.py)
+        "loops": [[round(ms, 6), round(ns, 1)] for ms, ns in zip(samples, speeds)],
+    }
 
 
 def _bench_cuda(fn: Callable, args, budget_s: float) -> dict:

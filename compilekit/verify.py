@@ -4,8 +4,10 @@
 The child (`python -m compilekit.verify CELL_JSON`) loads the variant, wraps it in the mode,
 calls it once (a warm compile from the cell's cache) and times it: no profiler, no capture, no
 lock, no toolkit timing code. Its median against the run's `compiled_ms` says whether the
-toolkit measured the code or itself. A host-bound run is judged by a user's loop instead (the
-fastest tenth of the run's loops against the child's own loops of the same length), see _figure.
+toolkit measured the code or itself. A host-bound run is judged by a user's loop instead: its
+loops taken at the CPU's fast speed against the child's own loops of the same length at that
+speed (compilekit/samespeed.py), or, for a run whose loops carry no speed, the fastest tenth
+of each side's loops (_figure).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import sys
 import time
 from collections.abc import Callable
 from typing import NamedTuple
+
+from compilekit import samespeed
 
 CPU_SAMPLES = 100
 
@@ -45,17 +49,24 @@ def bare_loop(fn, args, calls: int, repeats: int = 21) -> dict:
     by: see _figure)."""
     import torch
 
-    samples = []
+    from compilekit import cpuwatch
+
+    loops = []
     for _ in range(repeats):
+        speed = cpuwatch.quick_loop_ns()  # the CPU's speed for this loop (compilekit/samespeed)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(calls):
             fn(*args)
         end.record()
         end.synchronize()
-        samples.append(start.elapsed_time(end) / calls)
-    samples.sort()
-    return {"loop_ms": samples[len(samples) // 2], "loop_p10_ms": samples[int(0.1 * len(samples))]}
+        loops.append([start.elapsed_time(end) / calls, speed])
+    samples = sorted(ms for ms, _ in loops)
+    return {
+        "loop_ms": samples[len(samples) // 2],
+        "loop_p10_ms": samples[int(0.1 * len(samples))],
+        "loops": loops,
+    }
 
 
 def bare_host_ms(fn, args, calls: int = 50, loops: int = 5) -> float:
@@ -129,6 +140,9 @@ def verify(
     figure = _figure(result)
     env = _bare_env(cell, cache_root or runner.default_cache_root())
     runs = [_bare_once(cell, env, figure.calls, figure.repeats) for _ in range(repeat)]
+    toolkit_loops = _loops(result) if figure.key == "loop_p10_ms" else None
+    if toolkit_loops and all(run.get("loops") for run in runs):
+        return _verify_at_same_speed(result, runs, toolkit_loops, tolerance)
     bares = sorted(run[figure.key] for run in runs)
     bare = bares[len(bares) // 2]
     toolkit = figure.toolkit(result)
@@ -164,6 +178,64 @@ def verify(
     return line + _span_text(
         "host per call", result.host_ms_per_call, [run.get("host_ms") for run in runs]
     ) + _speed_text(result.cpu_use, bare_speeds), verdict
+
+
+def _loops(result) -> list | None:
+    """The run's compiled loops beside the CPU speed before each ([[ms, ns], ...]); None for a
+    run measured before timing.loop_timing recorded them."""
+    return ((result.loop_timing or {}).get("compiled") or {}).get("loops")
+
+
+def _same_speed_method(result, probe: str) -> str:
+    return (
+        f"host-bound (GPU busy {result.gpu_busy_share:.0%}), so judged by the loops each process "
+        f"ran while the CPU had its fast speed ({probe}), where do_bench's L2 flush would hide "
+        "the host's cost and the CPU's speed changes from one moment to the next: "
+    )
+
+
+def _verify_at_same_speed(result, runs, toolkit_loops, tolerance) -> tuple[str, str]:
+    """verify() for a host-bound run whose loops carry the CPU's speed: the toolkit's loops at
+    the fast speed against the bare processes' loops at that speed (compilekit/samespeed.py)."""
+    matched = samespeed.match(toolkit_loops, [run["loops"] for run in runs])
+    probe = (
+        f"a probe before each loop read at most {matched.limit_ns:.0f} ns per step of a Python "
+        f"loop: {samespeed.counts_text(matched)}"
+    )
+    line = f"{result.label}: " + _same_speed_method(result, probe)
+    bares = sorted(b for b in matched.bare_ms if b is not None)
+    if matched.toolkit_ms is None or not bares:
+        who = "the toolkit's process" if matched.toolkit_ms is None else "every bare process"
+        line += (
+            f"INCONCLUSIVE, {who} ran fewer than {samespeed.MIN_FAST_LOOPS} loops at that "
+            "speed; run again"
+        )
+        verdict = "inconclusive"
+    else:
+        bare = bares[len(bares) // 2]
+        ratio = matched.toolkit_ms / bare
+        spread = f"; ranged {bares[0]:.4f}-{bares[-1]:.4f} ms" if len(bares) > 1 else ""
+        line += (
+            f"toolkit {matched.toolkit_ms:.4f} ms, bare {bare:.4f} ms (median of "
+            f"{len(bares)} fresh process{'es' if len(bares) > 1 else ''}{spread}), ratio "
+            f"{ratio:.3f}: "
+        )
+        if bares[-1] > (1 + tolerance) * bares[0]:
+            verdict = "inconclusive"
+            line += (
+                f"INCONCLUSIVE, the bare processes disagree by more than {tolerance:.0%} at "
+                "the same CPU speed; run again on a quiet machine"
+            )
+        else:
+            verdict = "within" if abs(ratio - 1) <= tolerance else "outside"
+            line += f"{'within' if verdict == 'within' else 'OUTSIDE'} {tolerance:.0%}"
+    line += _span_text(
+        "loop p10", result.loop_timing["compiled"]["p10_ms"], [r["loop_p10_ms"] for r in runs]
+    )
+    line += _span_text("loop medians", result.compiled_loop_ms, [r["loop_ms"] for r in runs])
+    line += _span_text("host per call", result.host_ms_per_call, [r.get("host_ms") for r in runs])
+    speeds = [ns for run in runs for ns in run.get("loop_ns") or []]
+    return line + _speed_text(result.cpu_use, speeds), verdict
 
 
 def _speed_text(cpu_use: dict | None, bare_speeds: list) -> str:
@@ -220,32 +292,54 @@ def paired(
     figure = _figure(result)
     cache_root = cache_root or runner.default_cache_root()
     env = _bare_env(cell, cache_root)
-    ratios, host_ratios, speeds = [], [], []
+    ratios, host_ratios, speeds, unmatched, at_same_speed = [], [], [], 0, False
     with tempfile.TemporaryDirectory(prefix="compilekit-verify-") as out:
         for _ in range(pairs):
             again = runner.launch(cell, out, cache_root)
             if not again.measured:
                 raise UserError(f"the toolkit's re-measure of {result.label} ended {again.status}")
             bare = _bare_once(cell, env, figure.calls, figure.repeats)
-            ratios.append(figure.toolkit(again) / bare[figure.key])
+            again_loops = _loops(again) if figure.key == "loop_p10_ms" else None
+            if again_loops and bare.get("loops"):  # the pair's loops at the same CPU speed
+                at_same_speed = True
+                matched = samespeed.match(again_loops, [bare["loops"]])
+                if matched.toolkit_ms is None or matched.bare_ms[0] is None:
+                    unmatched += 1
+                else:
+                    ratios.append(matched.toolkit_ms / matched.bare_ms[0])
+            else:
+                ratios.append(figure.toolkit(again) / bare[figure.key])
             if again.host_ms_per_call and bare.get("host_ms"):
                 host_ratios.append(again.host_ms_per_call / bare["host_ms"])
             toolkit_ns = (again.cpu_use or {}).get("loop_ns")
             if toolkit_ns and bare.get("loop_ns"):  # each side's CPU speed, its own ns per step
                 speeds.append(sum(toolkit_ns) / sum(bare["loop_ns"]))
-    middle = statistics.median(ratios)
+    middle = statistics.median(ratios) if ratios else float("nan")
     beyond = max(sum(r > 1 + tolerance for r in ratios), sum(r < 1 - tolerance for r in ratios))
-    if abs(middle - 1) <= tolerance:
+    if ratios and abs(middle - 1) <= tolerance:
         verdict = "within"
-    elif beyond >= 0.75 * len(ratios):
+    elif ratios and beyond >= 0.75 * len(ratios):
         verdict = "outside"
     else:
         verdict = "inconclusive"
     words = {"within": f"within {tolerance:.0%}", "outside": f"OUTSIDE {tolerance:.0%}"}
+    method = figure.method
+    if at_same_speed:
+        method = _same_speed_method(
+            result,
+            f"a probe before each loop read within {samespeed.FAST_BAND}x of the fastest either "
+            "process of the pair saw",
+        )
     line = (
-        f"{result.label}: {figure.method}paired (the toolkit's measure process, then a bare "
+        f"{result.label}: {method}paired (the toolkit's measure process, then a bare "
         f"process, {pairs} time{'s' if pairs > 1 else ''}): ratios "
-        + ", ".join(f"{r:.3f}" for r in ratios)
+        + (", ".join(f"{r:.3f}" for r in ratios) or "none")
+        + (
+            f" ({unmatched} pair(s) without {samespeed.MIN_FAST_LOOPS} loops each at a common "
+            "speed)"
+            if unmatched
+            else ""
+        )
         + f", median {middle:.3f}: "
         + words.get(verdict, "INCONCLUSIVE, the pairs disagree")
     )

@@ -507,6 +507,71 @@ def test_verify_judges_a_host_bound_run_by_its_fastest_loops(run_cell, tmp_path,
     assert verify.verify(str(run), 0.05, repeat=3)[1] == "outside"
 
 
+def test_loops_are_compared_at_the_same_cpu_speed():
+    """The H200's vCPU switches between about 45 and 80 ns per probe step: only loops run at the
+    fastest speed either side saw are compared, so a process that spent most of its loops slow
+    is not blamed, one that never ran fast gives no figure, and a cost added to every call
+    still shows."""
+    from compilekit import samespeed
+
+    def loops(fast_ms, fast, slow):  # a process's loops: `fast` at 45 ns, `slow` at 80
+        return [[fast_ms, 45.0 + i % 3] for i in range(fast)] + [[fast_ms * 1.7, 80.0]] * slow
+
+    toolkit = loops(0.046, 8, 72)  # mostly slow: its median and p10 read the slow speed
+    bares = [loops(0.045, 60, 20), loops(0.047, 0, 80), loops(0.046, 40, 40)]
+    got = samespeed.match(toolkit, bares)
+    assert got.toolkit_ms == 0.046 and got.bare_ms == [0.045, None, 0.046], got
+    assert got.limit_ns == pytest.approx(45 * samespeed.FAST_BAND)
+    assert samespeed.counts_text(got) == "toolkit 8 of 80 loops, bare 60, 0, 40 of 80"
+    # a toolkit that adds 20% to every call reads 20% over at the fast speed too
+    assert samespeed.match(loops(0.055, 8, 72), bares).toolkit_ms == 0.055
+    # four fast loops are too few to stand for the fast speed
+    assert samespeed.match(loops(0.046, 4, 76), bares).toolkit_ms is None
+
+
+def test_verify_judges_host_bound_loops_at_the_same_cpu_speed(run_cell, tmp_path, monkeypatch):
+    """A host-bound run whose loops carry the CPU's speed is judged by its loops at the fast
+    speed against the bare processes' loops at that speed: within where they match though
+    the run's median and p10 read the slow speed, outside where every fast loop costs 20%
+    more, inconclusive where the run never had the fast speed."""
+    import shutil
+
+    from compilekit import result as results
+    from compilekit import verify
+
+    run = tmp_path / "host_bound"
+    shutil.copytree(run_cell("naive", "eager").run_dir, run)
+    doctored = results.load(str(run))
+    doctored.host_bound, doctored.gpu_busy_share = True, 0.1
+
+    def save(fast_ms, fast):
+        loops = [[fast_ms, 45.0]] * fast + [[0.080, 80.0]] * (80 - fast)
+        doctored.compiled_ms, doctored.compiled_loop_ms = 0.02, 0.080
+        doctored.loop_timing = {
+            "compiled": {"median_ms": 0.080, "p10_ms": 0.080 if fast < 8 else fast_ms,
+                         "calls": 42, "samples": 80, "loops": loops}
+        }  # fmt: skip
+        doctored.save(str(run))
+
+    def bare(cell, env, calls, repeats):
+        loops = [[0.046, 46.0]] * 30 + [[0.079, 81.0]] * (repeats - 30)
+        return {"median_ms": 0.02, "loop_ms": 0.079, "loop_p10_ms": 0.046, "loops": loops}
+
+    monkeypatch.setattr(verify, "_bare_once", bare)
+    save(0.046, 6)  # 6 of 80 loops fast: p10 reads the slow speed, 74% over the bare p10
+    line, verdict = verify.verify(str(run), 0.05, repeat=3)
+    assert verdict == "within", line
+    assert "toolkit 0.0460 ms, bare 0.0460 ms (median of 3 fresh processes" in line, line
+    assert (
+        "at most 52 ns per step of a Python loop: toolkit 6 of 80 loops, bare 30, 30, 30" in line
+    )
+    save(0.0552, 10)  # every fast loop 20% over the bare ones
+    assert verify.verify(str(run), 0.05, repeat=3)[1] == "outside"
+    save(0.046, 3)
+    line, verdict = verify.verify(str(run), 0.05, repeat=3)
+    assert verdict == "inconclusive" and "the toolkit's process ran fewer than 5" in line, line
+
+
 def test_bare_loop_gives_the_median_and_the_fastest_tenth(monkeypatch):
     """The bare child's loops: ms per call, their median and their fastest tenth."""
     import torch
@@ -528,10 +593,16 @@ def test_bare_loop_gives_the_median_and_the_fastest_tenth(monkeypatch):
         def elapsed_time(self, end):
             return float(per_loop[end.at // 2])
 
+    from compilekit import cpuwatch
+
     per_loop = [9, 1, 8, 2, 7, 3, 6, 4, 5, 10]
+    speeds = iter([45.0, 80.0] * 5)
     monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(cpuwatch, "quick_loop_ns", lambda: next(speeds))
     got = verify.bare_loop(lambda: None, (), calls=1, repeats=10)
-    assert got == {"loop_ms": 6.0, "loop_p10_ms": 2.0}, got
+    assert (got["loop_ms"], got["loop_p10_ms"]) == (6.0, 2.0), got
+    # each loop beside the speed the probe read before it, in the order taken
+    assert got["loops"] == [[float(ms), ns] for ms, ns in zip(per_loop, [45.0, 80.0] * 5)]
 
 
 def test_loop_timing_is_time_per_call(monkeypatch):
@@ -558,9 +629,18 @@ def test_loop_timing_is_time_per_call(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "Event", Event)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    from compilekit import cpuwatch
+
+    speeds = iter(range(40, 1000))  # each probe reads one more ns than the last
+    monkeypatch.setattr(cpuwatch, "quick_loop_ns", lambda: float(next(speeds)))
     loop = timing.loop_timing(lambda: time.sleep(2e-3), (), per_call_ms=0.1, budget_s=0.05)
     assert loop["calls"] == 20 and loop["samples"] >= 5, loop
     assert 2.0 <= loop["median_ms"] < 3.0, loop
+    # every loop, in order, beside the CPU speed read just before it (compilekit/samespeed.py)
+    assert [ns for _, ns in loop["loops"]] == list(range(40, 40 + loop["samples"])), loop
+    assert sorted(ms for ms, _ in loop["loops"])[len(loop["loops"]) // 2] == pytest.approx(
+        loop["median_ms"], abs=1e-5
+    )
 
 
 def test_host_cost_per_call_is_not_moved_by_one_disturbed_loop(monkeypatch):
@@ -584,13 +664,29 @@ def test_host_cost_per_call_is_not_moved_by_one_disturbed_loop(monkeypatch):
     assert len(calls) == 26 and 1.0 <= host < 1.5, host
 
 
+def _toolkit_remeasures(monkeypatch, **fields):
+    """runner.launch as verify.paired calls it: a measured result with no host figures; each of
+    `fields` a callable, called once per launch for that field's value."""
+    from types import SimpleNamespace
+
+    from compilekit import runner
+
+    monkeypatch.setattr(
+        runner,
+        "launch",
+        lambda cell, out, root: SimpleNamespace(
+            measured=True, status="ok", host_ms_per_call=None, cpu_use=None,
+            **{name: value() for name, value in fields.items()},
+        ),
+    )  # fmt: skip
+
+
 def test_paired_verify_decides_where_the_host_drifts(run_cell, cache_root, monkeypatch):
     """Each pair (the toolkit's re-measure, then a bare re-time) shares the host's state of the
     moment: pairs that agree are 'within' even when the host's speed moved 2x between them (the
     bare re-times alone: inconclusive); a toolkit 50% slow in every pair is 'outside'."""
-    from types import SimpleNamespace
 
-    from compilekit import runner, verify
+    from compilekit import verify
 
     result = run_cell("naive", "eager")
     for host, toolkit_over_bare, expected in (
@@ -602,17 +698,7 @@ def test_paired_verify_decides_where_the_host_drifts(run_cell, cache_root, monke
         monkeypatch.setattr(
             verify, "_bare_once", lambda c, env, calls, repeats: {"median_ms": next(bares)}
         )
-        monkeypatch.setattr(
-            runner,
-            "launch",
-            lambda cell, out, root: SimpleNamespace(
-                measured=True,
-                status="ok",
-                compiled_ms=next(measures),
-                host_ms_per_call=None,
-                cpu_use=None,
-            ),
-        )
+        _toolkit_remeasures(monkeypatch, compiled_ms=lambda: next(measures))
         line, verdict = verify.paired(result.run_dir, len(host), 0.05, cache_root)
         assert verdict == expected, line
         assert "host per call" not in line  # CPU: no host figure on either side
@@ -650,6 +736,44 @@ def test_paired_verify_shows_whether_the_toolkit_pays_more_host_time(
         "; host per call, toolkit over bare: 1.250, 1.000"
         "; CPU ns per Python loop step, toolkit over bare: 1.00, 0.50"
     ), line
+
+
+def test_paired_verify_matches_each_pairs_loops_at_the_same_cpu_speed(
+    run_cell, tmp_path, monkeypatch
+):
+    """For a host-bound run, each pair compares its two processes' loops at the fastest speed
+    either saw: a toolkit process that ran slow for most of its loops reads 1.000 against its
+    bare partner; a pair where one side never ran fast gives no ratio, and says so."""
+    import shutil
+
+    from compilekit import result as results
+    from compilekit import verify
+
+    run = tmp_path / "host_bound"
+    shutil.copytree(run_cell("naive", "eager").run_dir, run)
+    doctored = results.load(str(run))
+    doctored.host_bound, doctored.gpu_busy_share = True, 0.1
+    doctored.loop_timing = {"compiled": {"median_ms": 0.08, "p10_ms": 0.08, "calls": 42,
+                                         "samples": 40}}  # fmt: skip
+    doctored.save(str(run))
+
+    def loops(fast):  # 40 loops, `fast` of them at 45 ns (0.046 ms), the rest at 80 (0.080)
+        return [[0.046, 45.0]] * fast + [[0.080, 80.0]] * (40 - fast)
+
+    measures, bares = iter([6, 2, 10]), iter([35, 35, 20])
+    monkeypatch.setattr(
+        verify,
+        "_bare_once",
+        lambda c, env, calls, repeats: {"median_ms": 0.02, "loops": loops(next(bares))},
+    )
+    _toolkit_remeasures(
+        monkeypatch,
+        loop_timing=lambda: {"compiled": {"p10_ms": 0.08, "loops": loops(next(measures))}},
+    )
+    line, verdict = verify.paired(str(run), 3, 0.05)
+    assert verdict == "within", line
+    assert "ratios 1.000, 1.000 (1 pair(s) without 5 loops each at a common speed)" in line, line
+    assert "within 1.15x of the fastest either process of the pair saw" in line, line
 
 
 def test_paired_verify_runs_the_toolkit_and_a_bare_process(run_cell, cli):
