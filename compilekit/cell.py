@@ -601,9 +601,10 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
         prof = profiling.run_profiler(compiled, args, label, cell.device, stage_dir)
         itemsize = getattr(torch, cell.dtype).itemsize
         forward = profiling.forward_kernels(prof, label, cell.device, itemsize)
-        eager_lines = (
-            profiling.eager_source_lines(compiled, args) if cell.mode == "eager" else None
-        )
+        eager_lines = definitions = None
+        if cell.mode == "eager":
+            eager_lines = profiling.eager_source_lines(compiled, args)
+            definitions = profiling.raw_kernel_definitions()
         op_rows = profiling.op_table(prof, cell.device)
         write_json(os.path.join(stage_dir, "ops.json"), op_rows)
     with _step(result, "map"):
@@ -619,8 +620,9 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
         write_json(os.path.join(stage_dir, "forward.json"), forward)
         kernel_files = capture.write_kernels(graphs, stage_dir)
         records = kernelmap.build_map(
-            forward, graphs, kernel_files, stage_dir, cell.mode != "eager", eager_lines
-        )
+            forward, graphs, kernel_files, stage_dir, cell.mode != "eager", eager_lines,
+            definitions,
+        )  # fmt: skip
     with _step(result, "roofline"):  # the ceilings are measured once per machine, then kept
         from compilekit import envinfo, roofline
 

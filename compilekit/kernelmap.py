@@ -157,9 +157,14 @@ def build_map(
     run_dir: str,
     compiled: bool,
     eager_lines: dict | None = None,
+    kernel_definitions: dict | None = None,
 ) -> list[dict]:
     """Join the profiled kernels of one forward with what the compile recorded about each
-    (or, for an eager run, with the stacks of the ops that launched them: `eager_lines`)."""
+    (or, for an eager run, with the stacks of the ops that launched them: `eager_lines`; for a
+    kernel launched outside any op, its definition: `kernel_definitions`, from
+    profiling.raw_kernel_definitions)."""
+    from compilekit.profiling import NO_OP
+
     sources = {}
     for name, path in kernel_files.items():
         with open(os.path.join(run_dir, path)) as f:
@@ -207,12 +212,15 @@ def build_map(
             used.append(found)
         if found is None and not compiled:
             frames = (eager_lines or {}).get((k["launcher"], k.get("launcher_index", 0)), [])
+            via = "call stack of the launching op (eager)"
+            if not frames and k["launcher"] == NO_OP and k["name"] in (kernel_definitions or {}):
+                frames = kernel_definitions[k["name"]]
+                via = "the kernel's definition (launched outside any torch op)"
             found = {
                 "aten_ops": [k["launcher"]],
                 "source_lines": frames,
                 "origin_lines": frames[:1],
             }
-            via = "call stack of the launching op (eager)"
         records.append(
             {
                 "name": k["name"],

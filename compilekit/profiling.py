@@ -208,6 +208,48 @@ def _indexed(launches) -> list[tuple[str, str, int, object, float]]:
     return out
 
 
+def raw_kernel_definitions() -> dict[str, list[dict]]:
+    """{kernel name: [the frame of its definition]} for each @triton.jit (or Gluon) kernel,
+    autotuned or not, defined in a project or user file this process imported.
+
+    A kernel launched raw (`kernel[grid](...)`, or a cached launcher: gluon-flash and
+    triton-flash launch that way eagerly, to save host time) goes through no torch op, so no
+    op's call stack names its line (its launcher is NO_OP). The profiler names it after its
+    function, and the function's definition is where it came from."""
+    import linecache
+    import sys
+
+    from compilekit.kernelmap import is_user_file
+
+    jit = sys.modules.get("triton.runtime.jit")
+    if jit is None:  # Triton never imported: no kernel of it ran
+        return {}
+    found: dict[str, list[dict]] = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None) or ""
+        if not path.endswith(".py") or "-packages" in path or not is_user_file(path):
+            continue
+        for value in list(vars(module).values()):
+            for _ in range(4):  # an Autotuner or Heuristics holds its kernel in .fn
+                if isinstance(value, jit.JITFunction) or not hasattr(value, "fn"):
+                    break
+                value = value.fn
+            if not isinstance(value, jit.JITFunction):
+                continue
+            code = value.fn.__code__
+            line = code.co_firstlineno  # the first decorator's line: find the def below it
+            while line < code.co_firstlineno + 20:
+                text = linecache.getline(code.co_filename, line).strip()
+                if text.startswith("def "):
+                    break
+                line += 1
+            else:
+                line, text = code.co_firstlineno, ""
+            frame = {"file": code.co_filename, "line": line, "code": text}
+            found.setdefault(code.co_name, [frame])
+    return found
+
+
 def eager_source_lines(fn, args) -> dict[tuple[str, int], list[dict]]:
     """{(op, n): user frames, innermost first} for the n-th call of each op in one eager
     forward, recorded at call time (the profiler's own stacks name only the function, and

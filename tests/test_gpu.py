@@ -160,6 +160,19 @@ def test_gluon_flash_runs_compiled_as_an_opaque_op(run_cell):
     assert any("gluon_attn_fwd" in k["name"] for k in kmap["kernels"]), kmap["kernels"]
 
 
+def test_gluon_flash_eager_kernel_maps_to_its_definition(run_cell):
+    """Eagerly gluon-flash launches its kernel raw (no torch op names it): the kernel map
+    gives the kernel's definition in gluon_flash.py instead of no line at all."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("gluon-flash runs on Hopper (sm90) only")
+    result, kmap = _run(run_cell, "gluon-flash", "eager")
+    assert result.status == "ok", result.reason
+    kernel = next(k for k in kmap["kernels"] if "gluon_attn_fwd" in k["name"])
+    assert kernel["source_via"] == "the kernel's definition (launched outside any torch op)"
+    line = kernel["source_lines"][0]
+    assert line["file"].endswith("gluon_flash.py") and line["code"].startswith("def _gluon_attn")
+
+
 def test_reduce_overhead_replay_costs_at_the_blog_shape(run_cell):
     """What each reduce-overhead call pays besides the graph: the inputs copied into its
     buffers (q, k, v at 16 MiB each in bf16, naive's 1024 x 1024 bool mask at 1 MiB)."""

@@ -385,3 +385,59 @@ def test_an_ops_bytes_and_flops_go_to_its_longest_kernel_only():
     events = [_event("mm", "cpu", 0, 20, children=[twice])]
     forward = profiling.forward_kernels(SimpleNamespace(events=lambda: events), "mm", "cuda", 2)
     assert [k["bytes"] for k in forward["kernels"]] == [3 * 64 * 64 * 2, None]
+
+
+RAW_KERNEL_FILE = """import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({})], key=[])
+@triton.jit
+def _raw_add(x_ptr, n):
+    pass
+
+
+@triton.jit
+def _raw_plain(x_ptr):
+    pass
+"""
+
+
+def test_a_kernel_launched_outside_any_op_maps_to_its_definition(tmp_path, monkeypatch):
+    """gluon-flash and triton-flash launch their kernel raw in eager (no torch op: the
+    profiler names no launcher, so no op's call stack gives a line): such a kernel maps to its
+    @triton.jit definition, autotuned or not, found by the name the profiler gives it."""
+    import importlib.util
+    import sys
+
+    from compilekit import profiling
+
+    path = tmp_path / "raw_kernels_mod.py"
+    path.write_text(RAW_KERNEL_FILE)
+    spec = importlib.util.spec_from_file_location("raw_kernels_mod", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "raw_kernels_mod", module)  # imported for this test only
+    definitions = profiling.raw_kernel_definitions()
+    path = str(path)
+    assert definitions["_raw_add"] == [
+        {"file": path, "line": 7, "code": "def _raw_add(x_ptr, n):"}
+    ]
+    assert definitions["_raw_plain"][0]["line"] == 12
+    assert not any(f["file"].startswith(os.path.dirname(profiling.__file__))
+                   for frames in definitions.values() for f in frames)  # fmt: skip
+    forward = {
+        "forward_device_ms": 2.0,
+        "kernels": [
+            {"name": "_raw_add", "launcher": profiling.NO_OP, "calls_per_forward": 1,
+             "device_ms": 1.5},
+            {"name": "_not_ours", "launcher": profiling.NO_OP, "calls_per_forward": 1,
+             "device_ms": 0.5},
+        ],
+    }  # fmt: skip
+    records = kernelmap.build_map(forward, {}, {}, str(tmp_path), False, {}, definitions)
+    raw, other = records
+    assert raw["source_lines"] == raw["origin_lines"] == definitions["_raw_add"]
+    assert raw["source_via"] == "the kernel's definition (launched outside any torch op)"
+    assert other["source_lines"] == []  # a kernel of no file this process imported: no line
+    assert kernelmap.by_source_line(records)[0]["line"] == 7
