@@ -16,7 +16,10 @@
 #   K: triton-flash vs cuDNN vs flex (experiments/triton_flash_bench.py; BASELINE=FILE adds an
 #      older copy of variants/triton_flash.py, eager, for a before/after), then kernel.toml
 #      (K_BENCH=0 skips the bench: a call that already ran it, or a resumed sweep)
-# Order: A W H E B C D V P F K G (the GPU tests reuse A's compiles through COMPILEKIT_CACHE).
+# Order: as PHASES names them, else A W H E B C D V P F K G (the GPU tests reuse A's compiles
+# through COMPILEKIT_CACHE). PHASES="K E" runs K first: a call that ends at its deadline during
+# the first phase never starts the next (2026-12-01: "K E" then ran E first, in the old fixed
+# order, and K never started).
 # A lent machine goes back 30 s after a call, so a follow-up call usually starts a fresh one:
 # give each call phases that end within its 10 minutes (each was measured on one H200):
 #   PHASES="E" GPU_TESTS="not bare_do_bench"  (16 tests, 323 s; on a fresh machine with no
@@ -83,82 +86,88 @@ verify_blog() (  # B's own cells re-timed bare: the sweep's figures, not a fresh
   done
 )
 
-want() { case " ${PHASES:-A W H E B C D V P F K G} " in *" $1 "*) return 0;; esac; return 1; }
+ALL_PHASES="A W H E B C D V P F K G"
 
-phases() {
-  if want A && [ ! -e $R/A.done ]; then
-    fidelity
-    touch $R/A.done
-  fi
-  if want W && [ ! -e $R/W.done ]; then
-    warm_cell
-    touch $R/W.done
-  fi
-  if want H && [ ! -e $R/H.done ]; then
-    CUDA_VISIBLE_DEVICES=$LAST python3 experiments/host_bound_timing.py 1x4x128x64 8x16x1024x64 \
-      > $R/host_bound_timing.txt 2>&1
-    touch $R/H.done
-  fi
-  if want E && [ ! -e $R/E.done ]; then
-    CUDA_VISIBLE_DEVICES=0 python3 -m pytest -q -rA -s -m gpu tests/test_gpu.py ${GPU_TESTS:+-k "$GPU_TESTS"} > $R/pytest_gpu.log 2>&1
-    touch $R/E.done
-  fi
-  if want B && [ ! -e $R/B.done ]; then
-    t=$(date +%s); python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog4 --gpus $GPUS --per-gpu 4 ${SWEEP_FLAGS:-} > $R/blog4.log 2>&1
-    echo "blog matrix (first run, compiles) 4 per GPU on GPUs $GPUS: $(( $(date +%s) - t )) s" >> $R/figures.txt
-    touch $R/B.done
-  fi
-  if want C && [ ! -e $R/C.done ]; then
-    t=$(date +%s); python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog1 --gpus $GPUS --per-gpu 1 ${SWEEP_FLAGS:-} > $R/blog1.log 2>&1
-    echo "blog matrix (warm) 1 per GPU on GPUs $GPUS: $(( $(date +%s) - t )) s" >> $R/figures.txt
-    touch $R/C.done
-  fi
-  if want D && [ ! -e $R/D.done ]; then
-    python3 - > $R/per_gpu_compare.txt 2>&1 <<'EOF'
+phase_A() {
+  fidelity
+}
+
+phase_W() {
+  warm_cell
+}
+
+phase_H() {
+  CUDA_VISIBLE_DEVICES=$LAST python3 experiments/host_bound_timing.py 1x4x128x64 8x16x1024x64 \
+    > $R/host_bound_timing.txt 2>&1
+}
+
+phase_E() {
+  CUDA_VISIBLE_DEVICES=0 python3 -m pytest -q -rA -s -m gpu tests/test_gpu.py ${GPU_TESTS:+-k "$GPU_TESTS"} > $R/pytest_gpu.log 2>&1
+}
+
+phase_B() {
+  t=$(date +%s); python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog4 --gpus $GPUS --per-gpu 4 ${SWEEP_FLAGS:-} > $R/blog4.log 2>&1
+  echo "blog matrix (first run, compiles) 4 per GPU on GPUs $GPUS: $(( $(date +%s) - t )) s" >> $R/figures.txt
+}
+
+phase_C() {
+  t=$(date +%s); python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog1 --gpus $GPUS --per-gpu 1 ${SWEEP_FLAGS:-} > $R/blog1.log 2>&1
+  echo "blog matrix (warm) 1 per GPU on GPUs $GPUS: $(( $(date +%s) - t )) s" >> $R/figures.txt
+}
+
+phase_D() {
+  python3 - > $R/per_gpu_compare.txt 2>&1 <<'EOF'
 import compilekit, os
 rows, worst = [], 0.0
 for name in sorted(os.listdir("/tmp/blog4")):
-    try:
-        a, b = compilekit.load(f"/tmp/blog4/{name}"), compilekit.load(f"/tmp/blog1/{name}")
-    except Exception:
-        continue
-    if a.measured and b.measured:
-        ratio = a.compiled_ms / b.compiled_ms
-        worst = max(worst, abs(ratio - 1))
-        rows.append(f"{name:70s} 4/GPU {a.compiled_ms:.4f}  1/GPU {b.compiled_ms:.4f}  ratio {ratio:.3f}")
+  try:
+      a, b = compilekit.load(f"/tmp/blog4/{name}"), compilekit.load(f"/tmp/blog1/{name}")
+  except Exception:
+      continue
+  if a.measured and b.measured:
+      ratio = a.compiled_ms / b.compiled_ms
+      worst = max(worst, abs(ratio - 1))
+      rows.append(f"{name:70s} 4/GPU {a.compiled_ms:.4f}  1/GPU {b.compiled_ms:.4f}  ratio {ratio:.3f}")
 print("\n".join(rows))
 print(f"cells {len(rows)}, worst |ratio - 1| = {worst:.3f}")
 EOF
-    touch $R/D.done
-  fi
-  if want V && [ ! -e $R/V.done ]; then
-    verify_blog
-    touch $R/V.done
-  fi
-  if want P && [ ! -e $R/P.done ]; then  # which triton-flash config wins, and the kernel's before/after
-    CUDA_VISIBLE_DEVICES=0 python3 experiments/triton_flash_configs.py ${BASELINE:+--baseline $BASELINE} \
-      > $R/flash_configs.txt 2>&1
-    touch $R/P.done
-  fi
-  if want F && [ ! -e $R/F.done ]; then
-    python3 -m compilekit sweep experiments/seqlen.toml --out /tmp/seqlen --gpus $GPUS ${SWEEP_FLAGS:-} > $R/seqlen.log 2>&1
-    touch $R/F.done
-  fi
-  if want K && [ ! -e $R/K.done ]; then  # triton-flash vs cuDNN vs flex at issue 11's shapes
-    [ "$K_BENCH" != 0 ] && CUDA_VISIBLE_DEVICES=0 python3 experiments/triton_flash_bench.py \
-      --shapes 8x16x1024x64,1x32x8192x128,16x16x512x64 --json $R/flash_bench.json \
-      ${BASELINE:+--baseline $BASELINE} > $R/flash_bench.txt 2>&1
-    # the cells seqlen.toml measured already (sdpa and flex at 4x16xS) are not measured twice
-    [ -d /tmp/seqlen ] && mkdir -p /tmp/kernel && for d in /tmp/seqlen/{sdpa,sdpa-cudnn,sdpa-flash}__eager__* /tmp/seqlen/flex__default__*; do
-      [ -f $d/result.json ] && [ ! -e /tmp/kernel/${d##*/} ] && cp -al $d /tmp/kernel/
-    done
-    python3 -m compilekit sweep experiments/kernel.toml --out /tmp/kernel --gpus $GPUS ${SWEEP_FLAGS:-} > $R/kernel.log 2>&1
-    touch $R/K.done
-  fi
-  if want G && [ ! -e $R/G.done ]; then
-    python3 -m compilekit sweep experiments/inductor_knobs.toml --out /tmp/knobs --gpus $GPUS ${SWEEP_FLAGS:-} > $R/knobs.log 2>&1
-    touch $R/G.done
-  fi
+}
+
+phase_V() {
+  verify_blog
+}
+
+phase_P() {  # which triton-flash config wins, and the kernel's before/after
+  CUDA_VISIBLE_DEVICES=0 python3 experiments/triton_flash_configs.py ${BASELINE:+--baseline $BASELINE} \
+    > $R/flash_configs.txt 2>&1
+}
+
+phase_F() {
+  python3 -m compilekit sweep experiments/seqlen.toml --out /tmp/seqlen --gpus $GPUS ${SWEEP_FLAGS:-} > $R/seqlen.log 2>&1
+}
+
+phase_K() {  # triton-flash vs cuDNN vs flex at issue 11's shapes
+  [ "$K_BENCH" != 0 ] && CUDA_VISIBLE_DEVICES=0 python3 experiments/triton_flash_bench.py \
+    --shapes 8x16x1024x64,1x32x8192x128,16x16x512x64 --json $R/flash_bench.json \
+    ${BASELINE:+--baseline $BASELINE} > $R/flash_bench.txt 2>&1
+  # the cells seqlen.toml measured already (sdpa and flex at 4x16xS) are not measured twice
+  [ -d /tmp/seqlen ] && mkdir -p /tmp/kernel && for d in /tmp/seqlen/{sdpa,sdpa-cudnn,sdpa-flash}__eager__* /tmp/seqlen/flex__default__*; do
+    [ -f $d/result.json ] && [ ! -e /tmp/kernel/${d##*/} ] && cp -al $d /tmp/kernel/
+  done
+  python3 -m compilekit sweep experiments/kernel.toml --out /tmp/kernel --gpus $GPUS ${SWEEP_FLAGS:-} > $R/kernel.log 2>&1
+}
+
+phase_G() {
+  python3 -m compilekit sweep experiments/inductor_knobs.toml --out /tmp/knobs --gpus $GPUS ${SWEEP_FLAGS:-} > $R/knobs.log 2>&1
+}
+
+phases() {  # in the order PHASES names them (default ALL_PHASES); each runs once (its marker)
+  for p in ${PHASES:-$ALL_PHASES}; do
+    case " $ALL_PHASES " in *" $p "*) ;; *) echo "no phase $p (phases: $ALL_PHASES)"; continue;; esac
+    [ -e $R/$p.done ] && continue
+    phase_$p
+    touch $R/$p.done
+  done
   touch $R/all.done
 }
 
@@ -166,7 +175,7 @@ EOF
 if [ -e $R/all.done ]; then rm -f $R/running $R/all.done; fi
 if [ ! -e $R/running ]; then
   touch $R/running
-  setsid bash -c "$(declare -f phases fidelity warm_cell verify_blog want); R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}' BASELINE='${BASELINE:-}' SWEEP_FLAGS='${SWEEP_FLAGS:-}' K_BENCH='${K_BENCH:-1}'; phases" > $R/phases.log 2>&1 &
+  setsid bash -c "$(declare -f phases fidelity warm_cell verify_blog $(printf 'phase_%s ' $ALL_PHASES)); ALL_PHASES='$ALL_PHASES' R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}' BASELINE='${BASELINE:-}' SWEEP_FLAGS='${SWEEP_FLAGS:-}' K_BENCH='${K_BENCH:-1}'; phases" > $R/phases.log 2>&1 &
   echo $! > $R/session
 fi
 while [ ! -e $R/all.done ] && [ $(( $(date +%s) - start )) -lt $WAIT_S ]; do sleep 10; done
