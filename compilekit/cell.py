@@ -626,10 +626,13 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
     with _step(result, "roofline"):  # the ceilings are measured once per machine, then kept
         from compilekit import envinfo, roofline
 
+        # q, k, v in and the output (q's size) out: the attention's least traffic
+        io_bytes = sum(a.numel() * a.element_size() for a in (*args, args[0]))
         roofline.annotate(
             records,
             envinfo.device_ceilings(cell.device, os.path.dirname(cache_dir)),
             result.flops,
+            io_bytes,
         )
         result.roofline = roofline.summary(records)
     write_json(
@@ -640,6 +643,7 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
             "kernels_per_forward": forward["kernels_per_forward"],
             # the dtypes behind each record's `bytes`: the profiler's, or the cell's assumed
             "bytes_dtypes": forward["bytes_dtypes"],
+            "io_bytes": io_bytes,  # what roofline.annotate gives a raw attention kernel
             "kernels": records,
             "by_source_line": kernelmap.by_source_line(records),
         },

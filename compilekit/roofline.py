@@ -90,10 +90,25 @@ def attribute_variant_flops(records: list[dict], flops_per_forward: float | None
     return top["name"]
 
 
-def annotate(records: list[dict], ceilings: dict, flops_per_forward: float | None = None) -> None:
+IO_BYTES_FROM = "the call's inputs and output, each moved once (a lower bound)"
+
+
+def annotate(
+    records: list[dict],
+    ceilings: dict,
+    flops_per_forward: float | None = None,
+    io_bytes: float | None = None,
+) -> None:
     """Add each kernel's roofline figures to its record, in place (with the variant's FLOPs on
-    its attention kernel where torch counted none: attribute_variant_flops)."""
+    its attention kernel where torch counted none: attribute_variant_flops). That kernel, where
+    no op's tensor sizes gave its bytes (a raw launch, as gluon-flash's eager one, or a replay
+    inside a CUDA graph), is given `io_bytes`: the call's q, k, v and output, each read or
+    written once, the least it can move; without bytes it could not be placed at all."""
     attribute_variant_flops(records, flops_per_forward)
+    for record in records:
+        if io_bytes and record.get("flops_from") and not record.get("bytes"):
+            record["bytes"] = io_bytes / record["calls_per_forward"]
+            record["bytes_from"] = IO_BYTES_FROM
     for record in records:
         record["roofline"] = place(record, ceilings)
 

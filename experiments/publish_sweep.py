@@ -68,7 +68,7 @@ def rederive(run_dir: str, ceilings: dict | None) -> bool:
     before = (result.replay, result.roofline, json.dumps(records, sort_keys=True))
     drop_side_memsets(records)
     if ceilings:
-        roofline.annotate(records, ceilings, result.flops)
+        roofline.annotate(records, ceilings, result.flops, kmap.get("io_bytes"))
     write_json(kmap_path, kmap)
     result.roofline = roofline.summary(records)
     if result.replay:

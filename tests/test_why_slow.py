@@ -218,6 +218,24 @@ def test_the_attention_kernel_gets_the_variants_flops_when_torch_counted_none():
     )
 
 
+def test_a_raw_attention_kernel_is_placed_with_the_calls_least_traffic():
+    """gluon-flash's eager kernel, as the H200 recorded it at 1x32x8192x128: launched outside
+    any op, so no tensor sizes and no bytes, and it was left off the roofline. Given the call's
+    q, k, v and output (each moved once: 268 MB) it is placed, compute-side; a kernel whose
+    op's sizes gave its bytes keeps them."""
+    flops = 4 * 32 * 128 * 8192 * 8193 / 2
+    io_bytes = 4 * 32 * 8192 * 128 * 2
+    raw = [_record("_gluon_attn_fwd_ws", "aten", 0.8995, launcher="(no torch op)")]
+    roofline.annotate(raw, CEILINGS, flops)  # as before: no bytes, not placed
+    assert raw[0]["bytes"] is None and raw[0]["roofline"]["bound"] is None
+    roofline.annotate(raw, CEILINGS, flops, io_bytes)
+    assert raw[0]["bytes"] == io_bytes and raw[0]["bytes_from"] == roofline.IO_BYTES_FROM
+    assert raw[0]["roofline"]["bound"] == "compute"
+    cudnn = [_record("cudnn_generated_sdpa", "library", 0.0572, 50331648, launcher="aten::_cudnn")]
+    roofline.annotate(cudnn, CEILINGS, flops, io_bytes)
+    assert cudnn[0]["bytes"] == 50331648 and "bytes_from" not in cudnn[0]
+
+
 def test_collecting_cudagraph_skip_reasons_leaves_the_logger_as_it_was():
     """Inside, torch's cudagraphs logger answers DEBUG; after, it must answer as before, cache
     included (a stale cache would keep emitting debug records in the timed process)."""
