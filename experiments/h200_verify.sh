@@ -12,11 +12,12 @@
 #   B: the blog matrix, 4 cell processes per GPU;  C: the same, forced, 1 per GPU
 #   D: the two compared cell by cell;  E: the GPU tests;  F: experiments/seqlen.toml
 #   G: experiments/inductor_knobs.toml (Inductor knobs and the naive-to-sdpa pass)
+#   L: gluon-flash's warp-specialized tiles against its D = 64 default at long S (the bench)
 #   P: experiments/triton_flash_configs.py (every config's time; BASELINE=FILE: before/after)
 #   K: triton-flash vs cuDNN vs flex (experiments/triton_flash_bench.py; BASELINE=FILE adds an
 #      older copy of variants/triton_flash.py, eager, for a before/after), then kernel.toml
 #      (K_BENCH=0 skips the bench: a call that already ran it, or a resumed sweep)
-# Order: as PHASES names them, else A W H E B C D V P F K G (the GPU tests reuse A's compiles
+# Order: as PHASES names them, else A W H E B C D V P F K G L (the GPU tests reuse A's compiles
 # through COMPILEKIT_CACHE). PHASES="K E" runs K first: a call that ends at its deadline during
 # the first phase never starts the next (2026-12-01: "K E" then ran E first, in the old fixed
 # order, and K never started).
@@ -86,7 +87,7 @@ verify_blog() (  # B's own cells re-timed bare: the sweep's figures, not a fresh
   done
 )
 
-ALL_PHASES="A W H E B C D V P F K G"
+ALL_PHASES="A W H E B C D V P F K G L"
 
 phase_A() {
   fidelity
@@ -159,6 +160,12 @@ phase_K() {  # triton-flash vs cuDNN vs flex at issue 11's shapes
 
 phase_G() {
   python3 -m compilekit sweep experiments/inductor_knobs.toml --out /tmp/knobs --gpus $GPUS ${SWEEP_FLAGS:-} > $R/knobs.log 2>&1
+}
+
+phase_L() {  # gluon-flash at D = 64 and long S: do the warp-specialized 128-row tiles win there?
+  CUDA_VISIBLE_DEVICES=0 python3 experiments/triton_flash_bench.py \
+    --shapes 4x16x8192x64,4x16x16384x64,8x16x1024x64 --gluon-tiles 128x64x4x3xws,128x128x4x3xws \
+    --json $R/gluon_long_s.json > $R/gluon_long_s.txt 2>&1
 }
 
 phases() {  # in the order PHASES names them (default ALL_PHASES); each runs once (its marker)
