@@ -102,10 +102,19 @@ def host_bound_text(result) -> str:
     text += ". "
     if result.mode == "eager" or result.eager_loop_ms is None:  # no eager loop beside it
         return text + f"do_bench reads {result.compiled_ms:.3f} ms: its L2 flush hides host time"
+    from compilekit.sweepreport import paced
+
+    eager, compiled = paced(result)  # over the loops both ran at one CPU speed, where known
+    same = (
+        f" at the same CPU speed (a probe at most {compiled['at_most_ns']:.0f} ns per step: "
+        f"{eager['samples']} and {compiled['samples']} loops)"
+        if "at_most_ns" in compiled
+        else ""
+    )
     return text + (
-        f"In a loop, eager {result.eager_loop_ms:.3f} vs compiled "
-        f"{result.compiled_loop_ms:.3f} ms per call "
-        f"({result.eager_loop_ms / result.compiled_loop_ms:.2f}x); do_bench, whose L2 flush "
+        f"In a loop{same}, eager {eager['median_ms']:.3f} vs compiled "
+        f"{compiled['median_ms']:.3f} ms per call "
+        f"({eager['median_ms'] / compiled['median_ms']:.2f}x); do_bench, whose L2 flush "
         f"hides host time, reads {result.eager_ms:.3f} vs {result.compiled_ms:.3f}"
     )
 

@@ -49,6 +49,28 @@ def match(toolkit_loops: list, bare_runs: list[list]) -> Matched:
     return Matched(toolkit_ms, [b[0] for b in bares], limit, toolkit_counts, [b[1] for b in bares])
 
 
+def paired_timings(eager: dict, compiled: dict) -> tuple[dict, dict] | None:
+    """A host-bound cell's eager and compiled loop timings (timing.loop_timing), each
+    summarized over its loops at the fastest CPU speed either saw, so the speedup compares
+    like with like: taken as they come, eager's loops at 45 ns per step against compiled's at
+    80 would read a 1.7x speedup that is the CPU's. None where either has fewer than
+    MIN_FAST_LOOPS there, or carries no speeds (a cell measured before they were recorded)."""
+    from compilekit.timing import summary
+
+    if not eager.get("loops") or not compiled.get("loops"):
+        return None
+    got = match(compiled["loops"], [eager["loops"]])
+    if got.toolkit_ms is None or got.bare_ms[0] is None:
+        return None
+    limit = got.limit_ns
+
+    def fast(timing: dict) -> dict:
+        kept = [ms for ms, ns in timing["loops"] if ns <= limit]
+        return {**summary(kept), "calls": timing.get("calls"), "at_most_ns": round(limit, 1)}
+
+    return fast(eager), fast(compiled)
+
+
 def counts_text(matched: Matched) -> str:
     """'toolkit 31 of 76 loops, bare 20, 0, 44 of 76': how many loops each side ran fast."""
     toolkit = f"toolkit {matched.toolkit_counts[0]} of {matched.toolkit_counts[1]} loops"

@@ -9,7 +9,7 @@ from collections import defaultdict
 
 from tabulate import tabulate
 
-from compilekit import baselines, cpuwatch
+from compilekit import baselines, cpuwatch, samespeed
 from compilekit import result as results_mod
 from compilekit.errors import UserError
 from compilekit.spec import parse_shape
@@ -54,9 +54,11 @@ def load_env(out_dir: str, log=sys.stderr) -> dict:
 def paced(r) -> tuple[dict, dict]:
     """(eager, compiled) timings that say whether compiling was worth it: a user's loop for a
     host-bound cell, whose do_bench figures hide host time (its L2 flush lets the host run
-    ahead), do_bench's otherwise."""
+    ahead), over the loops both ran at the same CPU speed where they carry it
+    (samespeed.paired_timings); do_bench's otherwise."""
     if r.paced_by_loop:
-        return r.loop_timing["eager"], r.loop_timing["compiled"]
+        eager, compiled = r.loop_timing["eager"], r.loop_timing["compiled"]
+        return samespeed.paired_timings(eager, compiled) or (eager, compiled)
     # the medians from the record's own fields (a hand-made record may carry no summaries)
     return (
         {**(r.eager_timing or {}), "median_ms": r.eager_ms},
@@ -445,7 +447,10 @@ def report(out_dir: str) -> str:
         "more than the timing spread (compiled p90 under eager p10). TFLOP/s counts the "
         "FLOPs each variant declares (4·B·H·D per kept query-key pair: S(S+1)/2 causal, "
         "S·W - W(W-1)/2 for a window of W); `-` where a variant declares none. `GPU busy`: "
-        "device time per forward over the latency; under 80% the call is host-bound. "
+        "device time per forward over the latency; under 80% the call is host-bound, and its "
+        "speedup (marked `loop`) and break-even come from a user's loop of eager and of "
+        "compiled calls, over the loops both ran at the same CPU speed where each loop "
+        "carries the speed a probe read before it. "
         "`noisy`: the timing spread, the machine's load or other processes' CPU use while it "
         "was timed (a core or a quarter of the machine's, whichever is more, or as much "
         "stolen by the hypervisor), or the CPU's own speed changing over "

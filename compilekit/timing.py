@@ -11,12 +11,16 @@ import math
 import statistics
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where a GPU or a call needs it: reports read summary()
+    import torch
 
 
 def synchronize(device: str) -> None:
     if device == "cuda":
+        import torch
+
         torch.cuda.synchronize()
 
 
@@ -29,7 +33,8 @@ def first_call_s(fn: Callable, args, device: str) -> tuple[float, torch.Tensor]:
     return time.perf_counter() - start, out
 
 
-def _summary(samples_ms: list[float]) -> dict:
+def summary(samples_ms: list[float]) -> dict:
+    """median, p10, p90, min (ms) and the sample count."""
     samples_ms = sorted(samples_ms)
     pick = lambda p: samples_ms[min(len(samples_ms) - 1, int(p * len(samples_ms)))]  # noqa: E731
     return {
@@ -58,7 +63,7 @@ def bench(fn: Callable, args, device: str, budget_s: float | None = None) -> dic
         start = time.perf_counter()
         fn(*args)
         samples.append((time.perf_counter() - start) * 1e3)
-    return _summary(samples)
+    return summary(samples)
 
 
 def host_ms_per_call(fn: Callable, args, calls: int = 50, loops: int = 5) -> float:
@@ -67,6 +72,8 @@ def host_ms_per_call(fn: Callable, args, calls: int = 50, loops: int = 5) -> flo
     driver's launch queue, so a device-bound call does not block the loop; the queue drains
     between loops. The median of `loops` loops: one loop is a millisecond or two, which a
     single interrupt or another process's time slice can stretch by half."""
+    import torch
+
     fn(*args)
     torch.cuda.synchronize()
     per_loop = []
@@ -89,6 +96,8 @@ def loop_timing(fn: Callable, args, per_call_ms: float, budget_s: float = 0.3) -
     the next one is paced by the host. do_bench cannot show that: the 256 MB memset it runs
     before each timed call gives the host a head start, so a host-bound call reads anywhere
     between its device time and its host cost (experiments/results/h200/host_bound_timing)."""
+    import torch
+
     from compilekit import cpuwatch
 
     for _ in range(3):
@@ -107,7 +116,7 @@ def loop_timing(fn: Callable, args, per_call_ms: float, budget_s: float = 0.3) -
         end.synchronize()
         samples.append(start.elapsed_time(end) / calls)
     return {
-        **_summary(samples),
+        **summary(samples),
         "calls": calls,
         # each loop beside the CPU's speed before it, in order: what `compilekit verify` matches
         # a bare process's loops against (compilekit/samespeed.py)
@@ -121,10 +130,12 @@ def _bench_cuda(fn: Callable, args, budget_s: float) -> dict:
     except ImportError:  # a CUDA torch without triton: plain events, no L2 flush
         return _bench_events(fn, args, budget_s)
     samples = do_bench(lambda: fn(*args), warmup=25, rep=int(budget_s * 1e3), return_mode="all")
-    return _summary(list(samples))
+    return summary(list(samples))
 
 
 def _bench_events(fn: Callable, args, budget_s: float) -> dict:
+    import torch
+
     for _ in range(10):
         fn(*args)
     torch.cuda.synchronize()
@@ -136,4 +147,4 @@ def _bench_events(fn: Callable, args, budget_s: float) -> dict:
         end.record()
         end.synchronize()
         samples.append(start.elapsed_time(end))
-    return _summary(samples)
+    return summary(samples)

@@ -961,6 +961,42 @@ def test_a_host_bound_note_compares_eager_and_compiled_in_a_loop():
     assert busy_share(0.009, 0.0095) == (0.009 / 0.0095, False)
 
 
+def test_a_host_bound_speedup_compares_loops_at_the_same_cpu_speed():
+    """Eager's loops mostly at the slow CPU speed (80 ns per probe step), compiled's mostly at
+    the fast one (45): taken as they come they read a 1.7x speedup that is the CPU's. Over the
+    loops both ran at the fast speed they read 1.00x, and the note says which loops those are;
+    loops that carry no speed keep the plain figures."""
+    from compilekit import sweepreport
+    from compilekit.report import host_bound_text
+    from compilekit.result import CellResult
+
+    def timing(fast, slow, fast_ms):  # loops at 45 ns cost fast_ms, at 80 ns 1.74x as much
+        loops = [[fast_ms, 45.0]] * fast + [[fast_ms * 1.74, 80.0]] * slow
+        ms = sorted(m for m, _ in loops)
+        return {"median_ms": ms[len(ms) // 2], "p10_ms": ms[len(ms) // 10],
+                "p90_ms": ms[9 * len(ms) // 10], "calls": 40, "loops": loops}  # fmt: skip
+
+    result = CellResult(
+        variant="sdpa", mode="default", shape="1x4x128x64", dtype="bfloat16", device="cuda",
+        status="ok", eager_ms=0.0088, compiled_ms=0.017, speedup=0.5, host_bound=True,
+        gpu_busy_share=0.2, profiled_forward_device_ms=0.009, host_ms_per_call=0.046,
+        loop_timing={"eager": timing(10, 30, 0.046), "compiled": timing(30, 10, 0.046)},
+    )  # fmt: skip
+    result.eager_loop_ms = result.loop_timing["eager"]["median_ms"]
+    result.compiled_loop_ms = result.loop_timing["compiled"]["median_ms"]
+    assert result.eager_loop_ms / result.compiled_loop_ms == pytest.approx(1.74)
+    assert sweepreport.speedup_text(result) == "1.00 loop"
+    assert not sweepreport.saves_time(result)
+    note = host_bound_text(result)
+    assert (
+        "In a loop at the same CPU speed (a probe at most 52 ns per step: 10 and 30 loops), "
+        "eager 0.046 vs compiled 0.046 ms per call (1.00x)"
+    ) in note, note
+    for side in result.loop_timing.values():
+        del side["loops"]
+    assert sweepreport.speedup_text(result) == "1.74 loop"
+
+
 def test_a_host_bound_cells_worth_comes_from_a_loop():
     """do_bench says naive reduce-overhead beats eager at a tiny shape (its L2 flush hides host
     time); a loop, which pays the host, says it does not: the table, the cell summary and the
