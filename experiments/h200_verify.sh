@@ -46,7 +46,7 @@ set -u
 WAIT_S=${WAIT_S:-540}
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COMPILEKIT_CACHE=/tmp/ckcache
-R=/tmp/res; mkdir -p $R
+R=${H200_RES:-/tmp/res}; mkdir -p $R  # H200_RES: elsewhere (the script's own test)
 for d in blog4 blog1 seqlen verify knobs kernel; do  # sweeps carried from an earlier call
   [ -d .sweeps/$d ] && [ ! -e /tmp/$d ] && cp -a .sweeps/$d /tmp/$d
 done
@@ -185,7 +185,7 @@ if [ ! -e $R/running ]; then
   setsid bash -c "$(declare -f phases fidelity warm_cell verify_blog $(printf 'phase_%s ' $ALL_PHASES)); ALL_PHASES='$ALL_PHASES' R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}' BASELINE='${BASELINE:-}' SWEEP_FLAGS='${SWEEP_FLAGS:-}' K_BENCH='${K_BENCH:-1}'; phases" > $R/phases.log 2>&1 &
   echo $! > $R/session
 fi
-while [ ! -e $R/all.done ] && [ $(( $(date +%s) - start )) -lt $WAIT_S ]; do sleep 10; done
+while [ ! -e $R/all.done ] && [ $(( $(date +%s) - start )) -lt $WAIT_S ]; do sleep 2; done
 if [ ! -e $R/all.done ]; then
   # packing beside a phase still timing would disturb it: stop the phases (a cell cut off
   # mid-run is run again by the next call's sweep; an unfinished phase has no marker)
@@ -195,7 +195,7 @@ if [ ! -e $R/all.done ]; then
 fi
 cat $R/figures.txt $R/verify.txt $R/verify_blog4.txt 2>/dev/null; ls $R; tail -n 2 $R/*.log
 for d in blog4 blog1 seqlen verify knobs kernel; do [ -d /tmp/$d ] && python3 -m compilekit report /tmp/$d > $R/report_$d.txt 2>&1; done
-tar czf $OUT/res.tgz -C /tmp res
+tar czf $OUT/res.tgz -C "$(dirname $R)" "$(basename $R)"
 for d in blog4 blog1 seqlen verify single knobs kernel; do
   [ -d /tmp/$d ] && tar czf $OUT/$d.tgz --exclude=trace.json --exclude=torch_trace --exclude=depyf \
     --exclude='*.tmp-*' -C /tmp $d

@@ -92,3 +92,46 @@ def test_every_committed_experiment_file_loads():
     for path in paths:
         cells = load_experiment(path).cells
         assert cells, path
+
+
+def test_the_h200_script_runs_its_phases_in_the_order_asked(tmp_path):
+    """experiments/h200_verify.sh, with the GPU machine's commands stood in for: PHASES="D H"
+    runs D, then H (a call that ends at its deadline in the first phase never reaches the
+    second, so the order asked is the order run), a phase with its marker is not run again,
+    and an unknown phase is named, not silently skipped."""
+    import os
+    import shutil
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    bin_dir, out, res = tmp_path / "bin", tmp_path / "out", tmp_path / "res"
+    bin_dir.mkdir()
+    out.mkdir()
+    # run from a copy: the script copies a checkout's .sweeps/ into /tmp, which a test must not
+    (tmp_path / "experiments").mkdir()
+    shutil.copy(os.path.join(ROOT, "experiments", "h200_verify.sh"), tmp_path / "experiments")
+    log = tmp_path / "calls.log"
+    (bin_dir / "nvidia-smi").write_text('#!/bin/sh\necho "GPU 0: stand-in"\n')
+    # python3: each call logs its arguments (D's inline script reads stdin: `python3 -`)
+    (bin_dir / "python3").write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+
+    def run(phases):
+        env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out),
+               "H200_RES": str(res), "PHASES": phases, "WAIT_S": "30"}  # fmt: skip
+        return subprocess.run(
+            ["bash", "experiments/h200_verify.sh"], cwd=tmp_path, env=env, capture_output=True,
+            text=True, timeout=60,
+        )  # fmt: skip
+
+    run("D H X")
+    # D's inline compare, then H's script (`-m` calls: the wheels' install, reports of sweeps)
+    calls = [line.split()[0] for line in log.read_text().splitlines() if line.split()]
+    assert [c for c in calls if c != "-m"] == ["-", "experiments/host_bound_timing.py"], calls
+    assert "no phase X" in (res / "phases.log").read_text()
+    log.write_text("")
+    run("H D")  # both done: neither runs again
+    assert [line for line in log.read_text().splitlines() if "host_bound" in line] == []
+    assert (out / "res.tgz").is_file()
