@@ -1,4 +1,6 @@
-"""Compare host-bound loops taken at the same CPU speed, for `compilekit verify`.
+"""Compare host-bound loops taken at the same CPU speed: `compilekit verify`'s toolkit process
+against bare ones (match), and a cell's eager loops against its compiled ones (paired_timings,
+for the reports' speedup and break-even).
 
 A host-bound call costs what the CPU's speed of the moment makes it. The H200's VM hosts
 switch between two speeds (about 45 and 80 ns per step of a Python loop) within a fraction of
