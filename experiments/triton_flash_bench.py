@@ -4,8 +4,9 @@ For each shape (bf16, causal): device time per call (triton.testing.do_bench med
 contenders take turns, --rounds times, and the row is the median turn with the range beside it;
 fresh random inputs, outputs checked against cuDNN first), TFLOP/s, and the host time per call (a
 launch-only loop: what the CPU spends issuing one call), read beside the CPU's speed of the moment
-(compilekit.cpuwatch.loop_ns before and after the shape's host loops: the H200's VM ran the same
-loop at 51-103 ns per step minutes apart). Rows:
+(compilekit.cpuwatch.loop_ns before and after each contender's host loops, the `CPU ns` column:
+the H200's VM switches between about 45 and 85 ns per step within a second, and a host figure
+follows it). Rows:
 - triton-flash eager (the variant as a user calls it), and compiled (torch.compile default),
   with the config eager autotuning chose (which compiled is given too);
 - on a Hopper GPU, gluon-flash eager and compiled (an opaque custom op there), and with
@@ -120,20 +121,23 @@ def bench_shape(shape: str, fns: dict, rounds: int = 3) -> list[dict]:
     truth = fns["cuDNN SDPA eager"](q, k, v).float()
     flops = causal_flops(dims)
     rows, runnable = [], {}
-    speed = [cpuwatch.loop_ns()]  # the CPU's speed around the host timings (a VM's moves 2x)
     for name, fn in fns.items():
         try:
             out = fn(q, k, v)
             err = float((out.float() - truth).abs().max() / truth.abs().max())
+            # the CPU's speed right before and after this contender's host timing: a VM's
+            # switches between about 45 and 85 ns per step, and a host figure follows it
+            speed = [cpuwatch.loop_ns()]
             host_us = timing.host_ms_per_call(fn, (q, k, v)) * 1e3
+            speed.append(cpuwatch.loop_ns())
         except Exception as exc:  # noqa: BLE001 (a contender that cannot run this shape)
             rows.append({"shape": shape, "name": name, "error": f"{type(exc).__name__}: {exc}"})
             continue
         runnable[name] = fn
-        rows.append({"shape": shape, "name": name, "host_us": host_us, "rel_err_vs_cudnn": err})
-    speed.append(cpuwatch.loop_ns())
-    for r in rows:
-        r["cpu_loop_ns"] = speed
+        rows.append(
+            {"shape": shape, "name": name, "host_us": host_us, "rel_err_vs_cudnn": err,
+             "cpu_loop_ns": speed}
+        )  # fmt: skip
     # the contenders take turns, `rounds` times: a clock that drifts over the minute (heat,
     # power) then moves every contender alike instead of favouring whichever ran first
     per_round = {name: [] for name in runnable}
@@ -168,6 +172,12 @@ def bench_shape(shape: str, fns: dict, rounds: int = 3) -> list[dict]:
     return rows
 
 
+def _span(ns: list[float]) -> str:
+    """'49' or '49-86': the CPU's speed around a host figure, ns per Python loop step."""
+    low, high = round(min(ns)), round(max(ns))
+    return f"{low}" if low == high else f"{low}-{high}"
+
+
 def _spread(times: list[float]) -> str:
     return f"{min(times):.4f}-{max(times):.4f}"
 
@@ -196,7 +206,7 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, causal")
     print(
         f"{'shape':16} {'contender':24} {'ms':>8} {'TFLOP/s':>8} {'host µs':>8} "
-        f"{'x cuDNN':>8} {'x flex':>7} {'err':>8}  turns (ms)"
+        f"{'CPU ns':>7} {'x cuDNN':>8} {'x flex':>7} {'err':>8}  turns (ms)"
     )
     for shape in args.shapes.split(","):
         # fresh compiles per shape, as a user compiling for one shape gets them (one wrapper
@@ -205,8 +215,6 @@ def main(argv=None) -> int:
         shape_rows = bench_shape(
             shape, contenders(args.baseline, args.gluon_baseline, tiles), args.rounds
         )
-        before, after = shape_rows[0]["cpu_loop_ns"]
-        print(f"{shape:16} (host µs read at {before:.0f}-{after:.0f} ns per Python loop step)")
         for r in shape_rows:
             rows.append(r)
             if "error" in r:
@@ -214,7 +222,8 @@ def main(argv=None) -> int:
                 continue
             print(
                 f"{shape:16} {r['name']:24} {r['ms']:8.4f} {r['tflops']:8.1f} "
-                f"{r['host_us']:8.1f} {r['vs_cudnn'] or 0:8.2f} {r['vs_flex'] or 0:7.2f} "
+                f"{r['host_us']:8.1f} {_span(r['cpu_loop_ns']):>7} "
+                f"{r['vs_cudnn'] or 0:8.2f} {r['vs_flex'] or 0:7.2f} "
                 f"{r['rel_err_vs_cudnn']:8.1e}  {_spread(r['ms_rounds'])}  {r.get('config', '')}",
                 flush=True,
             )
