@@ -41,14 +41,19 @@ SHAPES = "8x16x1024x64,1x32x8192x128,16x16x512x64,1x32x16384x128,2x32x4096x128"
 
 
 def baseline_module(path: str):
-    """An older copy of variants/triton_flash.py, loaded beside the current one. Its custom op
-    is renamed into a namespace of its own: registered under the current op's name, it would
-    replace that op, and "triton-flash compiled" would then run the baseline's kernel (which
-    made compiled read as slow as the baseline in this bench's runs up to 2026-12-01)."""
+    """An older copy of variants/triton_flash.py (or gluon_flash.py), loaded beside the current
+    one. Its op is renamed into a namespace of its own (an op named "compilekit::...", or a
+    Library on OP_NAMESPACE): registered under the current op's name, it would replace that
+    op, and "triton-flash compiled" would then run the baseline's kernel (which made compiled
+    read as slow as the baseline in this bench's runs up to 2026-12-01)."""
     import types
 
     with open(path) as f:
-        source = f.read().replace('"compilekit::', '"compilekit_baseline::')
+        source = (
+            f.read()
+            .replace('"compilekit::', '"compilekit_baseline::')  # custom ops, triton_op
+            .replace('OP_NAMESPACE = "compilekit"', 'OP_NAMESPACE = "compilekit_baseline"')
+        )
     module = types.ModuleType("baseline_flash")
     module.__file__ = path
     exec(compile(source, path, "exec"), module.__dict__)

@@ -22,8 +22,9 @@ gluon_flash/): D = 128, 0.96x cuDNN at 1x32x8192x128 and 0.88x at 4x16x4096x128 
 four descriptors) outlasts the kernel at small shapes.
 Supports causal and non-causal, GQA, any sequence length, D = 64 or 128, bfloat16 or float16,
 inputs whose last dim is contiguous. Anything else, and any machine but a Hopper GPU, is refused
-with the reason (the cell records `unsupported`). Under torch.compile it is an opaque custom op
-(compilekit::gluon_flash_attention): Inductor calls it, CUDA graphs capture it.
+with the reason (the cell records `unsupported`). Under torch.compile it is an opaque op
+(compilekit::gluon_flash_attention, on a torch.library.Library): Inductor calls it, CUDA graphs
+capture it.
 FLOPs: variants.masks.attention_flops (causal: 4·B·H·D·S(S+1)/2).
 """
 
@@ -589,15 +590,31 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
     return out
 
 
-@torch.library.custom_op("compilekit::gluon_flash_attention", mutates_args=())
-def _gluon_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+# The op torch.compile calls (Inductor cannot see into a Gluon kernel). Defined on a Library
+# with a plain CompositeExplicitAutograd kernel, not torch.library.custom_op: custom_op's
+# autograd wrapper and its per-call aliasing check cost about 23 us of host per call against 4
+# for this (experiments/results/cpu/op_dispatch/), and gluon-flash's compiled call is host-bound
+# at 8x16x1024x64 (0.135 ms of host per call on the H200). Inputs that require grad raise on
+# backward.
+OP_NAMESPACE = "compilekit"
+_LIB = torch.library.Library(OP_NAMESPACE, "FRAGMENT")  # kept: the op lives as long as it does
+_LIB.define("gluon_flash_attention(Tensor q, Tensor k, Tensor v, bool causal) -> Tensor")
+
+
+def _gluon_kernel(q, k, v, causal):
     out = _launch_known(q, k, v, causal, {})
     return out if out is not None else _launch(q, k, v, causal)
 
 
-@_gluon_op.register_fake
+_LIB.impl("gluon_flash_attention", _gluon_kernel, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake(f"{OP_NAMESPACE}::gluon_flash_attention", lib=_LIB)
 def _(q, k, v, causal):
     return torch.empty_like(q)
+
+
+_gluon_op = getattr(torch.ops, OP_NAMESPACE).gluon_flash_attention.default
 
 
 def flash_attention(q, k, v, causal: bool = True, **overrides):
