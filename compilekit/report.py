@@ -87,6 +87,16 @@ def _speedup_words(text: str, result) -> str:
     )
 
 
+def _cpu_speed(result) -> str:
+    """' (the CPU at 49-54 ns per probe step)': the speed a host figure was read at. The H200's
+    VM switches between about 45 and 85, and a host figure follows it (cpuwatch.loop_ns)."""
+    speeds = (result.cpu_use or {}).get("loop_ns")
+    if not speeds:
+        return ""
+    low, high = round(min(speeds)), round(max(speeds))
+    return f" (the CPU at {low}{'' if low == high else f'-{high}'} ns per probe step)"
+
+
 def host_bound_text(result) -> str:
     """What a host-bound cell costs in a user's loop, beside do_bench's figures."""
     loop = result.compiled_loop_ms if result.paced_by_loop else None
@@ -94,8 +104,9 @@ def host_bound_text(result) -> str:
         f"host-bound: GPU busy {result.gpu_busy_share:.0%} of each call "
         + ("in a loop " if loop else "")
         + f"({result.profiled_forward_device_ms:.3f} of {loop or result.compiled_ms:.3f} ms); the "
-        f"host spends {result.host_ms_per_call:.3f} ms issuing a call: launches, guards and "
-        "wrappers (reduce-overhead / CUDA graphs target this; see trace.json)"
+        f"host spends {result.host_ms_per_call:.3f} ms issuing a call{_cpu_speed(result)}: "
+        "launches, guards and wrappers (reduce-overhead / CUDA graphs target this; see "
+        "trace.json)"
     )
     if not loop:  # a run from before the loop was timed: do_bench's figure was its latency
         return text

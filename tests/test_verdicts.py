@@ -958,6 +958,10 @@ def test_a_host_bound_note_compares_eager_and_compiled_in_a_loop():
     assert "GPU busy 19% of each call in a loop (0.009 of 0.048 ms)" in note, note
     assert "eager 0.019 vs compiled 0.048 ms per call (0.40x)" in note, note
     assert "reads 0.009 vs 0.017" in note, note
+    assert "the host spends 0.046 ms issuing a call: launches" in note, note  # speed unknown
+    result.cpu_use = {"loop_ns": [49.2, 53.8]}  # the speed the host figure was read at
+    (note,) = [n for n in cell_notes(result) if n.startswith("host-bound")]
+    assert "0.046 ms issuing a call (the CPU at 49-54 ns per probe step): launches" in note
     assert busy_share(0.009, 0.0095) == (0.009 / 0.0095, False)
 
 
