@@ -86,6 +86,12 @@ def loop_ns(steps: int = LOOP_STEPS, rounds: int = ROUNDS) -> float:
     return best / steps * 1e9
 
 
+def speed_span(ns: list[float]) -> str:
+    """'49' or '49-86': readings of loop_ns, rounded, as the reports print them."""
+    low, high = round(min(ns)), round(max(ns))
+    return f"{low}" if low == high else f"{low}-{high}"
+
+
 def quick_loop_ns() -> float:
     """loop_ns in about half a millisecond (two rounds of 5,000 steps): cheap enough to take
     before each of a host-bound call's timed loops, so that each loop is read beside the speed

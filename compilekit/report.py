@@ -90,11 +90,10 @@ def _speedup_words(text: str, result) -> str:
 def _cpu_speed(result) -> str:
     """' (the CPU at 49-54 ns per probe step)': the speed a host figure was read at. The H200's
     VM switches between about 45 and 85, and a host figure follows it (cpuwatch.loop_ns)."""
+    from compilekit.cpuwatch import speed_span
+
     speeds = (result.cpu_use or {}).get("loop_ns")
-    if not speeds:
-        return ""
-    low, high = round(min(speeds)), round(max(speeds))
-    return f" (the CPU at {low}{'' if low == high else f'-{high}'} ns per probe step)"
+    return f" (the CPU at {speed_span(speeds)} ns per probe step)" if speeds else ""
 
 
 def host_bound_text(result) -> str:

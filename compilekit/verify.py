@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from compilekit import samespeed
+from compilekit import cpuwatch, samespeed
 
 CPU_SAMPLES = 100
 
@@ -48,8 +48,6 @@ def bare_loop(fn, args, calls: int, repeats: int = 21) -> dict:
     ("loop_ms") and their fastest tenth ("loop_p10_ms", the figure host-bound runs are judged
     by: see _figure)."""
     import torch
-
-    from compilekit import cpuwatch
 
     loops = []
     for _ in range(repeats):
@@ -87,7 +85,7 @@ def bare_host_ms(fn, args, calls: int = 50, loops: int = 5) -> float:
 
 
 def _child(cell_json: str, loop_calls: int, loop_repeats: int = 21) -> None:
-    from compilekit import cpuwatch, inputs, modes, settings
+    from compilekit import inputs, modes, settings
     from compilekit.spec import Cell
     from compilekit.variant import load_variant
 
@@ -131,7 +129,7 @@ def verify(
     next (seen on the H200's shared hosts, the bare re-times alone), that median is no yardstick
     for a 5% claim either way, so the verdict says so instead of blaming or clearing the toolkit.
     """
-    from compilekit import cpuwatch, runner
+    from compilekit import runner
     from compilekit.errors import UserError
 
     if repeat < 1:
@@ -245,12 +243,9 @@ def _speed_text(cpu_use: dict | None, bare_speeds: list) -> str:
     if not toolkit or not bare_speeds:
         return ""
 
-    def span(values) -> str:
-        low, high = min(values), max(values)
-        return f"{low:.0f}" if round(low) == round(high) else f"{low:.0f}-{high:.0f}"
-
     return (
-        f"; CPU speed, ns per Python loop step: toolkit {span(toolkit)}, bare {span(bare_speeds)}"
+        f"; CPU speed, ns per Python loop step: toolkit {cpuwatch.speed_span(toolkit)}, bare "
+        f"{cpuwatch.speed_span(bare_speeds)}"
     )
 
 

@@ -177,12 +177,6 @@ def bench_shape(shape: str, fns: dict, rounds: int = 3) -> list[dict]:
     return rows
 
 
-def _span(ns: list[float]) -> str:
-    """'49' or '49-86': the CPU's speed around a host figure, ns per Python loop step."""
-    low, high = round(min(ns)), round(max(ns))
-    return f"{low}" if low == high else f"{low}-{high}"
-
-
 def _spread(times: list[float]) -> str:
     return f"{min(times):.4f}-{max(times):.4f}"
 
@@ -227,7 +221,7 @@ def main(argv=None) -> int:
                 continue
             print(
                 f"{shape:16} {r['name']:24} {r['ms']:8.4f} {r['tflops']:8.1f} "
-                f"{r['host_us']:8.1f} {_span(r['cpu_loop_ns']):>7} "
+                f"{r['host_us']:8.1f} {cpuwatch.speed_span(r['cpu_loop_ns']):>7} "
                 f"{r['vs_cudnn'] or 0:8.2f} {r['vs_flex'] or 0:7.2f} "
                 f"{r['rel_err_vs_cudnn']:8.1e}  {_spread(r['ms_rounds'])}  {r.get('config', '')}",
                 flush=True,
