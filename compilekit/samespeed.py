@@ -36,13 +36,23 @@ class Matched(NamedTuple):
     bare_counts: list  # per bare process, (fast, all)
 
 
+def fast_limit(*loop_lists: list) -> float:
+    """The probe reading a loop must not exceed to count as run at the fast speed: FAST_BAND
+    over the fastest reading in any of these lists of [ms per call, probe ns] loops."""
+    return min(ns for loops in loop_lists for _, ns in loops) * FAST_BAND
+
+
+def fast_ms(loops: list, limit: float) -> list[float]:
+    """The ms per call of the loops whose probe read at most `limit`, in the order taken."""
+    return [ms for ms, ns in loops if ns <= limit]
+
+
 def match(toolkit_loops: list, bare_runs: list[list]) -> Matched:
     """toolkit_loops and each of bare_runs: [[ms per call, probe ns], ...] in the order taken."""
-    fastest = min(ns for loops in [toolkit_loops, *bare_runs] for _, ns in loops)
-    limit = fastest * FAST_BAND
+    limit = fast_limit(toolkit_loops, *bare_runs)
 
     def fast_median(loops) -> tuple[float | None, tuple]:
-        fast = [ms for ms, ns in loops if ns <= limit]
+        fast = fast_ms(loops, limit)
         counts = (len(fast), len(loops))
         return (statistics.median(fast) if len(fast) >= MIN_FAST_LOOPS else None), counts
 
@@ -61,16 +71,14 @@ def paired_timings(eager: dict, compiled: dict) -> tuple[dict, dict] | None:
 
     if not eager.get("loops") or not compiled.get("loops"):
         return None
-    got = match(compiled["loops"], [eager["loops"]])
-    if got.toolkit_ms is None or got.bare_ms[0] is None:
+    limit = fast_limit(eager["loops"], compiled["loops"])
+    fast = [fast_ms(timing["loops"], limit) for timing in (eager, compiled)]
+    if min(len(kept) for kept in fast) < MIN_FAST_LOOPS:
         return None
-    limit = got.limit_ns
-
-    def fast(timing: dict) -> dict:
-        kept = [ms for ms, ns in timing["loops"] if ns <= limit]
-        return {**summary(kept), "calls": timing.get("calls"), "at_most_ns": round(limit, 1)}
-
-    return fast(eager), fast(compiled)
+    return tuple(
+        {**summary(kept), "calls": timing.get("calls"), "at_most_ns": round(limit, 1)}
+        for kept, timing in zip(fast, (eager, compiled))
+    )
 
 
 def counts_text(matched: Matched) -> str:

@@ -142,11 +142,9 @@ def verify(
     if toolkit_loops and all(run.get("loops") for run in runs):
         return _verify_at_same_speed(result, runs, toolkit_loops, tolerance)
     bares = sorted(run[figure.key] for run in runs)
-    bare = bares[len(bares) // 2]
     toolkit = figure.toolkit(result)
-    ratio = toolkit / bare
-    noisy = bares[-1] > (1 + tolerance) * bares[0]
-    verdict = "inconclusive" if noisy else "within" if abs(ratio - 1) <= tolerance else "outside"
+    bare, ratio, verdict = _judged(toolkit, bares, tolerance)
+    noisy = verdict == "inconclusive"
     spread = (
         f"; the {repeat} bare processes ranged {bares[0]:.4f}-{bares[-1]:.4f} ms"
         if repeat > 1
@@ -176,6 +174,17 @@ def verify(
     return line + _span_text(
         "host per call", result.host_ms_per_call, [run.get("host_ms") for run in runs]
     ) + _speed_text(result.cpu_use, bare_speeds), verdict
+
+
+def _judged(toolkit: float, bares: list[float], tolerance: float) -> tuple[float, float, str]:
+    """(the bare reference: the median of the sorted `bares`, toolkit over it, the verdict):
+    "inconclusive" where the bare processes themselves spread wider than `tolerance`, else
+    "within" or "outside" it."""
+    bare = bares[len(bares) // 2]
+    ratio = toolkit / bare
+    if bares[-1] > (1 + tolerance) * bares[0]:
+        return bare, ratio, "inconclusive"
+    return bare, ratio, "within" if abs(ratio - 1) <= tolerance else "outside"
 
 
 def _loops(result) -> list | None:
@@ -210,22 +219,19 @@ def _verify_at_same_speed(result, runs, toolkit_loops, tolerance) -> tuple[str, 
         )
         verdict = "inconclusive"
     else:
-        bare = bares[len(bares) // 2]
-        ratio = matched.toolkit_ms / bare
+        bare, ratio, verdict = _judged(matched.toolkit_ms, bares, tolerance)
         spread = f"; ranged {bares[0]:.4f}-{bares[-1]:.4f} ms" if len(bares) > 1 else ""
         line += (
             f"toolkit {matched.toolkit_ms:.4f} ms, bare {bare:.4f} ms (median of "
             f"{len(bares)} fresh process{'es' if len(bares) > 1 else ''}{spread}), ratio "
             f"{ratio:.3f}: "
         )
-        if bares[-1] > (1 + tolerance) * bares[0]:
-            verdict = "inconclusive"
+        if verdict == "inconclusive":
             line += (
                 f"INCONCLUSIVE, the bare processes disagree by more than {tolerance:.0%} at "
                 "the same CPU speed; run again on a quiet machine"
             )
         else:
-            verdict = "within" if abs(ratio - 1) <= tolerance else "outside"
             line += f"{'within' if verdict == 'within' else 'OUTSIDE'} {tolerance:.0%}"
     line += _span_text(
         "loop p10", result.loop_timing["compiled"]["p10_ms"], [r["loop_p10_ms"] for r in runs]
