@@ -204,13 +204,19 @@ def _eager_first(variant, args, cell):
     except CellEnded as ended:
         if cell.mode == "eager" or not ended.out_of_memory:
             raise
-        if cell.device == "cuda":  # what the failed call allocated is garbage by now
-            import torch
+        reason = ended.reason
+        # torch's error (ended.__context__) keeps the failed call's frames, and with them every
+        # tensor it made, in a cycle through the probe's frame: on the H200 flex's 129 GiB
+        # stayed held and the float64 reference then ran out of memory (2026-12-01)
+        ended.__context__ = None
+    import gc
 
-            torch.cuda.empty_cache()
-        return None, (
-            f"eager could not run ({ended.reason}): only the compiled call was checked and timed"
-        )
+    gc.collect()
+    if cell.device == "cuda":  # give the freed blocks back for the reference and compile
+        import torch
+
+        torch.cuda.empty_cache()
+    return None, f"eager could not run ({reason}): only the compiled call was checked and timed"
 
 
 def _checked(out, q, what: str) -> None:

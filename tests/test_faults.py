@@ -519,6 +519,32 @@ def test_out_of_memory_outside_the_eager_probe_is_named_as_such():
     assert (status, reason) == ("failed", "KeyError: 'q' (traceback in log.txt)")
 
 
+def test_an_eager_probe_out_of_memory_lets_go_of_what_the_failed_call_held():
+    """A compiled cell whose eager call ran out of memory goes on compiled: what that call
+    allocated is freed first (on the H200, torch's error kept flex's 129 GiB of scores alive
+    through its traceback, and the float64 reference then ran out of memory)."""
+    import types
+    import weakref
+
+    import torch
+
+    from compilekit.cell import _eager_first
+    from compilekit.spec import Cell, parse_shape
+
+    held = []
+
+    def attention(q, k, v):
+        scores = torch.empty(1000)  # what flex's eager math path holds when it runs out
+        held.append(weakref.ref(scores))
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 64.00 GiB")
+
+    cell = Cell("flex", "default", parse_shape("1x1x8x8"), "float32", "cpu")
+    q = torch.zeros(1, 1, 8, 8)
+    out, note = _eager_first(types.SimpleNamespace(attention=attention), (q, q, q), cell)
+    assert out is None and note.startswith("eager could not run ('flex' failed on cpu")
+    assert held[0]() is None, "the failed eager call's tensors are still alive"
+
+
 @pytest.mark.parametrize("where", ["eager probe", "outside the probe"])
 def test_a_parallel_sweep_runs_a_cell_out_of_memory_again_alone(tmp_path, monkeypatch, where):
     """Two cell processes per GPU: a cell that ran out of memory beside the other, in its eager
