@@ -534,7 +534,8 @@ def _timed_calls(cell, variant, compiled, args, with_eager: bool):
     host, loops = None, None
     if cuda:
         loops = {"compiled": timing.loop_timing(compiled, args, steady["median_ms"])}
-        host = timing.host_ms_per_call(compiled, args)
+        loops["host"] = timing.host_loops(compiled, args)
+        host = loops["host"]["median_ms"]
     if cell.mode == "eager":
         return steady, steady, host, loops and {**loops, "eager": loops["compiled"]}
     eager = timing.bench(variant.attention, args, cell.device) if with_eager else None

@@ -62,7 +62,8 @@ class CellResult:
     # do_bench's figures above hide for a host-bound call (timing.loop_timing)
     eager_loop_ms: float | None = None
     compiled_loop_ms: float | None = None
-    loop_timing: dict | None = None  # {"eager": summary, "compiled": summary}
+    # {"eager": summary, "compiled": summary, "host": the launch-only loops (timing.host_loops)}
+    loop_timing: dict | None = None
     host_ms_per_call: float | None = None  # launch-only loop: what the CPU spends per call
     gpu_busy_share: float | None = None  # device time per forward / compiled_loop_ms
     host_bound: bool | None = None

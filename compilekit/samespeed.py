@@ -1,6 +1,7 @@
 """Compare host-bound loops taken at the same CPU speed: `compilekit verify`'s toolkit process
-against bare ones (match), and a cell's eager loops against its compiled ones (paired_timings,
-for the reports' speedup and break-even).
+against bare ones (match), a cell's eager loops against its compiled ones (paired_timings,
+for the reports' speedup and break-even), and its launch-only host loops against its user's
+loop (at_same_speed).
 
 A host-bound call costs what the CPU's speed of the moment makes it. The H200's VM hosts
 switch between two speeds (about 45 and 80 ns per step of a Python loop) within a fraction of
@@ -79,6 +80,20 @@ def paired_timings(eager: dict, compiled: dict) -> tuple[dict, dict] | None:
         {**summary(kept), "calls": timing.get("calls"), "at_most_ns": round(limit, 1)}
         for kept, timing in zip(fast, (eager, compiled))
     )
+
+
+def at_same_speed(reference: list, loops: list, min_matches: int = 3) -> list[tuple]:
+    """(ms, reference ms) for each of `loops` whose CPU speed `reference` also ran at: the
+    median of the reference loops whose probe read within FAST_BAND of that loop's, either way;
+    a loop with fewer than `min_matches` such reference loops is left out. Both are lists of
+    [ms per call, probe ns]: a cell's launch-only host loops (timing.host_loops) against its
+    user's loop (timing.loop_timing), taken a moment apart and maybe at different speeds."""
+    pairs = []
+    for ms, ns in loops:
+        near = [r_ms for r_ms, r_ns in reference if ns / FAST_BAND <= r_ns <= ns * FAST_BAND]
+        if len(near) >= min_matches:
+            pairs.append((ms, statistics.median(near)))
+    return pairs
 
 
 def counts_text(matched: Matched) -> str:

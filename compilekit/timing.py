@@ -67,23 +67,38 @@ def bench(fn: Callable, args, device: str, budget_s: float | None = None) -> dic
 
 
 def host_ms_per_call(fn: Callable, args, calls: int = 50, loops: int = 5) -> float:
+    """CPU milliseconds to issue one call: the median of host_loops' loops."""
+    return host_loops(fn, args, calls, loops)["median_ms"]
+
+
+def host_loops(fn: Callable, args, calls: int = 50, loops: int = 10) -> dict:
     """CPU milliseconds to issue one call (a launch-only loop, no synchronize inside): what
     the host spends per call, whether or not the GPU keeps up. 50 calls stay far under the
     driver's launch queue, so a device-bound call does not block the loop; the queue drains
-    between loops. The median of `loops` loops: one loop is a millisecond or two, which a
-    single interrupt or another process's time slice can stretch by half."""
+    between loops. The summary of `loops` loops (one loop is a millisecond or two, which a
+    single interrupt or another process's time slice can stretch by half), and each loop beside
+    the CPU's speed a probe read before it: on the H200's VM hosts the same calls cost 1.6x
+    more at the slow speed, so a host cost is compared with a loop's time at one speed
+    (samespeed.at_same_speed)."""
     import torch
+
+    from compilekit import cpuwatch
 
     fn(*args)
     torch.cuda.synchronize()
     per_loop = []
     for _ in range(loops):
+        speed = cpuwatch.quick_loop_ns()  # the GPU is idle here: the last loop synchronized
         start = time.perf_counter()
         for _ in range(calls):
             fn(*args)
-        per_loop.append((time.perf_counter() - start) / calls * 1e3)
+        per_loop.append([(time.perf_counter() - start) / calls * 1e3, speed])
         torch.cuda.synchronize()
-    return statistics.median(per_loop)
+    return {
+        **summary([ms for ms, _ in per_loop]),
+        "calls": calls,
+        "loops": [[round(ms, 6), round(ns, 1)] for ms, ns in per_loop],
+    }
 
 
 def loop_timing(fn: Callable, args, per_call_ms: float, budget_s: float = 0.3) -> dict:

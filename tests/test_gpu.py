@@ -3,6 +3,7 @@
 import functools
 import json
 import os
+import statistics
 
 import pytest
 import torch
@@ -229,6 +230,14 @@ def test_host_bound_cell_says_so(run_cell):
     result = run_cell("sdpa", "default", shape="1x4x128x64", dtype="bfloat16", device="cuda")
     assert result.host_ms_per_call > 0 and 0 < result.gpu_busy_share <= 1
     assert result.host_bound, (result.gpu_busy_share, result.compiled_loop_ms)
-    # a loop pays the host's cost per call, which do_bench's L2 flush may hide
-    assert result.compiled_loop_ms >= 0.8 * result.host_ms_per_call, result.loop_timing
+    # a loop pays the host's cost per call, which do_bench's L2 flush may hide: compared at
+    # one CPU speed (the VM's two speeds are 1.6x apart; the two loops run a moment apart)
+    from compilekit import samespeed
+
+    pairs = samespeed.at_same_speed(
+        result.loop_timing["compiled"]["loops"], result.loop_timing["host"]["loops"]
+    )
+    assert pairs, ("no host loop ran at a speed the user's loop saw", result.loop_timing)
+    ratio = statistics.median(loop / host for host, loop in pairs)
+    assert ratio >= 0.8, (ratio, pairs)
     assert result.eager_loop_ms > 0 and result.loop_timing["compiled"]["calls"] >= 5

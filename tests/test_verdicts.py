@@ -664,6 +664,30 @@ def test_host_cost_per_call_is_not_moved_by_one_disturbed_loop(monkeypatch):
     assert len(calls) == 26 and 1.0 <= host < 1.5, host
 
 
+def test_host_loops_are_compared_with_a_users_loop_at_the_same_cpu_speed(monkeypatch):
+    """The host's cost per call and a user's loop are taken a moment apart; on the H200's VM
+    hosts the CPU's speed may differ between them by 1.6x (2026-12-01: a compiled sdpa loop of
+    0.075 ms against a host cost of 0.106 ms). Each host loop carries the speed read before it,
+    and is set beside the loop timings taken at its speed, not beside their overall median."""
+    import torch
+
+    from compilekit import cpuwatch, samespeed, timing
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    speeds = iter([80.0, 81.0, 45.0, 79.0])
+    monkeypatch.setattr(cpuwatch, "quick_loop_ns", lambda: next(speeds))
+    host = timing.host_loops(lambda: None, (), calls=3, loops=4)
+    assert [ns for _, ns in host["loops"]] == [80.0, 81.0, 45.0, 79.0]
+    assert host["calls"] == 3 and host["samples"] == 4 and host["median_ms"] >= 0
+    # a user's loop mostly at the fast speed (0.060 ms per call), a few at the slow (0.100)
+    user = [[0.060, 45.0 + i % 3] for i in range(40)] + [[0.100, 80.0 + i % 2] for i in range(6)]
+    slow_host = [[0.098, 80.0], [0.099, 81.0], [0.097, 200.0]]  # the last: no loop at its speed
+    pairs = samespeed.at_same_speed(user, slow_host)
+    assert pairs == [(0.098, 0.100), (0.099, 0.100)], pairs
+    # against the user's loop overall (0.060), this host cost would read 1.6x the loop's time
+    assert samespeed.at_same_speed(user[:40] + user[40:42], slow_host) == []  # 2 < 3 matches
+
+
 def _toolkit_remeasures(monkeypatch, **fields):
     """runner.launch as verify.paired calls it: a measured result with no host figures; each of
     `fields` a callable, called once per launch for that field's value."""
@@ -918,7 +942,7 @@ def test_the_timed_calls_follow_the_bare_childs_order(monkeypatch):
 
     monkeypatch.setattr(timing, "bench", record("do_bench", _timing(1.0, 0.9, 1.1)))
     monkeypatch.setattr(timing, "loop_timing", record("loop", _timing(1.2, 1.1, 1.3)))
-    monkeypatch.setattr(timing, "host_ms_per_call", record("host", 0.05))
+    monkeypatch.setattr(timing, "host_loops", record("host", {"median_ms": 0.05}))
     variant = types.SimpleNamespace(attention="eager")
     spec = types.SimpleNamespace(device="cuda", mode="default")
     eager, steady, host, loops = cell._timed_calls(spec, variant, "compiled", (), True)
@@ -926,7 +950,7 @@ def test_the_timed_calls_follow_the_bare_childs_order(monkeypatch):
         ("do_bench", "compiled"), ("loop", "compiled"), ("host", "compiled"),
         ("do_bench", "eager"), ("loop", "eager"),
     ]  # fmt: skip
-    assert host == 0.05 and set(loops) == {"compiled", "eager"} and eager and steady
+    assert host == 0.05 and set(loops) == {"compiled", "eager", "host"} and eager and steady
     calls.clear()
     spec.mode = "eager"
     eager, steady, _, loops = cell._timed_calls(spec, variant, "eager", (), True)
