@@ -23,9 +23,9 @@
 # order, and K never started).
 # A lent machine goes back 30 s after a call, so a follow-up call usually starts a fresh one:
 # give each call phases that end within its 10 minutes (each was measured on one H200):
-#   PHASES="E" GPU_TESTS="not bare_do_bench"  (16 tests, 323 s; on a fresh machine with no
-#   A before it: the 19 gluon/triton_flash_bf16 tests 131 s, 6 of the other 7 in 293 s),
-#   then PHASES="P" (about 60 s)
+#   PHASES="E" GPU_TESTS="not bare_do_bench"  (27 tests since the TMA and ws cases: 26 of them
+#   in 530 s on a fresh machine, 2026-12-01; split it, e.g. "awkward" and "not bare_do_bench
+#   and not awkward"), then PHASES="P" (about 60 s)
 #   PHASES="E" GPU_TESTS="bare_do_bench"       (the five fidelity cells, 420-640 s: may need two)
 #   PHASES="B" on nvidia-h200-x2 (the blog matrix, cold: 532 s); C took 303 s after B on the
 #   same machine, but compiles again on a fresh one: carry B's and C's sweeps (.sweeps below)
@@ -195,6 +195,12 @@ if [ ! -e $R/all.done ]; then
 fi
 cat $R/figures.txt $R/verify.txt $R/verify_blog4.txt 2>/dev/null; ls $R; tail -n 2 $R/*.log
 for d in blog4 blog1 seqlen verify knobs kernel; do [ -d /tmp/$d ] && python3 -m compilekit report /tmp/$d > $R/report_$d.txt 2>&1; done
+# the GPU tests' fidelity figures (compilekit verify keeps them in each run's verify.json),
+# also from a pytest the deadline stopped
+for f in $(find /tmp/pytest-of-$(id -un) -name verify.json 2>/dev/null); do
+  n=${f#/tmp/pytest-of-*/}; mkdir -p $R/verify_evidence
+  cp $f "$R/verify_evidence/${n%%/*}_$(basename $(dirname $f)).json"
+done
 tar czf $OUT/res.tgz -C "$(dirname $R)" "$(basename $R)"
 for d in blog4 blog1 seqlen verify single knobs kernel; do
   [ -d /tmp/$d ] && tar czf $OUT/$d.tgz --exclude=trace.json --exclude=torch_trace --exclude=depyf \

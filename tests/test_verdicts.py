@@ -708,7 +708,8 @@ def _toolkit_remeasures(monkeypatch, **fields):
 def test_paired_verify_decides_where_the_host_drifts(run_cell, cache_root, monkeypatch):
     """Each pair (the toolkit's re-measure, then a bare re-time) shares the host's state of the
     moment: pairs that agree are 'within' even when the host's speed moved 2x between them (the
-    bare re-times alone: inconclusive); a toolkit 50% slow in every pair is 'outside'."""
+    bare re-times alone: inconclusive); a toolkit 50% slow in every pair is 'outside'; pairs
+    that scatter are 'inconclusive' even where their median lands within."""
 
     from compilekit import verify
 
@@ -717,6 +718,8 @@ def test_paired_verify_decides_where_the_host_drifts(run_cell, cache_root, monke
         ([1.0, 2.0, 1.3], [1.0, 1.01, 0.99], "within"),
         ([1.0, 2.0, 1.3], [1.5, 1.48, 1.52], "outside"),
         ([1.0, 2.0, 1.3, 1.1], [1.0, 1.5, 0.7, 1.2], "inconclusive"),
+        # the median is within 5%, but only one pair is (the H200, 2026-12-01)
+        ([1.0, 2.0, 1.3], [1.16, 0.741, 0.986], "inconclusive"),
     ):
         bares, measures = iter(host), iter(h * r for h, r in zip(host, toolkit_over_bare))
         monkeypatch.setattr(
@@ -760,6 +763,50 @@ def test_paired_verify_shows_whether_the_toolkit_pays_more_host_time(
         "; host per call, toolkit over bare: 1.250, 1.000"
         "; CPU ns per Python loop step, toolkit over bare: 1.00, 0.50"
     ), line
+
+
+def test_a_check_keeps_its_raw_figures_beside_the_run(run_cell, tmp_path, monkeypatch):
+    """Each verify and --paired appends what it measured to the run's verify.json (every bare
+    process's figures, each re-measure's), so a verdict can be re-read, not only its line; a
+    run directory that cannot be written keeps the verdict and says the figures were lost."""
+    import json
+    import shutil
+    from types import SimpleNamespace
+
+    from compilekit import runner, store, verify
+
+    run = tmp_path / "run"
+    shutil.copytree(run_cell("naive", "eager").run_dir, run)
+    (run / "verify.json").unlink(missing_ok=True)  # other tests' checks of the shared run
+    bares = iter([{"median_ms": m} for m in (1.00, 1.01, 0.99, 1.02)])
+    monkeypatch.setattr(verify, "_bare_once", lambda c, env, calls, repeats: next(bares))
+    line, verdict = verify.verify(str(run), 100.0, repeat=3)
+    remeasure = SimpleNamespace(
+        measured=True, status="ok", compiled_ms=1.03, cpu_use=None, host_ms_per_call=None
+    )
+    monkeypatch.setattr(runner, "launch", lambda cell, out, root: remeasure)
+    paired_line, paired_verdict = verify.paired(str(run), 1, 100.0)
+    first, second = json.loads((run / "verify.json").read_text())
+    assert (first["kind"], first["verdict"], first["line"]) == ("verify", verdict, line)
+    assert [b["median_ms"] for b in first["bare_runs"]] == [1.00, 1.01, 0.99]
+    assert (second["kind"], second["verdict"], second["line"]) == (
+        "paired",
+        paired_verdict,
+        paired_line,
+    )
+    assert second["pairs"] == [{
+        "toolkit": {"compiled_ms": 1.03, "compiled_loop_ms": None, "host_ms_per_call": None,
+                    "loop_timing": None, "cpu_use": None},
+        "bare": {"median_ms": 1.02},
+    }]  # fmt: skip
+
+    def refuse(path, data):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(store, "write_json", refuse)
+    bares = iter([{"median_ms": 1.0}] * 3)
+    line, again = verify.verify(str(run), 100.0, repeat=3)
+    assert again == verdict and line.endswith("verify.json: Permission denied)"), line
 
 
 def test_paired_verify_matches_each_pairs_loops_at_the_same_cpu_speed(
