@@ -96,6 +96,26 @@ def _cpu_speed(result) -> str:
     return f" (the CPU at {speed_span(speeds)} ns per probe step)" if speeds else ""
 
 
+def _host_beside_loop(result) -> str:
+    """'; at one CPU speed, 0.070 ms issuing a call against 0.074 ms per call in the loop': the
+    host's loops set beside the user's loops taken at the same speed (the two are taken a
+    moment apart, and the H200's VM may change speed between them); '' where they carry no
+    speeds or met none."""
+    import statistics
+
+    from compilekit import samespeed
+
+    loops = result.loop_timing or {}
+    user, host = (loops.get(k, {}).get("loops") for k in ("compiled", "host"))
+    pairs = samespeed.at_same_speed(user, host) if user and host else []
+    if not pairs:
+        return ""
+    return (
+        f"; at one CPU speed, {statistics.median(h for h, _ in pairs):.3f} ms issuing a call "
+        f"against {statistics.median(u for _, u in pairs):.3f} ms per call in the loop"
+    )
+
+
 def host_bound_text(result) -> str:
     """What a host-bound cell costs in a user's loop, beside do_bench's figures."""
     loop = result.compiled_loop_ms if result.paced_by_loop else None
@@ -103,9 +123,9 @@ def host_bound_text(result) -> str:
         f"host-bound: GPU busy {result.gpu_busy_share:.0%} of each call "
         + ("in a loop " if loop else "")
         + f"({result.profiled_forward_device_ms:.3f} of {loop or result.compiled_ms:.3f} ms); the "
-        f"host spends {result.host_ms_per_call:.3f} ms issuing a call{_cpu_speed(result)}: "
-        "launches, guards and wrappers (reduce-overhead / CUDA graphs target this; see "
-        "trace.json)"
+        f"host spends {result.host_ms_per_call:.3f} ms issuing a call{_cpu_speed(result)}"
+        f"{_host_beside_loop(result)}: launches, guards and wrappers (reduce-overhead / CUDA "
+        "graphs target this; see trace.json)"
     )
     if not loop:  # a run from before the loop was timed: do_bench's figure was its latency
         return text

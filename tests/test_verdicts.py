@@ -1034,6 +1034,15 @@ def test_a_host_bound_note_compares_eager_and_compiled_in_a_loop():
     (note,) = [n for n in cell_notes(result) if n.startswith("host-bound")]
     assert "0.046 ms issuing a call (the CPU at 49-54 ns per probe step): launches" in note
     assert busy_share(0.009, 0.0095) == (0.009 / 0.0095, False)
+    # host loops at the slow speed (0.075 ms), the loop mostly at the fast one (0.048): the note
+    # sets the host's cost beside the loop's at the host loops' speed, not beside its median
+    result.loop_timing["compiled"]["loops"] = [[0.048, 45.0]] * 30 + [[0.080, 80.0]] * 5
+    result.loop_timing["host"] = {"loops": [[0.075, 80.0], [0.076, 81.0], [0.074, 79.0]]}
+    (note,) = [n for n in cell_notes(result) if n.startswith("host-bound")]
+    assert (
+        "(the CPU at 49-54 ns per probe step); at one CPU speed, 0.075 ms issuing a call against "
+        "0.080 ms per call in the loop: launches"
+    ) in note, note
 
 
 def test_a_host_bound_speedup_compares_loops_at_the_same_cpu_speed():
