@@ -534,7 +534,7 @@ def _timed_calls(cell, variant, compiled, args, with_eager: bool):
     host, loops = None, None
     if cuda:
         loops = {"compiled": timing.loop_timing(compiled, args, steady["median_ms"])}
-        loops["host"] = timing.host_loops(compiled, args)
+        loops["host"] = timing.host_loops(compiled, args, timing.host_calls(steady["median_ms"]))
         host = loops["host"]["median_ms"]
     if cell.mode == "eager":
         return steady, steady, host, loops and {**loops, "eager": loops["compiled"]}

@@ -71,6 +71,13 @@ def host_ms_per_call(fn: Callable, args, calls: int = 50, loops: int = 5) -> flo
     return host_loops(fn, args, calls, loops)["median_ms"]
 
 
+def host_calls(per_call_ms: float) -> int:
+    """Calls per host loop for a call whose do_bench median is per_call_ms: 50, fewer for a
+    long call (at least 10), so that the GPU work each loop queues stays near 20 ms: at
+    4x16x16384x128 (10 ms a call) 50 calls would queue half a second per loop."""
+    return max(10, min(50, math.ceil(20.0 / max(per_call_ms, 1e-3))))
+
+
 def host_loops(fn: Callable, args, calls: int = 50, loops: int = 10) -> dict:
     """CPU milliseconds to issue one call (a launch-only loop, no synchronize inside): what
     the host spends per call, whether or not the GPU keeps up. 50 calls stay far under the

@@ -664,6 +664,20 @@ def test_host_cost_per_call_is_not_moved_by_one_disturbed_loop(monkeypatch):
     assert len(calls) == 26 and 1.0 <= host < 1.5, host
 
 
+def test_a_host_loop_of_a_long_call_queues_little_gpu_work():
+    """The launch-only loop queues its calls without waiting: 50 calls of a 10 ms kernel would
+    hold the GPU half a second per loop, ten loops per timing. A loop stays near 20 ms of GPU
+    work, never under 10 calls (a host figure needs a few), and short calls keep 50, as the
+    bare child's host loop has them."""
+    from compilekit.timing import host_calls
+
+    for per_call_ms in (0.005, 0.06, 0.4, 1.3, 2.6, 9.9, 40.0):
+        calls = host_calls(per_call_ms)
+        assert 10 <= calls <= 50, (per_call_ms, calls)
+        assert calls * per_call_ms <= max(21.0, 10 * per_call_ms), (per_call_ms, calls)
+    assert host_calls(0.06) == 50
+
+
 def test_host_loops_are_compared_with_a_users_loop_at_the_same_cpu_speed(monkeypatch):
     """The host's cost per call and a user's loop are taken a moment apart; on the H200's VM
     hosts the CPU's speed may differ between them by 1.6x (2026-12-01: a compiled sdpa loop of
