@@ -427,7 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         metavar="N",
         help="also re-measure with the toolkit itself N times, each beside a bare re-time "
-        "(fresh processes, warm caches): decides where the bare re-times alone disagree",
+        "(fresh processes, warm caches): decides where the bare re-times alone disagree, "
+        "from the 90%% interval of at least 3 pairs (a host-bound cell on a shared host may "
+        "need a dozen)",
     )
     ver.set_defaults(func=cmd_verify)
 

@@ -62,6 +62,22 @@ def match(toolkit_loops: list, bare_runs: list[list]) -> Matched:
     return Matched(toolkit_ms, [b[0] for b in bares], limit, toolkit_counts, [b[1] for b in bares])
 
 
+def match_shared(toolkit_loops: list, bare_loops: list) -> tuple[float, float, float] | None:
+    """(toolkit ms, bare ms, the band's lowest probe ns): the two processes' medians over their
+    loops in the fastest band of CPU speeds (FAST_BAND wide) where each ran MIN_FAST_LOOPS loops,
+    fast or slow: a pair whose toolkit process never had the fast speed can still be read at
+    the slow one both had (the H200, 2026-12-01: two of three pairs otherwise gave nothing).
+    None where they share no such band."""
+    for low in sorted({ns for _, ns in toolkit_loops} | {ns for _, ns in bare_loops}):
+        sides = [
+            [ms for ms, ns in loops if low <= ns <= low * FAST_BAND]
+            for loops in (toolkit_loops, bare_loops)
+        ]
+        if min(len(side) for side in sides) >= MIN_FAST_LOOPS:
+            return statistics.median(sides[0]), statistics.median(sides[1]), low
+    return None
+
+
 def paired_timings(eager: dict, compiled: dict) -> tuple[dict, dict] | None:
     """A host-bound cell's eager and compiled loop timings (timing.loop_timing), each
     summarized over its loops at the fastest CPU speed either saw, so the speedup compares

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from compilekit import cpuwatch, samespeed
+from compilekit import cpuwatch, pairstats, samespeed
 
 CPU_SAMPLES = 100
 
@@ -307,13 +307,13 @@ def paired(
 
     Where the host's speed drifts from one process to the next (the H200's shared hosts: 1.3-1.9x
     between bare processes at 1x4x128x64), one stored figure cannot be judged against later bare
-    ones, but each pair shares the host's state of the moment: the median of the pairs' ratios
-    says whether the toolkit's way of timing adds anything. "within" when that median, and more
-    than half of the ratios, are within `tolerance`; "outside" when three quarters of the ratios
-    lie beyond it on one side;
-    "inconclusive" otherwise. It checks the method, not the run's stored figure.
+    ones, but each pair shares the host's state of the moment: the pairs' ratios say whether the
+    toolkit's way of timing adds anything. Each process still brings its own luck (bare
+    processes of a host-bound cell read 11-15% apart at one CPU speed on the H200), so the
+    verdict is the 90% interval of the ratio over at least three pairs (compilekit/pairstats.py):
+    "within" inside `tolerance`, "outside" wholly beyond it, "inconclusive" otherwise. It checks
+    the method, not the run's stored figure.
     """
-    import statistics
     import tempfile
 
     from compilekit import runner
@@ -337,11 +337,11 @@ def paired(
             again_loops = _loops(again) if figure.key == "loop_p10_ms" else None
             if again_loops and bare.get("loops"):  # the pair's loops at the same CPU speed
                 at_same_speed = True
-                matched = samespeed.match(again_loops, [bare["loops"]])
-                if matched.toolkit_ms is None or matched.bare_ms[0] is None:
+                matched = samespeed.match_shared(again_loops, bare["loops"])
+                if matched is None:
                     unmatched += 1
                 else:
-                    ratios.append(matched.toolkit_ms / matched.bare_ms[0])
+                    ratios.append(matched[0] / matched[1])
             else:
                 ratios.append(figure.toolkit(again) / bare[figure.key])
             if again.host_ms_per_call and bare.get("host_ms"):
@@ -349,38 +349,32 @@ def paired(
             toolkit_ns = (again.cpu_use or {}).get("loop_ns")
             if toolkit_ns and bare.get("loop_ns"):  # each side's CPU speed, its own ns per step
                 speeds.append(sum(toolkit_ns) / sum(bare["loop_ns"]))
-    middle = statistics.median(ratios) if ratios else float("nan")
-    beyond = max(sum(r > 1 + tolerance for r in ratios), sum(r < 1 - tolerance for r in ratios))
-    inside = sum(abs(r - 1) <= tolerance for r in ratios)
-    # a median within the tolerance is not enough: pairs at 1.160, 0.741 and 0.986 (the H200,
-    # 2026-12-01) have one, and say nothing to 5%; most pairs must agree on their own too
-    if ratios and abs(middle - 1) <= tolerance and inside > len(ratios) / 2:
-        verdict = "within"
-    elif ratios and beyond >= 0.75 * len(ratios):
-        verdict = "outside"
-    else:
-        verdict = "inconclusive"
-    words = {"within": f"within {tolerance:.0%}", "outside": f"OUTSIDE {tolerance:.0%}"}
+    decision = pairstats.decide(ratios, tolerance)
     method = figure.method
     if at_same_speed:
         method = _same_speed_method(
             result,
-            f"a probe before each loop read within {samespeed.FAST_BAND}x of the fastest either "
-            "process of the pair saw",
+            f"in each pair, the loops a probe read within {samespeed.FAST_BAND}x of the fastest "
+            f"speed at which both processes ran {samespeed.MIN_FAST_LOOPS} loops",
         )
     line = (
         f"{result.label}: {method}paired (the toolkit's measure process, then a bare "
         f"process, {pairs} time{'s' if pairs > 1 else ''}): ratios "
         + (", ".join(f"{r:.3f}" for r in ratios) or "none")
         + (
-            f" ({unmatched} pair(s) without {samespeed.MIN_FAST_LOOPS} loops each at a common "
-            "speed)"
+            f" ({unmatched} pair(s) without {samespeed.MIN_FAST_LOOPS} loops each at a CPU "
+            "speed both ran at)"
             if unmatched
             else ""
         )
-        + f", median {middle:.3f}: "
-        + words.get(verdict, "INCONCLUSIVE, the pairs disagree")
+        + (
+            f", 90% interval {decision.low:.3f}-{decision.high:.3f}"
+            if decision.low is not None
+            else ""
+        )
+        + f": {_paired_words(decision, len(ratios), tolerance)}"
     )
+    verdict = decision.verdict
     if host_ratios:  # does the toolkit's process pay more host time per call than a bare one?
         line += "; host per call, toolkit over bare: " + ", ".join(f"{r:.3f}" for r in host_ratios)
     if speeds:  # a pair whose two processes ran on a CPU of different speeds reads that here
@@ -388,6 +382,24 @@ def paired(
             f"{r:.2f}" for r in speeds
         )
     return _kept(run_dir, "paired", line, verdict, tolerance, pairs=kept)
+
+
+def _paired_words(decision, usable: int, tolerance: float) -> str:
+    """'within 5%', 'OUTSIDE 5%' or why the pairs leave it open."""
+    if decision.verdict == "within":
+        return f"within {tolerance:.0%}"
+    if decision.verdict == "outside":
+        return f"OUTSIDE {tolerance:.0%}"
+    if usable < pairstats.MIN_PAIRS:
+        return (
+            f"INCONCLUSIVE, {usable} pair(s) read; a verdict takes {pairstats.MIN_PAIRS}: "
+            "run more pairs"
+        )
+    needed = decision.needed
+    more = "" if needed is None else f"; at this spread about {needed} pairs would decide"
+    if needed is not None and needed > 100:
+        more = "; at this spread more than 100 pairs would be needed"
+    return f"INCONCLUSIVE, the interval reaches across the {tolerance:.0%} bound{more}"
 
 
 def _remeasured(again) -> dict:
