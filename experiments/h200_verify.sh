@@ -6,7 +6,9 @@
 # Usage: bash experiments/h200_verify.sh   (needs the wheels in .whl/, see the README)
 #   PHASES="A E" runs only those phases; GPU_TESTS="expr" selects GPU tests (pytest -k);
 #   SWEEP_FLAGS="--retry-noisy" is added to every sweep (a resumed one times its noisy cells again)
-#   A: the fidelity cells (run + `compilekit verify`), one at a time;  W: the warm single cell
+#   A: the fidelity cells (run + `compilekit verify`), one at a time; CELLS="v:mode:shape,..."
+#      picks some, PAIRS=N the host-bound ones' pairs (3; a 5% verdict there takes about a
+#      dozen, half a minute each: one cell per call);  W: the warm single cell
 #   V: `compilekit verify` on blog cells B measured (run it after B, on the same machine)
 #   H: experiments/host_bound_timing.py (how do_bench reads a host-bound callable)
 #   B: the blog matrix, 4 cell processes per GPU;  C: the same, forced, 1 per GPU
@@ -59,11 +61,11 @@ start=$(date +%s)
 
 fidelity() (  # the issue's five cells: run, then `compilekit verify` (bare do_bench, fresh process)
   export CUDA_VISIBLE_DEVICES=$LAST  # in this subshell only: the sweeps after it use every GPU
-  for c in "sdpa default 8x16x1024x64" "sdpa default 1x4x128x64" "naive reduce-overhead 1x4x128x64" \
-           "triton-flash eager 8x16x1024x64" "naive default 8x16x1024x64" "sdpa eager 8x16x1024x64"; do
-    set -- $c
+  cells=${CELLS:-sdpa:default:8x16x1024x64,sdpa:default:1x4x128x64,naive:reduce-overhead:1x4x128x64,triton-flash:eager:8x16x1024x64,naive:default:8x16x1024x64,sdpa:eager:8x16x1024x64}
+  for c in ${cells//,/ }; do
+    set -- ${c//:/ }
     python3 -m compilekit run --variant $1 --mode $2 --shape $3 --out /tmp/verify > $R/run_$1_$2_$3.log 2>&1
-    case $3 in 1x4x128x64) pairs=3;; *) pairs=0;; esac  # the host-bound ones: paired too
+    case $3 in 1x4x128x64) pairs=${PAIRS:-3};; *) pairs=0;; esac  # the host-bound ones: paired too
     python3 -m compilekit verify /tmp/verify/$1__$2__$3__bfloat16__cuda --paired $pairs >> $R/verify.txt 2>&1
   done
 )
@@ -182,7 +184,7 @@ phases() {  # in the order PHASES names them (default ALL_PHASES); each runs onc
 if [ -e $R/all.done ]; then rm -f $R/running $R/all.done; fi
 if [ ! -e $R/running ]; then
   touch $R/running
-  setsid bash -c "$(declare -f phases fidelity warm_cell verify_blog $(printf 'phase_%s ' $ALL_PHASES)); ALL_PHASES='$ALL_PHASES' R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}' BASELINE='${BASELINE:-}' SWEEP_FLAGS='${SWEEP_FLAGS:-}' K_BENCH='${K_BENCH:-1}'; phases" > $R/phases.log 2>&1 &
+  setsid bash -c "$(declare -f phases fidelity warm_cell verify_blog $(printf 'phase_%s ' $ALL_PHASES)); ALL_PHASES='$ALL_PHASES' R=$R GPUS=$GPUS LAST=$LAST GPU_TESTS='${GPU_TESTS:-}' PHASES='${PHASES:-}' BASELINE='${BASELINE:-}' CELLS='${CELLS:-}' PAIRS='${PAIRS:-}' SWEEP_FLAGS='${SWEEP_FLAGS:-}' K_BENCH='${K_BENCH:-1}'; phases" > $R/phases.log 2>&1 &
   echo $! > $R/session
 fi
 while [ ! -e $R/all.done ] && [ $(( $(date +%s) - start )) -lt $WAIT_S ]; do sleep 2; done

@@ -98,7 +98,8 @@ def test_the_h200_script_runs_its_phases_in_the_order_asked(tmp_path):
     """experiments/h200_verify.sh, with the GPU machine's commands stood in for: PHASES="D H"
     runs D, then H (a call that ends at its deadline in the first phase never reaches the
     second, so the order asked is the order run), a phase with its marker is not run again,
-    and an unknown phase is named, not silently skipped."""
+    an unknown phase is named, not silently skipped, and phase A measures only the CELLS
+    asked, a host-bound one with PAIRS pairs."""
     import os
     import shutil
     import subprocess
@@ -118,9 +119,9 @@ def test_the_h200_script_runs_its_phases_in_the_order_asked(tmp_path):
     for f in bin_dir.iterdir():
         f.chmod(0o755)
 
-    def run(phases):
+    def run(phases, **extra):
         env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out),
-               "H200_RES": str(res), "PHASES": phases, "WAIT_S": "30"}  # fmt: skip
+               "H200_RES": str(res), "PHASES": phases, "WAIT_S": "30", **extra}  # fmt: skip
         return subprocess.run(
             ["bash", "experiments/h200_verify.sh"], cwd=tmp_path, env=env, capture_output=True,
             text=True, timeout=60,
@@ -135,3 +136,16 @@ def test_the_h200_script_runs_its_phases_in_the_order_asked(tmp_path):
     run("H D")  # both done: neither runs again
     assert [line for line in log.read_text().splitlines() if "host_bound" in line] == []
     assert (out / "res.tgz").is_file()
+    log.write_text("")
+    run("A", CELLS="naive:reduce-overhead:1x4x128x64,sdpa:default:8x16x1024x64", PAIRS="12")
+    measured = [ln for ln in log.read_text().splitlines() if " compilekit run " in ln + " "]
+    assert [ln.split("--variant ")[1].split(" --out")[0] for ln in measured] == [
+        "naive --mode reduce-overhead --shape 1x4x128x64",
+        "sdpa --mode default --shape 8x16x1024x64",
+    ], measured
+    lines = log.read_text().splitlines()
+    verified = [ln.split("/tmp/verify/")[1] for ln in lines if "compilekit verify" in ln]
+    assert verified == [
+        "naive__reduce-overhead__1x4x128x64__bfloat16__cuda --paired 12",
+        "sdpa__default__8x16x1024x64__bfloat16__cuda --paired 0",
+    ], verified
