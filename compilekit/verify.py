@@ -178,11 +178,17 @@ def verify(
     return _kept(run_dir, "verify", line, verdict, tolerance, bare_runs=runs)
 
 
-def _kept(run_dir: str, kind: str, line: str, verdict: str, tolerance: float, **data):
+def _kept(
+    run_dir: str, kind: str, line: str, verdict: str, tolerance: float, check=None, **data
+) -> tuple[str, str]:
     """(line, verdict), once the check's raw figures are appended to the run's verify.json:
     every bare process's figures (each loop beside its CPU speed), and for --paired each
     re-measure's, so a verdict can be re-read later (the run's own figures are in
-    result.json). A run directory that cannot be written keeps its verdict, and says so."""
+    result.json). A run directory that cannot be written keeps its verdict, and says so.
+
+    A check that keeps its figures as it goes (--paired, after each pair: a deadline that
+    stops it keeps the pairs done) writes verdict "unfinished" under its own `check` token;
+    its next entry replaces that one."""
     import datetime
 
     from compilekit.store import CorruptFile, read_json, write_json
@@ -194,12 +200,15 @@ def _kept(run_dir: str, kind: str, line: str, verdict: str, tolerance: float, **
         "tolerance": tolerance,
         "verdict": verdict,
         "line": line,
+        **({"check": check} if check else {}),
         **data,
     }
     try:
         kept = read_json(path) if os.path.exists(path) else []
     except CorruptFile:  # an interrupted write of an older check: start the file again
         kept = []
+    if check:  # this check's entry so far
+        kept = [k for k in kept if (k.get("verdict"), k.get("check")) != ("unfinished", check)]
     try:
         write_json(path, [*kept, entry])
     except OSError as exc:
@@ -326,9 +335,15 @@ def paired(
     cache_root = cache_root or runner.default_cache_root()
     env = _bare_env(cell, cache_root)
     ratios, host_ratios, speeds, unmatched, at_same_speed = [], [], [], 0, False
-    kept = []  # each pair's raw figures, for verify.json
+    kept, check = [], f"{os.getpid()}-{time.time_ns()}"  # each pair's raw figures, for verify.json
     with tempfile.TemporaryDirectory(prefix="compilekit-verify-") as out:
-        for _ in range(pairs):
+        for done in range(pairs):
+            if done:  # the pairs so far, kept: a deadline that stops the check keeps them
+                so_far = f"{done} of {pairs} pairs so far; ratios " + (
+                    ", ".join(f"{r:.3f}" for r in ratios) or "none"
+                )
+                print(f"{result.label}: {so_far}", file=sys.stderr, flush=True)
+                _kept(run_dir, "paired", so_far, "unfinished", tolerance, check=check, pairs=kept)
             again = runner.launch(cell, out, cache_root)
             if not again.measured:
                 raise UserError(f"the toolkit's re-measure of {result.label} ended {again.status}")
@@ -381,7 +396,7 @@ def paired(
         line += "; CPU ns per Python loop step, toolkit over bare: " + ", ".join(
             f"{r:.2f}" for r in speeds
         )
-    return _kept(run_dir, "paired", line, verdict, tolerance, pairs=kept)
+    return _kept(run_dir, "paired", line, verdict, tolerance, check=check, pairs=kept)
 
 
 def _paired_words(decision, usable: int, tolerance: float) -> str:

@@ -832,6 +832,42 @@ def test_a_check_keeps_its_raw_figures_beside_the_run(run_cell, tmp_path, monkey
     assert again == verdict and line.endswith("verify.json: Permission denied)"), line
 
 
+def test_a_paired_check_stopped_midway_keeps_the_pairs_it_finished(
+    run_cell, tmp_path, monkeypatch
+):
+    """A GPU call's deadline can stop a dozen pairs midway: the pairs done are in verify.json
+    (verdict "unfinished"), and a check that finishes leaves one entry, its own."""
+    import json
+    import shutil
+    from types import SimpleNamespace
+
+    from compilekit import runner, verify
+
+    run = tmp_path / "run"
+    shutil.copytree(run_cell("naive", "eager").run_dir, run)
+    (run / "verify.json").unlink(missing_ok=True)
+    remeasure = SimpleNamespace(
+        measured=True, status="ok", compiled_ms=1.03, cpu_use=None, host_ms_per_call=None
+    )
+    monkeypatch.setattr(runner, "launch", lambda cell, out, root: remeasure)
+    bares = iter([{"median_ms": 1.0}, {"median_ms": 1.0}])
+
+    def bare(c, env, calls, repeats):  # the third bare process never returns: the deadline
+        return next(bares)
+
+    monkeypatch.setattr(verify, "_bare_once", bare)
+    with pytest.raises(StopIteration):
+        verify.paired(str(run), 3, 0.05)
+    (stopped,) = json.loads((run / "verify.json").read_text())
+    assert stopped["verdict"] == "unfinished" and len(stopped["pairs"]) == 2, stopped
+    assert stopped["line"] == "2 of 3 pairs so far; ratios 1.030, 1.030", stopped["line"]
+    bares = iter([{"median_ms": 1.0}] * 3)
+    line, verdict = verify.paired(str(run), 3, 0.05)
+    entries = json.loads((run / "verify.json").read_text())
+    assert [e["verdict"] for e in entries] == ["unfinished", verdict], entries
+    assert len(entries[1]["pairs"]) == 3 and entries[1]["line"] == line
+
+
 def test_paired_verify_matches_each_pairs_loops_at_the_same_cpu_speed(
     run_cell, tmp_path, monkeypatch
 ):
