@@ -29,6 +29,10 @@
 #   in 530 s on a fresh machine, 2026-12-01; split it, e.g. "awkward" and "not bare_do_bench
 #   and not awkward"), then PHASES="P" (about 60 s)
 #   PHASES="E" GPU_TESTS="bare_do_bench"       (the five fidelity cells, 420-640 s: may need two)
+#   PHASES="E" GPU_TESTS="bare_do_bench and reduce" COMPILEKIT_GPU_PAIRS=12: one host-bound
+#   fidelity cell decided by 12 pairs (about half a minute each; 3 pairs cannot decide 5% on
+#   the H200, whose fresh processes read 11-15% apart at one CPU speed); then the same with
+#   "bare_do_bench and sdpa and 1x4x128x64"
 #   PHASES="B" on nvidia-h200-x2 (the blog matrix, cold: 532 s); C took 303 s after B on the
 #   same machine, but compiles again on a fresh one: carry B's and C's sweeps (.sweeps below)
 #   PHASES="B" on nvidia-h200 (one GPU, 2026-12-01): 20 of 48 cells in the first 545 s, 41 after

@@ -210,7 +210,9 @@ def test_triton_flash_compiles_and_maps_to_its_call_line(run_cell):
 )
 def test_toolkit_timing_matches_a_bare_do_bench(run_cell, cache_root, variant, mode, shape):
     """The toolkit measures the code, not itself: within 5% of do_bench in a fresh process (of a
-    bare loop for a host-bound cell, whose do_bench figure moves between processes)."""
+    bare loop for a host-bound cell, whose do_bench figure moves between processes). Where the
+    bare processes disagree, pairs decide: 3, or COMPILEKIT_GPU_PAIRS (a host-bound cell on the
+    H200 needs about a dozen: fresh processes read 11-15% apart there at one CPU speed)."""
     from compilekit import verify
 
     result = run_cell(variant, mode, shape=shape, dtype="bfloat16", device="cuda")
@@ -219,7 +221,8 @@ def test_toolkit_timing_matches_a_bare_do_bench(run_cell, cache_root, variant, m
     print(line)
     if verdict == "inconclusive":  # the reference itself moved > 5% between fresh processes:
         # then the toolkit's re-measure beside a bare one, three times, decides
-        line, verdict = verify.paired(result.run_dir, 3, 0.05, cache_root)
+        pairs = int(os.environ.get("COMPILEKIT_GPU_PAIRS", "3"))
+        line, verdict = verify.paired(result.run_dir, pairs, 0.05, cache_root)
         print(line)
     if verdict == "inconclusive":
         pytest.skip(line)
