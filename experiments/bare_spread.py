@@ -1,22 +1,26 @@
-"""How far apart are fresh bare processes of one host-bound cell at the same CPU speed, and does
-pinning them to one core bring them together (GPU)?
+"""How far apart are fresh bare processes of one host-bound cell at the same CPU speed, and what
+brings them together: pinning them to one core, or fixing the process's layout (GPU)?
 
 `compilekit verify` judges a host-bound run by its loops at the CPU's fast speed against bare
 processes' loops at that speed (compilekit/samespeed.py). On the H200 (2026-12-01, issue 8's
 fidelity cells at 1x4x128x64) three bare processes still read 0.0455, 0.0514 and 0.0555 ms per
 call with the same probe reading (44-47 ns per step): a spread the probe does not explain, and
-wider than the 5% the check is asked to resolve. If it comes from the core a process runs on
+wider than the 5% the check is asked to resolve. If it came from the core a process runs on
 (the cores' launch costs differed 6.3-11.5 µs at like Python speeds,
 experiments/results/h200/host_bound_timing/cpu_speed_2026-12-01.txt), processes pinned to one
-core agree; if it comes from the process itself, they do not.
+core would agree. They did not (11-15% apart, 2026-12-01e, `--placements core:0,core:8,free`;
+then spelled `--cores 0,8`). Within a process, loops at one speed agree to a few percent: the
+next suspect is the process's own layout, its hash seed and its address-space randomization,
+which move a host-bound loop's cache and branch behaviour from one process to the next.
 
 This runs the bare child of `compilekit verify` (python -m compilekit.verify) `--procs` times
 for each placement, the placements interleaved so that the host's drift falls on all of them
-alike: pinned to each core of `--cores` (taskset) and unpinned. Per process it prints the
-median ms per call of its loops in each 4 ns band of the probe, and per placement the spread of
-the processes' medians in the band most of them share.
+alike. A placement is `free` (as a user starts it) or a `+`-joined set of: `core:N` (pinned with
+taskset), `seed` (PYTHONHASHSEED=0), `noaslr` (setarch -R: no address-space randomization).
+Per process it prints the median ms per call of its loops in each 4 ns band of the probe, and
+per placement the spread of the processes' medians in the band most of them share.
 
-Usage (GPU): python3 experiments/bare_spread.py RUN_DIR [--procs 4] [--cores 0,8]
+Usage (GPU): python3 experiments/bare_spread.py RUN_DIR [--procs 4] [--placements free,seed+noaslr]
   (RUN_DIR from `compilekit run`: the bare child warm-compiles from its cell's cache)
 """
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -40,8 +45,23 @@ def bands(loops: list) -> dict[int, float]:
     return {b: statistics.median(v) for b, v in sorted(by_band.items()) if len(v) >= 3}
 
 
-def bare_process(run_dir: str, core: str | None) -> dict:
-    """One bare child's figures, pinned to `core` (None: unpinned)."""
+def placed(placement: str, command: list[str], env: dict) -> tuple[list[str], dict]:
+    """The command and environment that start a process in `placement` (see the docstring)."""
+    env = dict(env)
+    for part in placement.split("+"):
+        if part.startswith("core:"):
+            command = ["taskset", "-c", part[5:], *command]
+        elif part == "seed":
+            env["PYTHONHASHSEED"] = "0"
+        elif part == "noaslr":
+            command = ["setarch", os.uname().machine, "-R", *command]
+        elif part != "free":
+            raise SystemExit(f"unknown placement {part!r}: free, core:N, seed or noaslr")
+    return command, env
+
+
+def bare_process(run_dir: str, placement: str) -> dict:
+    """One bare child's figures, started in `placement`."""
     from compilekit import runner, verify
 
     result, cell = verify._measured_cell(run_dir)
@@ -49,8 +69,7 @@ def bare_process(run_dir: str, core: str | None) -> dict:
     env = verify._bare_env(cell, runner.default_cache_root())
     command = [sys.executable, "-m", "compilekit.verify", json.dumps(cell.to_dict())]
     command += [str(figure.calls or 50), str(figure.repeats or 45)]
-    if core is not None:
-        command = ["taskset", "-c", core, *command]
+    command, env = placed(placement, command, env)
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -75,22 +94,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir")
     parser.add_argument("--procs", type=int, default=4)
-    parser.add_argument("--cores", default="0,8")
+    parser.add_argument("--placements", default="free,seed+noaslr")
     args = parser.parse_args()
-    placements = [*args.cores.split(","), None]
-    seen: dict[str | None, list] = {p: [] for p in placements}
+    placements = args.placements.split(",")
+    for placement in placements:  # a typo ends here, not after minutes of processes
+        placed(placement, [], {})
+    seen: dict[str, list] = {p: [] for p in placements}
     for i in range(args.procs):
-        for core in placements:
-            bare = bare_process(args.run_dir, core)
+        for placement in placements:
+            bare = bare_process(args.run_dir, placement)
             per_band = bands(bare["loops"])
-            seen[core].append(per_band)
-            where = f"core {core}" if core is not None else "unpinned"
+            seen[placement].append(per_band)
             text = "  ".join(f"{b}:{ms:.4f}" for b, ms in per_band.items())
-            print(f"round {i} {where:9s} {text}")
+            print(f"round {i} {placement:12s} {text}")
             print("  raw " + json.dumps(bare["loops"]), flush=True)
-    for core in placements:
-        print(f"{('core ' + core) if core is not None else 'unpinned':9s} {spread(seen[core])}")
-    print(f"all       {spread([b for v in seen.values() for b in v])}")
+    for placement in placements:
+        print(f"{placement:12s} {spread(seen[placement])}")
+    print(f"{'all':12s} {spread([b for v in seen.values() for b in v])}")
 
 
 if __name__ == "__main__":
