@@ -500,14 +500,17 @@ def _bare_env(cell, cache_root: str) -> dict:
     return env
 
 
-def _bare_once(cell, env: dict, loop_calls: int = 0, loop_repeats: int = 21) -> dict:
+def _bare_once(
+    cell, env: dict, loop_calls: int = 0, loop_repeats: int = 21, prefix: tuple = ()
+) -> dict:
     """One fresh process's bare figures (ms): {"median_ms"} (do_bench or perf_counter), and
     "loop_ms" and "loop_p10_ms" (loop_repeats loops of loop_calls calls) when loop_calls is set
-    (CUDA)."""
+    (CUDA). prefix: a command that starts it (experiments/bare_spread.py: taskset, setarch)."""
     from compilekit.errors import UserError
 
     proc = subprocess.run(
         [
+            *prefix,
             sys.executable,
             "-m",
             "compilekit.verify",

@@ -30,8 +30,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 from collections import Counter
 
 BAND_NS = 4
@@ -45,36 +43,31 @@ def bands(loops: list) -> dict[int, float]:
     return {b: statistics.median(v) for b, v in sorted(by_band.items()) if len(v) >= 3}
 
 
-def placed(placement: str, command: list[str], env: dict) -> tuple[list[str], dict]:
-    """The command and environment that start a process in `placement` (see the docstring)."""
-    env = dict(env)
+def placed(placement: str) -> tuple[list[str], dict]:
+    """The command prefix and environment variables that start a process in `placement` (see
+    the docstring)."""
+    prefix, env = [], {}
     for part in placement.split("+"):
         if part.startswith("core:"):
-            command = ["taskset", "-c", part[5:], *command]
+            prefix += ["taskset", "-c", part[5:]]
         elif part == "seed":
             env["PYTHONHASHSEED"] = "0"
         elif part == "noaslr":
-            command = ["setarch", os.uname().machine, "-R", *command]
+            prefix += ["setarch", os.uname().machine, "-R"]
         elif part != "free":
             raise SystemExit(f"unknown placement {part!r}: free, core:N, seed or noaslr")
-    return command, env
+    return prefix, env
 
 
 def bare_process(run_dir: str, placement: str) -> dict:
-    """One bare child's figures, started in `placement`."""
+    """One bare child's figures (`compilekit verify`'s), started in `placement`."""
     from compilekit import runner, verify
 
     result, cell = verify._measured_cell(run_dir)
     figure = verify._figure(result)
-    env = verify._bare_env(cell, runner.default_cache_root())
-    command = [sys.executable, "-m", "compilekit.verify", json.dumps(cell.to_dict())]
-    command += [str(figure.calls or 50), str(figure.repeats or 45)]
-    command, env = placed(placement, command, env)
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise SystemExit(f"bare child failed ({proc.returncode}): {proc.stderr[-500:]}")
-    return json.loads(lines[-1])
+    prefix, env = placed(placement)
+    env = {**verify._bare_env(cell, runner.default_cache_root()), **env}
+    return verify._bare_once(cell, env, figure.calls or 50, figure.repeats or 45, tuple(prefix))
 
 
 def spread(per_process: list[dict[int, float]]) -> str:
@@ -98,7 +91,7 @@ def main() -> None:
     args = parser.parse_args()
     placements = args.placements.split(",")
     for placement in placements:  # a typo ends here, not after minutes of processes
-        placed(placement, [], {})
+        placed(placement)
     seen: dict[str, list] = {p: [] for p in placements}
     for i in range(args.procs):
         for placement in placements:
