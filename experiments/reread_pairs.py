@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from compilekit import pairstats, samespeed
+from compilekit import pairstats, samespeed, verify
 
 
 def reread(entry: dict, tolerance: float) -> str:
@@ -31,8 +31,8 @@ def reread(entry: dict, tolerance: float) -> str:
         )
     decision = pairstats.decide(ratios, tolerance)
     interval = f"{decision.low:.3f}-{decision.high:.3f}" if decision.low is not None else "-"
-    needed = f", about {decision.needed} pairs would decide" if decision.needed else ""
-    return f"pairs: {'; '.join(words)}; 90% interval {interval}: {decision.verdict}{needed}"
+    verdict = verify._paired_words(decision, len(ratios), tolerance)  # --paired's own words
+    return f"pairs: {'; '.join(words)}; 90% interval {interval}: {verdict}"
 
 
 def main() -> None:
