@@ -527,13 +527,17 @@ def _timed_calls(cell, variant, compiled, args, with_eager: bool):
     differ in what ran before, not in the order of the timed calls (whether a host-bound
     figure depends on that order on the H200's VM hosts is open: experiments/host_drift.py).
     Eager after it, where eager is only the comparison."""
-    from compilekit import timing
+    from compilekit import timing, turns
 
     cuda = cell.device == "cuda"
     steady = timing.bench(compiled, args, cell.device)  # in eager mode, the variant itself
     host, loops = None, None
     if cuda:
-        loops = {"compiled": timing.loop_timing(compiled, args, steady["median_ms"])}
+        # `compilekit verify --paired`: a bare process times a loop after each of these
+        leader = turns.Leader.attach()
+        loops = {"compiled": timing.loop_timing(compiled, args, steady["median_ms"], turns=leader)}
+        if leader:
+            loops["compiled"]["turns_taken"] = leader.turns
         loops["host"] = timing.host_loops(compiled, args, timing.host_calls(steady["median_ms"]))
         host = loops["host"]["median_ms"]
     if cell.mode == "eager":

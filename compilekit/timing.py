@@ -108,7 +108,7 @@ def host_loops(fn: Callable, args, calls: int = 50, loops: int = 10) -> dict:
     }
 
 
-def loop_timing(fn: Callable, args, per_call_ms: float, budget_s: float = 0.3) -> dict:
+def loop_timing(fn: Callable, args, per_call_ms: float, budget_s: float = 0.3, turns=None) -> dict:
     """A user's loop on CUDA: device events around back-to-back calls (no L2 flush, no
     synchronize inside), ms per call, repeated for about budget_s; the repeats' summary, and
     `calls` per repeat (about 2 ms of calls at per_call_ms, the call's do_bench median, so the
@@ -117,7 +117,10 @@ def loop_timing(fn: Callable, args, per_call_ms: float, budget_s: float = 0.3) -
     Each call costs max(host, device) here: a call the GPU finishes before the host has issued
     the next one is paced by the host. do_bench cannot show that: the 256 MB memset it runs
     before each timed call gives the host a head start, so a host-bound call reads anywhere
-    between its device time and its host cost (experiments/results/h200/host_bound_timing)."""
+    between its device time and its host cost (experiments/results/h200/host_bound_timing).
+
+    turns: a turns.Leader (`compilekit verify --paired`): after each loop a bare process times
+    one loop of as many calls, before the next; its time is not counted in budget_s."""
     import torch
 
     from compilekit import cpuwatch
@@ -137,6 +140,14 @@ def loop_timing(fn: Callable, args, per_call_ms: float, budget_s: float = 0.3) -
         end.record()
         end.synchronize()
         samples.append(start.elapsed_time(end) / calls)
+        if turns:
+            handed = time.perf_counter()
+            if not turns.hand_over(calls, samples[-1], speeds[-1]):
+                turns.end()
+                turns = None  # the bare process stopped answering: on alone
+            deadline += time.perf_counter() - handed
+    if turns:
+        turns.end()
     return {
         **summary(samples),
         "calls": calls,

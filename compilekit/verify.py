@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from compilekit import cpuwatch, pairstats, samespeed
+from compilekit import cpuwatch, pairstats, samespeed, turns
 
 CPU_SAMPLES = 100
 
@@ -47,18 +47,31 @@ def bare_loop(fn, args, calls: int, repeats: int = 21) -> dict:
     loops: a user's loop, written here apart from the toolkit's timing code. Their median
     ("loop_ms") and their fastest tenth ("loop_p10_ms", the figure host-bound runs are judged
     by: see _figure)."""
+    return _loop_summary([one_loop(fn, args, calls) for _ in range(repeats)])
+
+
+def one_loop(fn, args, calls: int) -> list[float]:
+    """[ms per call, probe ns]: one loop of `calls` back-to-back calls between two CUDA events
+    (on CPU, two perf_counter readings), beside the CPU's speed a probe read just before it
+    (compilekit/samespeed)."""
     import torch
 
-    loops = []
-    for _ in range(repeats):
-        speed = cpuwatch.quick_loop_ns()  # the CPU's speed for this loop (compilekit/samespeed)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+    speed = cpuwatch.quick_loop_ns()
+    if not args[0].is_cuda:
+        start = time.perf_counter()
         for _ in range(calls):
             fn(*args)
-        end.record()
-        end.synchronize()
-        loops.append([start.elapsed_time(end) / calls, speed])
+        return [(time.perf_counter() - start) / calls * 1e3, speed]
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        fn(*args)
+    end.record()
+    end.synchronize()
+    return [start.elapsed_time(end) / calls, speed]
+
+
+def _loop_summary(loops: list) -> dict:
     samples = sorted(ms for ms, _ in loops)
     return {
         "loop_ms": samples[len(samples) // 2],
@@ -109,7 +122,11 @@ def _child(cell_json: str, loop_calls: int, loop_repeats: int = 21) -> None:
                 async_compile.shutdown_compile_workers()
         before = cpuwatch.loop_ns()  # the CPU's speed, as the toolkit's cells record it
         bare = {"median_ms": bare_median_ms(fn, args, cell.device)}
-        if loop_calls:
+        channel = os.environ.get(turns.ENV)
+        if loop_calls and channel:  # `--paired` by turns: a loop after each toolkit loop
+            rows = turns.Follower(channel).follow(lambda n: one_loop(fn, args, n), wait_s=1800)
+            bare |= {"turns": rows} | (_loop_summary([row[2:] for row in rows]) if rows else {})
+        elif loop_calls:
             bare |= bare_loop(fn, args, loop_calls, loop_repeats)
         if cell.device == "cuda":
             bare["host_ms"] = bare_host_ms(fn, args)
@@ -334,7 +351,9 @@ def paired(
     figure = _figure(result)
     cache_root = cache_root or runner.default_cache_root()
     env = _bare_env(cell, cache_root)
-    ratios, host_ratios, speeds, unmatched, at_same_speed = [], [], [], 0, False
+    ratios, host_ratios, speeds, unmatched = [], [], [], 0
+    # a host-bound CUDA run: the two processes of a pair take turns, loop by loop
+    by_turns = figure.key == "loop_p10_ms" and cell.device == "cuda"
     kept, check = [], f"{os.getpid()}-{time.time_ns()}"  # each pair's raw figures, for verify.json
     with tempfile.TemporaryDirectory(prefix="compilekit-verify-") as out:
         for done in range(pairs):
@@ -344,19 +363,21 @@ def paired(
                 )
                 print(f"{result.label}: {so_far}", file=sys.stderr, flush=True)
                 _kept(run_dir, "paired", so_far, "unfinished", tolerance, check=check, pairs=kept)
-            again = runner.launch(cell, out, cache_root)
+            if by_turns:
+                again, bare = _pair_by_turns(cell, env, figure.calls, out, cache_root)
+            else:
+                again = runner.launch(cell, out, cache_root)
             if not again.measured:
                 raise UserError(f"the toolkit's re-measure of {result.label} ended {again.status}")
-            bare = _bare_once(cell, env, figure.calls, figure.repeats)
+            if not by_turns:
+                bare = _bare_once(cell, env, figure.calls, figure.repeats)
             kept.append({"toolkit": _remeasured(again), "bare": bare})
-            again_loops = _loops(again) if figure.key == "loop_p10_ms" else None
-            if again_loops and bare.get("loops"):  # the pair's loops at the same CPU speed
-                at_same_speed = True
-                matched = samespeed.match_shared(again_loops, bare["loops"])
-                if matched is None:
+            if figure.key == "loop_p10_ms" and (by_turns or _loops(again)):
+                ratio, _ = pair_reading(kept[-1])
+                if ratio is None:
                     unmatched += 1
                 else:
-                    ratios.append(matched[0] / matched[1])
+                    ratios.append(ratio)
             else:
                 ratios.append(figure.toolkit(again) / bare[figure.key])
             if again.host_ms_per_call and bare.get("host_ms"):
@@ -365,23 +386,29 @@ def paired(
             if toolkit_ns and bare.get("loop_ns"):  # each side's CPU speed, its own ns per step
                 speeds.append(sum(toolkit_ns) / sum(bare["loop_ns"]))
     decision = pairstats.decide(ratios, tolerance)
-    method = figure.method
-    if at_same_speed:
+    method, order, missing = figure.method, "then a bare process", ""
+    if by_turns:
+        method = (
+            f"host-bound (GPU busy {result.gpu_busy_share:.0%}), so judged by a user's loop, "
+            "where do_bench's L2 flush would hide the host's cost; the host's speed drifts "
+            "from one second to the next, so each toolkit loop is set against a bare loop "
+            "right after it: "
+        )
+        order = "and a bare process taking turns loop by loop, each pair read as the median "
+        order += "of its turns' ratios"
+        missing = f"fewer than {MIN_TURNS} turns"
+    elif figure.key == "loop_p10_ms":
         method = _same_speed_method(
             result,
             f"in each pair, the loops a probe read within {samespeed.FAST_BAND}x of the fastest "
             f"speed at which both processes ran {samespeed.MIN_FAST_LOOPS} loops",
         )
+        missing = f"without {samespeed.MIN_FAST_LOOPS} loops each at a CPU speed both ran at"
     line = (
-        f"{result.label}: {method}paired (the toolkit's measure process, then a bare "
-        f"process, {pairs} time{'s' if pairs > 1 else ''}): ratios "
+        f"{result.label}: {method}paired (the toolkit's measure process {order}, {pairs} "
+        f"time{'s' if pairs > 1 else ''}): ratios "
         + (", ".join(f"{r:.3f}" for r in ratios) or "none")
-        + (
-            f" ({unmatched} pair(s) without {samespeed.MIN_FAST_LOOPS} loops each at a CPU "
-            "speed both ran at)"
-            if unmatched
-            else ""
-        )
+        + (f" ({unmatched} pair(s) {missing})" if unmatched else "")
         + (
             f", 90% interval {decision.low:.3f}-{decision.high:.3f}"
             if decision.low is not None
@@ -397,6 +424,29 @@ def paired(
             f"{r:.2f}" for r in speeds
         )
     return _kept(run_dir, "paired", line, verdict, tolerance, check=check, pairs=kept)
+
+
+# A pair by turns with fewer turns than this gives no ratio (its toolkit loop ran alone).
+MIN_TURNS = 5
+
+
+def pair_reading(pair: dict) -> tuple[float | None, str]:
+    """(the ratio, how it was read) of one kept `--paired` pair of a host-bound run, as
+    verify.json keeps it: by turns, the median of its turns' ratios; else the two processes'
+    loops at a CPU speed both ran at (samespeed.match_shared). None where neither reads."""
+    rows = pair["bare"].get("turns")
+    if rows is not None:
+        ratio = turns.median_ratio(rows, MIN_TURNS)
+        if ratio is None:
+            return None, f"{len(rows)} turn(s)"
+        return ratio, f"{ratio:.3f} (median of {len(rows)} turns)"
+    toolkit = ((pair["toolkit"].get("loop_timing") or {}).get("compiled") or {}).get("loops")
+    bare = pair["bare"].get("loops")
+    matched = samespeed.match_shared(toolkit, bare) if toolkit and bare else None
+    if matched is None:
+        return None, "no shared speed"
+    ratio = matched[0] / matched[1]
+    return ratio, f"{ratio:.3f} ({matched[0]:.4f}/{matched[1]:.4f} ms from {matched[2]:.0f} ns)"
 
 
 def _paired_words(decision, usable: int, tolerance: float) -> str:
@@ -506,28 +556,61 @@ def _bare_once(
     """One fresh process's bare figures (ms): {"median_ms"} (do_bench or perf_counter), and
     "loop_ms" and "loop_p10_ms" (loop_repeats loops of loop_calls calls) when loop_calls is set
     (CUDA). prefix: a command that starts it (experiments/bare_spread.py: taskset, setarch)."""
+    command = _bare_command(cell, loop_calls, loop_repeats, prefix)
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
+    return _bare_figures(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _bare_command(cell, loop_calls: int, loop_repeats: int, prefix: tuple = ()) -> list[str]:
+    cell_json = json.dumps(cell.to_dict())
+    return [*prefix, sys.executable, "-m", "compilekit.verify", cell_json, str(loop_calls)] + [
+        str(loop_repeats)
+    ]
+
+
+def _bare_figures(returncode: int, stdout: str, stderr: str) -> dict:
+    """The bare child's figures from its last JSON line; one line, exit 2, if it failed."""
     from compilekit.errors import UserError
 
-    proc = subprocess.run(
-        [
-            *prefix,
-            sys.executable,
-            "-m",
-            "compilekit.verify",
-            json.dumps(cell.to_dict()),
-            str(loop_calls),
-            str(loop_repeats),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-        raise UserError(f"the bare re-time failed (exit {proc.returncode}): {tail}")
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+    if returncode != 0 or not lines:
+        tail = " | ".join(stderr.strip().splitlines()[-3:])
+        raise UserError(f"the bare re-time failed (exit {returncode}): {tail}")
     return json.loads(lines[-1])
+
+
+def _pair_by_turns(cell, env: dict, calls: int, out: str, cache_root: str):
+    """(the toolkit's re-measure, the bare figures) of one pair whose two processes take turns
+    loop by loop (compilekit/turns.py): the bare process starts first and, once warm, waits;
+    the toolkit's measure process hands it the turn after each of its user's loops."""
+    import tempfile
+
+    from compilekit import runner, turns
+    from compilekit.errors import UserError
+
+    with tempfile.TemporaryDirectory(prefix="compilekit-turns-") as channel:
+        turns.make_channel(channel)
+        bare_env = {**env, turns.ENV: channel}
+        proc = subprocess.Popen(
+            _bare_command(cell, calls, 0), env=bare_env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            while not os.path.exists(os.path.join(channel, turns.READY)):
+                if proc.poll() is not None:  # ended before it was ready: its error
+                    _bare_figures(proc.returncode, *proc.communicate())
+                    raise UserError(f"the bare re-time ended (exit {proc.returncode}) unready")
+                time.sleep(0.1)
+            again = runner.launch(cell, out, cache_root, env={turns.ENV: channel})
+            end = os.open(os.path.join(channel, turns.TO_FOLLOWER), os.O_RDWR)
+            os.write(end, b"end\n")  # whether or not the toolkit's process took its turns
+            os.close(end)
+            stdout, stderr = proc.communicate(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return again, _bare_figures(proc.returncode, stdout, stderr)
 
 
 if __name__ == "__main__":

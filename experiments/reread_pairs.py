@@ -12,27 +12,17 @@ from __future__ import annotations
 import argparse
 import json
 
-from compilekit import pairstats, samespeed, verify
+from compilekit import pairstats, verify
 
 
 def reread(entry: dict, tolerance: float) -> str:
     """One paired entry's ratios and verdict, as `compilekit verify --paired` would print now."""
-    ratios, words = [], []
-    for pair in entry["pairs"]:
-        toolkit = ((pair["toolkit"].get("loop_timing") or {}).get("compiled") or {}).get("loops")
-        bare = pair["bare"].get("loops")
-        matched = samespeed.match_shared(toolkit, bare) if toolkit and bare else None
-        if matched is None:
-            words.append("no shared speed")
-            continue
-        ratios.append(matched[0] / matched[1])
-        words.append(
-            f"{ratios[-1]:.3f} ({matched[0]:.4f}/{matched[1]:.4f} ms from {matched[2]:.0f} ns)"
-        )
+    readings = [verify.pair_reading(pair) for pair in entry["pairs"]]
+    ratios = [ratio for ratio, _ in readings if ratio is not None]
     decision = pairstats.decide(ratios, tolerance)
     interval = f"{decision.low:.3f}-{decision.high:.3f}" if decision.low is not None else "-"
     verdict = verify._paired_words(decision, len(ratios), tolerance)  # --paired's own words
-    return f"pairs: {'; '.join(words)}; 90% interval {interval}: {verdict}"
+    return f"pairs: {'; '.join(w for _, w in readings)}; 90% interval {interval}: {verdict}"
 
 
 def main() -> None:

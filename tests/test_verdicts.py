@@ -911,6 +911,46 @@ def test_paired_verify_matches_each_pairs_loops_at_the_same_cpu_speed(
     assert "within 1.15x of the fastest speed at which both processes ran 5 loops" in line, line
 
 
+def test_paired_verify_of_a_host_bound_cuda_run_sets_each_loop_against_the_next(
+    run_cell, tmp_path, monkeypatch
+):
+    """A host-bound CUDA run's pairs take turns (compilekit/turns.py): each pair's ratio is the
+    median over its turns of a toolkit loop over the bare loop right after it, so a host whose
+    cost doubles from one turn to the next reads the toolkit's own 1.02; a pair whose toolkit
+    loops ran alone (fewer than 5 turns) gives no ratio, and says so."""
+    import shutil
+    from types import SimpleNamespace
+
+    from compilekit import result as results
+    from compilekit import verify
+
+    run = tmp_path / "host_bound_cuda"
+    shutil.copytree(run_cell("naive", "eager").run_dir, run)
+    doctored = results.load(str(run))
+    doctored.device, doctored.host_bound, doctored.gpu_busy_share = "cuda", True, 0.1
+    doctored.loop_timing = {"compiled": {"median_ms": 0.08, "p10_ms": 0.08, "calls": 42,
+                                         "samples": 40}}  # fmt: skip
+    doctored.save(str(run))
+
+    def turns_at(ratio, n=12):  # the host's cost doubles every other turn, in both processes
+        return [[lvl * ratio, 45.0, lvl, 45.0] for lvl in [0.05, 0.10] * (n // 2)]
+
+    pairs = iter([turns_at(1.02), turns_at(1.03), turns_at(1.01), turns_at(1.0, 4)])
+    asked = []
+
+    def pair(cell, env, calls, out, root):
+        asked.append(calls)
+        again = SimpleNamespace(measured=True, status="ok", host_ms_per_call=None, cpu_use=None)
+        again.loop_timing, again.compiled_ms = None, 0.08
+        return again, {"median_ms": 0.02, "turns": next(pairs)}
+
+    monkeypatch.setattr(verify, "_pair_by_turns", pair)
+    line, verdict = verify.paired(str(run), 4, 0.05)
+    assert verdict == "within" and asked == [42] * 4, line
+    assert "ratios 1.020, 1.030, 1.010 (1 pair(s) fewer than 5 turns)" in line, line
+    assert "and a bare process taking turns loop by loop" in line, line
+
+
 def test_paired_verify_runs_the_toolkit_and_a_bare_process(run_cell, cli):
     result = run_cell("naive", "eager")
     proc = cli("verify", result.run_dir, "--repeat", "1", "--paired", "1", "--tolerance", "100")
