@@ -26,6 +26,7 @@ import select
 import statistics
 
 ENV = "COMPILEKIT_TURNS"
+LEAD_ENV = "COMPILEKIT_TURNS_LEAD"  # a bare process in the lead (experiments/turns_spread.py)
 TO_FOLLOWER, TO_LEADER, READY = "to_follower", "to_leader", "ready"
 # How long a leader waits for the follower's loop before it times on alone: a loop is a few
 # ms; a follower this late has died or hangs.

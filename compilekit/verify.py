@@ -122,8 +122,13 @@ def _child(cell_json: str, loop_calls: int, loop_repeats: int = 21) -> None:
                 async_compile.shutdown_compile_workers()
         before = cpuwatch.loop_ns()  # the CPU's speed, as the toolkit's cells record it
         bare = {"median_ms": bare_median_ms(fn, args, cell.device)}
-        channel = os.environ.get(turns.ENV)
-        if loop_calls and channel:  # `--paired` by turns: a loop after each toolkit loop
+        channel, lead = os.environ.get(turns.ENV), os.environ.get(turns.LEAD_ENV)
+        if loop_calls and lead:  # experiments/turns_spread.py: a bare process in the lead
+            leader = turns.Leader(lead)
+            for _ in range(loop_repeats):
+                leader.hand_over(loop_calls, *one_loop(fn, args, loop_calls))
+            leader.end()
+        elif loop_calls and channel:  # `--paired` by turns: a loop after each toolkit loop
             rows = turns.Follower(channel).follow(lambda n: one_loop(fn, args, n), wait_s=1800)
             bare |= {"turns": rows} | (_loop_summary([row[2:] for row in rows]) if rows else {})
         elif loop_calls:
@@ -131,6 +136,7 @@ def _child(cell_json: str, loop_calls: int, loop_repeats: int = 21) -> None:
         if cell.device == "cuda":
             bare["host_ms"] = bare_host_ms(fn, args)
         bare["loop_ns"] = [before, cpuwatch.loop_ns()]
+        bare["cpus"] = sorted(os.sched_getaffinity(0))  # where it may run (pairs by turns: one)
         print(json.dumps(bare))
 
 
@@ -354,6 +360,7 @@ def paired(
     ratios, host_ratios, speeds, unmatched = [], [], [], 0
     # a host-bound CUDA run: the two processes of a pair take turns, loop by loop
     by_turns = figure.key == "loop_p10_ms" and cell.device == "cuda"
+    cpu = turns_cpu() if by_turns else None
     kept, check = [], f"{os.getpid()}-{time.time_ns()}"  # each pair's raw figures, for verify.json
     with tempfile.TemporaryDirectory(prefix="compilekit-verify-") as out:
         for done in range(pairs):
@@ -364,7 +371,7 @@ def paired(
                 print(f"{result.label}: {so_far}", file=sys.stderr, flush=True)
                 _kept(run_dir, "paired", so_far, "unfinished", tolerance, check=check, pairs=kept)
             if by_turns:
-                again, bare = _pair_by_turns(cell, env, figure.calls, out, cache_root)
+                again, bare = _pair_by_turns(cell, env, figure.calls, out, cache_root, cpu)
             else:
                 again = runner.launch(cell, out, cache_root)
             if not again.measured:
@@ -394,8 +401,8 @@ def paired(
             "from one second to the next, so each toolkit loop is set against a bare loop "
             "right after it: "
         )
-        order = "and a bare process taking turns loop by loop, each pair read as the median "
-        order += "of its turns' ratios"
+        order = f"and a bare process taking turns loop by loop, both on CPU {cpu}, each pair "
+        order += "read as the median of its turns' ratios"
         missing = f"fewer than {MIN_TURNS} turns"
     elif figure.key == "loop_p10_ms":
         method = _same_speed_method(
@@ -579,13 +586,36 @@ def _bare_figures(returncode: int, stdout: str, stderr: str) -> dict:
     return json.loads(lines[-1])
 
 
-def _pair_by_turns(cell, env: dict, calls: int, out: str, cache_root: str):
+def turns_cpu() -> int:
+    """The CPU both processes of a pair by turns run on: the last this process may use."""
+    return max(os.sched_getaffinity(0))
+
+
+def _pair_by_turns(
+    cell, env: dict, calls: int, out: str, cache_root: str, cpu: int | None, lead=None
+):
     """(the toolkit's re-measure, the bare figures) of one pair whose two processes take turns
     loop by loop (compilekit/turns.py): the bare process starts first and, once warm, waits;
-    the toolkit's measure process hands it the turn after each of its user's loops."""
+    the toolkit's measure process hands it the turn after each of its user's loops.
+
+    cpu: both processes run on this one CPU (they inherit it from here; None: wherever the
+    system puts them). Unpinned, two identical bare processes read apart by where each landed:
+    on the 2-core CI machine, two runs of 8 such pairs read 0.88-1.00 and 0.89-1.14; on one
+    CPU, 0.97-1.03 and 0.99-1.03 (experiments/turns_spread.py, 2026-12-01).
+    lead(channel): another leader in place of the toolkit's (experiments/turns_spread.py)."""
+    allowed = os.sched_getaffinity(0)
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    try:
+        return _turns_pinned(cell, env, calls, out, cache_root, lead)
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
+def _turns_pinned(cell, env: dict, calls: int, out: str, cache_root: str, lead):
     import tempfile
 
-    from compilekit import runner, turns
+    from compilekit import runner
     from compilekit.errors import UserError
 
     with tempfile.TemporaryDirectory(prefix="compilekit-turns-") as channel:
@@ -601,7 +631,10 @@ def _pair_by_turns(cell, env: dict, calls: int, out: str, cache_root: str):
                     _bare_figures(proc.returncode, *proc.communicate())
                     raise UserError(f"the bare re-time ended (exit {proc.returncode}) unready")
                 time.sleep(0.1)
-            again = runner.launch(cell, out, cache_root, env={turns.ENV: channel})
+            if lead:
+                again = lead(channel)
+            else:
+                again = runner.launch(cell, out, cache_root, env={turns.ENV: channel})
             end = os.open(os.path.join(channel, turns.TO_FOLLOWER), os.O_RDWR)
             os.write(end, b"end\n")  # whether or not the toolkit's process took its turns
             os.close(end)

@@ -92,7 +92,8 @@ def test_a_bare_process_follows_the_toolkits_loops_by_turns(run_cell, cache_root
     """verify's pair by turns with a real bare process: it starts first, waits until the
     toolkit's process hands it a turn, times one loop of that many calls per turn, and ends
     when the toolkit's process has ended (here a stand-in that takes 8 turns, then ends
-    without a word: the parent ends the bare process)."""
+    without a word: the parent ends the bare process). Both run on one CPU, which the parent
+    gives back after."""
     from types import SimpleNamespace
 
     from compilekit import runner, verify
@@ -111,7 +112,10 @@ def test_a_bare_process_follows_the_toolkits_loops_by_turns(run_cell, cache_root
 
     monkeypatch.setattr(runner, "launch", toolkit_process)
     env = verify._bare_env(cell, cache_root)
-    again, bare = verify._pair_by_turns(cell, env, 4, "unused", cache_root)
+    allowed = os.sched_getaffinity(0)
+    cpu = verify.turns_cpu()
+    again, bare = verify._pair_by_turns(cell, env, 4, "unused", cache_root, cpu)
     assert again.measured and taken == [True] * 8
+    assert bare["cpus"] == [cpu] and os.sched_getaffinity(0) == allowed  # both on one, then back
     assert [row[0] for row in bare["turns"]] == [0.5 + i for i in range(8)]
     assert all(row[2] > 0 for row in bare["turns"]) and len(bare["loops"]) == 8

@@ -938,17 +938,19 @@ def test_paired_verify_of_a_host_bound_cuda_run_sets_each_loop_against_the_next(
     pairs = iter([turns_at(1.02), turns_at(1.03), turns_at(1.01), turns_at(1.0, 4)])
     asked = []
 
-    def pair(cell, env, calls, out, root):
-        asked.append(calls)
+    def pair(cell, env, calls, out, root, cpu):
+        asked.append((calls, cpu))
         again = SimpleNamespace(measured=True, status="ok", host_ms_per_call=None, cpu_use=None)
         again.loop_timing, again.compiled_ms = None, 0.08
         return again, {"median_ms": 0.02, "turns": next(pairs)}
 
     monkeypatch.setattr(verify, "_pair_by_turns", pair)
     line, verdict = verify.paired(str(run), 4, 0.05)
-    assert verdict == "within" and asked == [42] * 4, line
+    assert verdict == "within" and asked == [(42, verify.turns_cpu())] * 4, line
     assert "ratios 1.020, 1.030, 1.010 (1 pair(s) fewer than 5 turns)" in line, line
-    assert "and a bare process taking turns loop by loop" in line, line
+    assert (
+        f"and a bare process taking turns loop by loop, both on CPU {verify.turns_cpu()}" in line
+    )
 
 
 def test_paired_verify_runs_the_toolkit_and_a_bare_process(run_cell, cli):
