@@ -427,9 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         metavar="N",
         help="also re-measure with the toolkit itself N times, each beside a bare re-time "
-        "(fresh processes, warm caches): decides where the bare re-times alone disagree, "
-        "from the 90%% interval of at least 3 pairs (a host-bound cell on a shared host may "
-        "need a dozen)",
+        "(fresh processes, warm caches; a host-bound CUDA run's two processes take turns loop "
+        "by loop on one CPU): decides where the bare re-times alone disagree, from the 90%% "
+        "interval of at least 3 pairs",
     )
     ver.set_defaults(func=cmd_verify)
 

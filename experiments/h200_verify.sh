@@ -6,6 +6,9 @@
 # Usage: bash experiments/h200_verify.sh   (needs the wheels in .whl/, see the README)
 #   PHASES="A E" runs only those phases; GPU_TESTS="expr" selects GPU tests (pytest -k);
 #   SWEEP_FLAGS="--retry-noisy" is added to every sweep (a resumed one times its noisy cells again)
+#   T: experiments/turns_spread.py on CELLS (naive reduce-overhead 1x4x128x64): two bare
+#      processes taking turns loop by loop, PAIRS pairs (5) unpinned, then both on one CPU as
+#      `verify --paired` runs them (2026-12-01: unpinned pairs read 0.66-1.39 on the H200)
 #   A: the fidelity cells (run + `compilekit verify`), one at a time; CELLS="v:mode:shape,..."
 #      picks some, PAIRS=N the host-bound ones' pairs (3; a 5% verdict there takes about a
 #      dozen, half a minute each: one cell per call);  W: the warm single cell
@@ -19,7 +22,7 @@
 #   K: triton-flash vs cuDNN vs flex (experiments/triton_flash_bench.py; BASELINE=FILE adds an
 #      older copy of variants/triton_flash.py, eager, for a before/after), then kernel.toml
 #      (K_BENCH=0 skips the bench: a call that already ran it, or a resumed sweep)
-# Order: as PHASES names them, else A W H E B C D V P F K G L (the GPU tests reuse A's compiles
+# Order: as PHASES names them, else A T W H E B C D V P F K G L (the GPU tests reuse A's compiles
 # through COMPILEKIT_CACHE). PHASES="K E" runs K first: a call that ends at its deadline during
 # the first phase never starts the next (2026-12-01: "K E" then ran E first, in the old fixed
 # order, and K never started).
@@ -29,10 +32,11 @@
 #   in 530 s on a fresh machine, 2026-12-01; split it, e.g. "awkward" and "not bare_do_bench
 #   and not awkward"), then PHASES="P" (about 60 s)
 #   PHASES="E" GPU_TESTS="bare_do_bench"       (the five fidelity cells, 420-640 s: may need two)
-#   PHASES="E" GPU_TESTS="bare_do_bench and reduce" COMPILEKIT_GPU_PAIRS=12: one host-bound
-#   fidelity cell decided by 12 pairs (about half a minute each; 3 pairs cannot decide 5% on
-#   the H200, whose fresh processes read 11-15% apart at one CPU speed); then the same with
-#   "bare_do_bench and sdpa and 1x4x128x64"
+#   PHASES="T" (about 4 min): two bare processes of the host-bound cell by turns, unpinned
+#   and on one CPU; where the pinned pairs agree within a few %, then PHASES="E"
+#   GPU_TESTS="bare_do_bench and 1x4x128x64" COMPILEKIT_GPU_PAIRS=5: the two host-bound
+#   fidelity cells, each pair by turns on one CPU (2026-12-01, sequential or unpinned pairs:
+#   0.66-1.39 between identical bare processes, so no dozen pairs decided 5%)
 #   PHASES="B" on nvidia-h200-x2 (the blog matrix, cold: 532 s); C took 303 s after B on the
 #   same machine, but compiles again on a fresh one: carry B's and C's sweeps (.sweeps below)
 #   PHASES="B" on nvidia-h200 (one GPU, 2026-12-01): 20 of 48 cells in the first 545 s, 41 after
@@ -93,11 +97,23 @@ verify_blog() (  # B's own cells re-timed bare: the sweep's figures, not a fresh
   done
 )
 
-ALL_PHASES="A W H E B C D V P F K G L"
+ALL_PHASES="A T W H E B C D V P F K G L"
 
 phase_A() {
   fidelity
 }
+
+phase_T() (  # bare against bare by turns, wherever they land, then both on one CPU
+  export CUDA_VISIBLE_DEVICES=$LAST
+  for c in $(echo ${CELLS:-naive:reduce-overhead:1x4x128x64} | tr , ' '); do
+    set -- ${c//:/ }
+    python3 -m compilekit run --variant $1 --mode $2 --shape $3 --out /tmp/verify > $R/run_$1_$2_$3.log 2>&1
+    for cpu in free $(( $(nproc) - 1 )); do
+      echo "== $c, --cpu $cpu" >> $R/turns_spread.txt
+      python3 experiments/turns_spread.py /tmp/verify/$1__$2__$3__bfloat16__cuda --pairs ${PAIRS:-5} --cpu $cpu >> $R/turns_spread.txt 2>&1
+    done
+  done
+)
 
 phase_W() {
   warm_cell

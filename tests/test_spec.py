@@ -98,8 +98,8 @@ def test_the_h200_script_runs_its_phases_in_the_order_asked(tmp_path):
     """experiments/h200_verify.sh, with the GPU machine's commands stood in for: PHASES="D H"
     runs D, then H (a call that ends at its deadline in the first phase never reaches the
     second, so the order asked is the order run), a phase with its marker is not run again,
-    an unknown phase is named, not silently skipped, and phase A measures only the CELLS
-    asked, a host-bound one with PAIRS pairs."""
+    an unknown phase is named, not silently skipped, phase A measures only the CELLS asked, a
+    host-bound one with PAIRS pairs, and phase T runs bare against bare unpinned, then pinned."""
     import os
     import shutil
     import subprocess
@@ -149,3 +149,10 @@ def test_the_h200_script_runs_its_phases_in_the_order_asked(tmp_path):
         "naive__reduce-overhead__1x4x128x64__bfloat16__cuda --paired 12",
         "sdpa__default__8x16x1024x64__bfloat16__cuda --paired 0",
     ], verified
+    log.write_text("")
+    run("T", PAIRS="4")  # bare against bare by turns: free, then both on the last CPU
+    spreads = [ln for ln in log.read_text().splitlines() if "turns_spread.py" in ln]
+    assert [ln.split("--pairs ")[1] for ln in spreads] == [
+        "4 --cpu free",
+        f"4 --cpu {os.cpu_count() - 1}",
+    ], spreads
