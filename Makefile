@@ -38,7 +38,7 @@ install:  ## install compilekit, test, plot and Ray deps, triton's interpreter (
 
 test:  ## lint, then the CPU test suite (GPU tests skip with a reason)
 	$(PYTHON) -m ruff check compilekit variants tests
-	$(PYTHON) -m pytest -q -x tests
+	$(PYTHON) -m pytest -q -x --durations=30 tests
 
 test-gpu:  ## run only the GPU-marked tests (on a CUDA machine)
 	$(PYTHON) -m pytest -q -m gpu tests
