@@ -393,7 +393,7 @@ def paired(
             if toolkit_ns and bare.get("loop_ns"):  # each side's CPU speed, its own ns per step
                 speeds.append(sum(toolkit_ns) / sum(bare["loop_ns"]))
     decision = pairstats.decide(ratios, tolerance)
-    method, order, missing = figure.method, "then a bare process", ""
+    method, order, missing = figure.method, ", then a bare process", ""
     if by_turns:
         method = (
             f"host-bound (GPU busy {result.gpu_busy_share:.0%}), so judged by a user's loop, "
@@ -401,7 +401,7 @@ def paired(
             "from one second to the next, so each toolkit loop is set against a bare loop "
             "right after it: "
         )
-        order = f"and a bare process taking turns loop by loop, both on CPU {cpu}, each pair "
+        order = f" and a bare process taking turns loop by loop, both on CPU {cpu}, each pair "
         order += "read as the median of its turns' ratios"
         missing = f"fewer than {MIN_TURNS} turns"
     elif figure.key == "loop_p10_ms":
@@ -412,7 +412,7 @@ def paired(
         )
         missing = f"without {samespeed.MIN_FAST_LOOPS} loops each at a CPU speed both ran at"
     line = (
-        f"{result.label}: {method}paired (the toolkit's measure process {order}, {pairs} "
+        f"{result.label}: {method}paired (the toolkit's measure process{order}, {pairs} "
         f"time{'s' if pairs > 1 else ''}): ratios "
         + (", ".join(f"{r:.3f}" for r in ratios) or "none")
         + (f" ({unmatched} pair(s) {missing})" if unmatched else "")
