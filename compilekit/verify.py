@@ -50,14 +50,14 @@ def bare_loop(fn, args, calls: int, repeats: int = 21) -> dict:
     return _loop_summary([one_loop(fn, args, calls) for _ in range(repeats)])
 
 
-def one_loop(fn, args, calls: int) -> list[float]:
+def one_loop(fn, args, calls: int, cuda: bool = True) -> list[float]:
     """[ms per call, probe ns]: one loop of `calls` back-to-back calls between two CUDA events
-    (on CPU, two perf_counter readings), beside the CPU's speed a probe read just before it
+    (not cuda: two perf_counter readings), beside the CPU's speed a probe read just before it
     (compilekit/samespeed)."""
     import torch
 
     speed = cpuwatch.quick_loop_ns()
-    if not args[0].is_cuda:
+    if not cuda:
         start = time.perf_counter()
         for _ in range(calls):
             fn(*args)
@@ -123,13 +123,14 @@ def _child(cell_json: str, loop_calls: int, loop_repeats: int = 21) -> None:
         before = cpuwatch.loop_ns()  # the CPU's speed, as the toolkit's cells record it
         bare = {"median_ms": bare_median_ms(fn, args, cell.device)}
         channel, lead = os.environ.get(turns.ENV), os.environ.get(turns.LEAD_ENV)
+        cuda = cell.device == "cuda"
         if loop_calls and lead:  # experiments/turns_spread.py: a bare process in the lead
             leader = turns.Leader(lead)
             for _ in range(loop_repeats):
-                leader.hand_over(loop_calls, *one_loop(fn, args, loop_calls))
+                leader.hand_over(loop_calls, *one_loop(fn, args, loop_calls, cuda))
             leader.end()
         elif loop_calls and channel:  # `--paired` by turns: a loop after each toolkit loop
-            rows = turns.Follower(channel).follow(lambda n: one_loop(fn, args, n), wait_s=1800)
+            rows = turns.Follower(channel).follow(lambda n: one_loop(fn, args, n, cuda), 1800)
             bare |= {"turns": rows} | (_loop_summary([row[2:] for row in rows]) if rows else {})
         elif loop_calls:
             bare |= bare_loop(fn, args, loop_calls, loop_repeats)
