@@ -8,7 +8,8 @@
 #   SWEEP_FLAGS="--retry-noisy" is added to every sweep (a resumed one times its noisy cells again)
 #   T: experiments/turns_spread.py on CELLS (naive reduce-overhead 1x4x128x64): two bare
 #      processes taking turns loop by loop, PAIRS pairs (5) unpinned, then both on one CPU as
-#      `verify --paired` runs them (2026-12-01: unpinned pairs read 0.66-1.39 on the H200)
+#      `verify --paired` runs them, then also with one memory layout (setarch -R, one hash
+#      seed) (2026-12-01: unpinned pairs read 0.66-1.39 on the H200)
 #   A: the fidelity cells (run + `compilekit verify`), one at a time; CELLS="v:mode:shape,..."
 #      picks some, PAIRS=N the host-bound ones' pairs (3; a 5% verdict there takes about a
 #      dozen, half a minute each: one cell per call);  W: the warm single cell
@@ -32,7 +33,7 @@
 #   in 530 s on a fresh machine, 2026-12-01; split it, e.g. "awkward" and "not bare_do_bench
 #   and not awkward"), then PHASES="P" (about 60 s)
 #   PHASES="E" GPU_TESTS="bare_do_bench"       (the five fidelity cells, 420-640 s: may need two)
-#   PHASES="T" (about 4 min): two bare processes of the host-bound cell by turns, unpinned
+#   PHASES="T" (about 7 min): two bare processes of the host-bound cell by turns, unpinned
 #   and on one CPU; where the pinned pairs agree within a few %, then PHASES="E"
 #   GPU_TESTS="bare_do_bench and 1x4x128x64" COMPILEKIT_GPU_PAIRS=5: the two host-bound
 #   fidelity cells, each pair by turns on one CPU (2026-12-01, sequential or unpinned pairs:
@@ -108,10 +109,16 @@ phase_T() (  # bare against bare by turns, wherever they land, then both on one 
   for c in $(echo ${CELLS:-naive:reduce-overhead:1x4x128x64} | tr , ' '); do
     set -- ${c//:/ }
     python3 -m compilekit run --variant $1 --mode $2 --shape $3 --out /tmp/verify > $R/run_$1_$2_$3.log 2>&1
-    for cpu in free $(( $(nproc) - 1 )); do
+    run=/tmp/verify/$1__$2__$3__bfloat16__cuda last=$(( $(nproc) - 1 ))
+    for cpu in free $last; do
       echo "== $c, --cpu $cpu" >> $R/turns_spread.txt
-      python3 experiments/turns_spread.py /tmp/verify/$1__$2__$3__bfloat16__cuda --pairs ${PAIRS:-5} --cpu $cpu >> $R/turns_spread.txt 2>&1
+      python3 experiments/turns_spread.py $run --pairs ${PAIRS:-5} --cpu $cpu >> $R/turns_spread.txt 2>&1
     done
+    # then one memory layout for every process (no ASLR, one hash seed; inherited): if pinned
+    # pairs still read apart and these agree, each process's luck is its layout
+    echo "== $c, --cpu $last, no ASLR, PYTHONHASHSEED=0" >> $R/turns_spread.txt
+    PYTHONHASHSEED=0 setarch "$(uname -m)" -R python3 experiments/turns_spread.py $run \
+      --pairs ${PAIRS:-5} --cpu $last >> $R/turns_spread.txt 2>&1
   done
 )
 

@@ -99,7 +99,8 @@ def test_the_h200_script_runs_its_phases_in_the_order_asked(tmp_path):
     runs D, then H (a call that ends at its deadline in the first phase never reaches the
     second, so the order asked is the order run), a phase with its marker is not run again,
     an unknown phase is named, not silently skipped, phase A measures only the CELLS asked, a
-    host-bound one with PAIRS pairs, and phase T runs bare against bare unpinned, then pinned."""
+    host-bound one with PAIRS pairs, and phase T runs bare against bare unpinned, then pinned,
+    then pinned with one memory layout."""
     import os
     import shutil
     import subprocess
@@ -154,5 +155,6 @@ def test_the_h200_script_runs_its_phases_in_the_order_asked(tmp_path):
     spreads = [ln for ln in log.read_text().splitlines() if "turns_spread.py" in ln]
     assert [ln.split("--pairs ")[1] for ln in spreads] == [
         "4 --cpu free",
+        f"4 --cpu {os.cpu_count() - 1}",
         f"4 --cpu {os.cpu_count() - 1}",
     ], spreads
