@@ -613,6 +613,10 @@ def _pair_by_turns(
         os.sched_setaffinity(0, allowed)
 
 
+# How long a pair by turns waits for its bare process to be warm, and then to end once told.
+BARE_READY_S, BARE_END_S = 1800.0, 600.0
+
+
 def _turns_pinned(cell, env: dict, calls: int, out: str, cache_root: str, lead):
     import tempfile
 
@@ -621,30 +625,53 @@ def _turns_pinned(cell, env: dict, calls: int, out: str, cache_root: str, lead):
 
     with tempfile.TemporaryDirectory(prefix="compilekit-turns-") as channel:
         turns.make_channel(channel)
-        bare_env = {**env, turns.ENV: channel}
+        # its output to files, not pipes: a child that fills a pipe nobody reads yet would stall
+        logs = [open(os.path.join(channel, name), "w+") for name in ("stdout", "stderr")]
         proc = subprocess.Popen(
-            _bare_command(cell, calls, 0), env=bare_env, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
+            _bare_command(cell, calls, 0), env={**env, turns.ENV: channel}, stdout=logs[0],
+            stderr=logs[1], text=True,
         )  # fmt: skip
         try:
+            deadline = time.monotonic() + BARE_READY_S
             while not os.path.exists(os.path.join(channel, turns.READY)):
-                if proc.poll() is not None:  # ended before it was ready: its error
-                    _bare_figures(proc.returncode, *proc.communicate())
-                    raise UserError(f"the bare re-time ended (exit {proc.returncode}) unready")
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    break
                 time.sleep(0.1)
-            if lead:
-                again = lead(channel)
             else:
-                again = runner.launch(cell, out, cache_root, env={turns.ENV: channel})
-            end = os.open(os.path.join(channel, turns.TO_FOLLOWER), os.O_RDWR)
-            os.write(end, b"end\n")  # whether or not the toolkit's process took its turns
-            os.close(end)
-            stdout, stderr = proc.communicate(timeout=600)
+                again = lead(channel) if lead else runner.launch(
+                    cell, out, cache_root, env={turns.ENV: channel}
+                )  # fmt: skip
+                end = os.open(os.path.join(channel, turns.TO_FOLLOWER), os.O_RDWR)
+                os.write(end, b"end\n")  # whether or not the toolkit's process took its turns
+                os.close(end)
+                proc.wait(timeout=BARE_END_S)
+        except subprocess.TimeoutExpired:
+            pass  # said below
         finally:
-            if proc.poll() is None:
+            running, ready = (
+                proc.poll() is None,
+                os.path.exists(os.path.join(channel, turns.READY)),
+            )
+            if running:
                 proc.kill()
                 proc.wait()
-    return again, _bare_figures(proc.returncode, stdout, stderr)
+            outputs = []
+            for log in logs:
+                log.seek(0)
+                outputs.append(log.read())
+                log.close()
+    stdout, stderr = outputs
+    if running:
+        raise UserError(
+            "the bare re-time of a pair by turns did not "
+            + ("end" if ready else "get ready")
+            + f" in time ({BARE_READY_S:g} s to warm up, {BARE_END_S:g} s to end): "
+            "the machine is overloaded or the cell hangs; run again"
+        )
+    figures = _bare_figures(proc.returncode, stdout, stderr)  # an error of its own: its line
+    if "turns" not in figures:
+        raise UserError(f"the bare re-time ended (exit {proc.returncode}) before its turns")
+    return again, figures
 
 
 if __name__ == "__main__":

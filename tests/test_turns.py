@@ -119,3 +119,27 @@ def test_a_bare_process_follows_the_toolkits_loops_by_turns(run_cell, cache_root
     assert bare["cpus"] == [cpu] and os.sched_getaffinity(0) == allowed  # both on one, then back
     assert [row[0] for row in bare["turns"]] == [0.5 + i for i in range(8)]
     assert all(row[2] > 0 for row in bare["turns"]) and len(bare["loops"]) == 8
+
+
+@pytest.mark.parametrize("child, words", [
+    ("import time; time.sleep(60)", "did not get ready in time"),
+    ("import sys; sys.exit('ImportError: no torch here')", "exit 1): ImportError: no torch here"),
+])  # fmt: skip
+def test_a_bare_process_that_never_gets_ready_is_one_line(tmp_path, monkeypatch, child, words):
+    """A pair by turns whose bare process hangs before it is warm, or dies there, ends with one
+    line that says so (exit 2), not a wait without end or a traceback; the hung one is killed."""
+    from types import SimpleNamespace
+
+    from compilekit import verify
+    from compilekit.errors import UserError
+
+    monkeypatch.setattr(verify, "BARE_READY_S", 2.0)
+    monkeypatch.setattr(verify, "_bare_command", lambda cell, calls, repeats: [
+        sys.executable, "-c", child])  # fmt: skip
+    monkeypatch.setattr(
+        "compilekit.runner.launch", lambda *a, **k: pytest.fail("no toolkit process unready")
+    )
+    start = time.monotonic()
+    with pytest.raises(UserError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        verify._pair_by_turns(SimpleNamespace(), dict(os.environ), 4, "", "", None)
+    assert time.monotonic() - start < 30
