@@ -570,10 +570,10 @@ def _bare_once(
 
 
 def _bare_command(cell, loop_calls: int, loop_repeats: int, prefix: tuple = ()) -> list[str]:
+    """The bare child's command line (this module's __main__), after `prefix`."""
     cell_json = json.dumps(cell.to_dict())
-    return [*prefix, sys.executable, "-m", "compilekit.verify", cell_json, str(loop_calls)] + [
-        str(loop_repeats)
-    ]
+    return [*prefix, sys.executable, "-m", "compilekit.verify", cell_json,
+            str(loop_calls), str(loop_repeats)]  # fmt: skip
 
 
 def _bare_figures(returncode: int, stdout: str, stderr: str) -> dict:
