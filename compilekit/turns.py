@@ -28,6 +28,7 @@ import statistics
 ENV = "COMPILEKIT_TURNS"
 LEAD_ENV = "COMPILEKIT_TURNS_LEAD"  # a bare process in the lead (experiments/turns_spread.py)
 TO_FOLLOWER, TO_LEADER, READY = "to_follower", "to_leader", "ready"
+OVER = b"over\n"  # the leader's last word; the parent's is "end" (after the leader's process)
 # How long a leader waits for the follower's loop before it times on alone: a loop is a few
 # ms; a follower this late has died or hangs.
 ANSWER_S = 30.0
@@ -97,9 +98,11 @@ class Leader:
         return True
 
     def end(self) -> None:
-        """No more turns: the follower goes on with the rest of its process."""
+        """No more turns. The follower then waits for its parent's "end" (sent once this
+        leader's process is over) before it goes on: on one CPU, its own host loop would
+        otherwise share the CPU with the rest of this process's timed calls."""
         try:
-            os.write(self.out, b"end\n")
+            os.write(self.out, OVER)
         except OSError:
             pass
         os.close(self.out)
@@ -116,10 +119,12 @@ class Follower:
         with open(os.path.join(directory, READY), "w") as f:  # what the parent waits for
             f.write(str(os.getpid()))
 
-    def follow(self, one_loop, wait_s: float) -> list[list[float]]:
+    def follow(self, one_loop, wait_s: float, end_wait_s: float = 0.0) -> list[list[float]]:
         """Until the leader ends: one_loop(calls) -> (ms per call, probe ns) on each turn.
         [[leader ms, leader ns, our ms, our ns], ...]. wait_s: how long to wait for a turn
-        (the leader's process starts, compiles and times do_bench first)."""
+        (the leader's process starts, compiles and times do_bench first). After the leader's
+        last turn, wait up to end_wait_s for the next line (the parent's "end", sent once the
+        leader's process is over)."""
         rows = []
         while True:
             line = self.turns_in.read(wait_s)
@@ -130,6 +135,8 @@ class Follower:
             rows.append([float(ms), float(ns), *ours])
             os.write(self.out, b"done\n")
             wait_s = ANSWER_S  # between turns, the leader is a loop away
+        if line == OVER.decode().strip():  # the rest of the leader's process: stay off the CPU
+            self.turns_in.read(end_wait_s)
         os.close(self.out)
         os.close(self.turns_in.fd)
         return rows

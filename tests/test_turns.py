@@ -90,10 +90,10 @@ def test_each_pair_by_turns_is_the_median_of_its_turns_ratios():
 
 def test_a_bare_process_follows_the_toolkits_loops_by_turns(run_cell, cache_root, monkeypatch):
     """verify's pair by turns with a real bare process: it starts first, waits until the
-    toolkit's process hands it a turn, times one loop of that many calls per turn, and ends
-    when the toolkit's process has ended (here a stand-in that takes 8 turns, then ends
-    without a word: the parent ends the bare process). Both run on one CPU, which the parent
-    gives back after."""
+    toolkit's process hands it a turn, times one loop of that many calls per turn, then stays
+    off the CPU until the toolkit's process has ended (here a stand-in that takes 8 turns and
+    ends them, then goes on with its other timings: the parent ends the bare process). Both run
+    on one CPU, which the parent gives back after."""
     from types import SimpleNamespace
 
     from compilekit import runner, verify
@@ -101,13 +101,23 @@ def test_a_bare_process_follows_the_toolkits_loops_by_turns(run_cell, cache_root
 
     result = run_cell("naive", "eager")
     cell = Cell.from_dict(result.to_dict())
-    taken = []
+    taken, waiting = [], []
 
     def toolkit_process(cell, out, root, env):  # the leader's side of runner.launch
         os.environ.update(env)
         leader = turns.Leader.attach()
         for i in range(8):
             taken.append(leader.hand_over(4, 0.5 + i, 45.0))
+        leader.end()
+        with open(os.path.join(env[turns.ENV], turns.READY)) as f:
+            bare_stat = f"/proc/{f.read()}/stat"
+        ticks = []
+        for _ in range(2):  # the rest of the toolkit's process: the bare one waits, alive
+            with open(bare_stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            ticks.append((fields[0], int(fields[11]) + int(fields[12])))  # state, CPU ticks
+            time.sleep(1.0)
+        waiting.extend(ticks)
         return SimpleNamespace(measured=True, status="ok")
 
     monkeypatch.setattr(runner, "launch", toolkit_process)
@@ -116,6 +126,8 @@ def test_a_bare_process_follows_the_toolkits_loops_by_turns(run_cell, cache_root
     cpu = verify.turns_cpu()
     again, bare = verify._pair_by_turns(cell, env, 4, "unused", cache_root, cpu)
     assert again.measured and taken == [True] * 8
+    (_, before), (state, after) = waiting
+    assert state == "S" and after - before <= 2, waiting  # asleep a second on, not done
     assert bare["cpus"] == [cpu] and os.sched_getaffinity(0) == allowed  # both on one, then back
     assert [row[0] for row in bare["turns"]] == [0.5 + i for i in range(8)]
     assert all(row[2] > 0 for row in bare["turns"]) and len(bare["loops"]) == 8
