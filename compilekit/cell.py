@@ -395,10 +395,11 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
             out = compiled(*args)
             _checked(out, args[0], "compiled:")
             del out
-        # Timed before the float64 reference and the error check, as a user's process (and
-        # verify's bare child) runs them: inputs, one eager call, compile, time. On the H200
-        # the reference's work before the timed calls went with compiled sdpa at 1x4x128x64
-        # reading 2-8% over a bare process taking turns with it (2026-12-01).
+        # Timed before the float64 reference and the error check, in the order a user's
+        # process (and verify's bare child) runs: inputs, one eager call, compile, time. On the
+        # H200, compiled sdpa at 1x4x128x64 read 1.020-1.075 over a bare process taking turns
+        # with it with the reference first, and 0.936-1.016 in this order (5 pairs each,
+        # 2026-12-01); which earlier step cost it is not settled (experiments/pre_steps.py).
         with _step(result, "time"), locks.cpu_alone(result.steps_s):
             _time(cell, variant, compiled, args, result)
         with _step(result, "reference_and_check"):

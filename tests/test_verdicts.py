@@ -232,8 +232,9 @@ LOG = {log!r}
 
 def attention(q, k, v):
     with open(LOG, "a") as f:
-        f.write("%d %d %d\\n" % (torch.autograd._profiler_enabled(), "depyf" in sys.modules,
-                                 bool(os.environ.get("TORCH_TRACE"))))
+        f.write("%d %d %d %d\\n" % (torch.autograd._profiler_enabled(), "depyf" in sys.modules,
+                                    bool(os.environ.get("TORCH_TRACE")),
+                                    q.dtype == torch.float64))  # the float64 reference
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 reference = None
@@ -248,10 +249,13 @@ def test_timed_calls_come_before_any_profiler_or_capture(run_cell, tmp_path_fact
     assert result.measured, result.reason
     calls = [tuple(map(int, line.split())) for line in log.read_text().splitlines()]
     first_profiled = next(i for i, c in enumerate(calls) if c[0])
+    first_reference = next(i for i, c in enumerate(calls) if c[3])
     timed = result.eager_timing["samples"]
-    # probe, reference, check, burn-in, samples: all before the first profiled call
-    assert first_profiled >= timed + 3
-    assert not any(depyf or trace for _, depyf, trace in calls[:first_profiled])
+    # probe, check, burn-in, samples, then the float64 reference (a user's process has none
+    # before its timed calls), and all of them before the first profiled call
+    assert first_reference >= timed + 2
+    assert first_profiled > first_reference
+    assert not any(depyf or trace for _, depyf, trace, _ in calls[:first_profiled])
     assert result.processes.keys() == {"measure"}
 
 
