@@ -33,11 +33,11 @@
 #   in 530 s on a fresh machine, 2026-12-01; split it, e.g. "awkward" and "not bare_do_bench
 #   and not awkward"), then PHASES="P" (about 60 s)
 #   PHASES="E" GPU_TESTS="bare_do_bench"       (the five fidelity cells, 420-640 s: may need two)
-#   PHASES="T" (about 7 min): two bare processes of the host-bound cell by turns, unpinned
-#   and on one CPU; where the pinned pairs agree within a few %, then PHASES="E"
-#   GPU_TESTS="bare_do_bench and 1x4x128x64" COMPILEKIT_GPU_PAIRS=5: the two host-bound
-#   fidelity cells, each pair by turns on one CPU (2026-12-01, sequential or unpinned pairs:
-#   0.66-1.39 between identical bare processes, so no dozen pairs decided 5%)
+#   PHASES="T" (507 s on 2026-12-01): two bare processes of the host-bound cell by turns,
+#   unpinned (0.71-1.52) and on one CPU (0.97-0.99, with or without one memory layout)
+#   PHASES="E" GPU_TESTS="bare_do_bench and 1x4x128x64" COMPILEKIT_GPU_PAIRS=5: the two
+#   host-bound fidelity cells, each pair by turns on one CPU: 513 s for both, about 290 s for
+#   one (2026-12-01: both within 5%, sdpa only once timing came before the reference)
 #   PHASES="B" on nvidia-h200-x2 (the blog matrix, cold: 532 s); C took 303 s after B on the
 #   same machine, but compiles again on a fresh one: carry B's and C's sweeps (.sweeps below)
 #   PHASES="B" on nvidia-h200 (one GPU, 2026-12-01): 20 of 48 cells in the first 545 s, 41 after
