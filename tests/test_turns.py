@@ -155,3 +155,24 @@ def test_a_bare_process_that_never_gets_ready_is_one_line(tmp_path, monkeypatch,
     with pytest.raises(UserError, match=words.replace("(", r"\(").replace(")", r"\)")):
         verify._pair_by_turns(SimpleNamespace(), dict(os.environ), 4, "", "", None)
     assert time.monotonic() - start < 30
+
+
+def test_pre_steps_sets_leaders_with_each_step_against_a_bare_follower(run_cell, cache_root):
+    """experiments/pre_steps.py (which of the measure process's steps before timing cost a
+    host-bound call): each step set leads its own pair by turns against a bare process, and a
+    step set it does not know is one line (exit 2)."""
+    run_dir = run_cell("naive", "eager").run_dir
+    script = os.path.join(ROOT, "experiments", "pre_steps.py")
+    env = {**os.environ, "PYTHONPATH": ROOT, "COMPILEKIT_CACHE": cache_root}
+    proc = subprocess.run(
+        [sys.executable, script, run_dir, "--steps", "none", "reference,timer,skiplog,bench",
+         "--pairs", "1", "--turns", "6"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for steps in ("none", "reference,timer,skiplog,bench"):
+        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith(f"{steps}: pair 1:"))
+        assert "6 turns, steps' leader over bare follower" in line, proc.stdout
+    bad = subprocess.run([sys.executable, script, run_dir, "--steps", "nothing"], env=env,
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and "unknown steps ['nothing']" in bad.stderr
