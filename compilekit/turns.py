@@ -28,7 +28,7 @@ import statistics
 ENV = "COMPILEKIT_TURNS"
 LEAD_ENV = "COMPILEKIT_TURNS_LEAD"  # a bare process in the lead (experiments/turns_spread.py)
 TO_FOLLOWER, TO_LEADER, READY = "to_follower", "to_leader", "ready"
-OVER = b"over\n"  # the leader's last word; the parent's is "end" (after the leader's process)
+OVER = "over"  # the leader's last word; the parent's is "end" (after the leader's process)
 # How long a leader waits for the follower's loop before it times on alone: a loop is a few
 # ms; a follower this late has died or hangs.
 ANSWER_S = 30.0
@@ -102,7 +102,7 @@ class Leader:
         leader's process is over) before it goes on: on one CPU, its own host loop would
         otherwise share the CPU with the rest of this process's timed calls."""
         try:
-            os.write(self.out, OVER)
+            os.write(self.out, f"{OVER}\n".encode())
         except OSError:
             pass
         os.close(self.out)
@@ -135,7 +135,7 @@ class Follower:
             rows.append([float(ms), float(ns), *ours])
             os.write(self.out, b"done\n")
             wait_s = ANSWER_S  # between turns, the leader is a loop away
-        if line == OVER.decode().strip():  # the rest of the leader's process: stay off the CPU
+        if line == OVER:  # the rest of the leader's process: stay off the CPU
             self.turns_in.read(end_wait_s)
         os.close(self.out)
         os.close(self.turns_in.fd)

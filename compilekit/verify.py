@@ -132,9 +132,10 @@ def _child(cell_json: str, loop_calls: int, loop_repeats: int = 21) -> None:
         elif loop_calls and channel:  # `--paired` by turns: a loop after each toolkit loop
             # after the toolkit's turns, wait for its process to end: on one CPU, the host loop
             # below would share the CPU with its host loop and eager timings (on the H200 the
-            # toolkit's host figure read 2.2x its own in such a pair, 2026-12-01)
-            follower = turns.Follower(channel)
-            rows = follower.follow(lambda n: one_loop(fn, args, n, cuda), 1800, end_wait_s=1800)
+            # toolkit's host figure read up to 2.2x the bare one in such pairs, 2026-12-01)
+            rows = turns.Follower(channel).follow(
+                lambda n: one_loop(fn, args, n, cuda), 1800, end_wait_s=1800
+            )
             bare |= {"turns": rows} | (_loop_summary([row[2:] for row in rows]) if rows else {})
         elif loop_calls:
             bare |= bare_loop(fn, args, loop_calls, loop_repeats)
