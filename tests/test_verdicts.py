@@ -557,8 +557,11 @@ def test_verify_judges_host_bound_loops_at_the_same_cpu_speed(run_cell, tmp_path
         }  # fmt: skip
         doctored.save(str(run))
 
+    bare_fast = iter(lambda: 30, None)  # fast loops per bare process, in the order started
+
     def bare(cell, env, calls, repeats):
-        loops = [[0.046, 46.0]] * 30 + [[0.079, 81.0]] * (repeats - 30)
+        fast = next(bare_fast)
+        loops = [[0.046, 46.0]] * fast + [[0.079, 81.0]] * (repeats - fast)
         return {"median_ms": 0.02, "loop_ms": 0.079, "loop_p10_ms": 0.046, "loops": loops}
 
     monkeypatch.setattr(verify, "_bare_once", bare)
@@ -574,6 +577,14 @@ def test_verify_judges_host_bound_loops_at_the_same_cpu_speed(run_cell, tmp_path
     save(0.046, 3)
     line, verdict = verify.verify(str(run), 0.05, repeat=3)
     assert verdict == "inconclusive" and "the toolkit's process ran fewer than 5" in line, line
+    # one bare process of three with the fast speed: it cannot show that bare processes agree,
+    # so a 20% gap to it is no verdict either way
+    save(0.0552, 10)
+    bare_fast = iter([2, 30, 0])
+    line, verdict = verify.verify(str(run), 0.05, repeat=3)
+    assert verdict == "inconclusive" and "only 1 of 3 bare processes ran 5 loops" in line, line
+    bare_fast = iter([2, 30, 30])
+    assert verify.verify(str(run), 0.05, repeat=3)[1] == "outside"
 
 
 def test_bare_loop_gives_the_median_and_the_fastest_tenth(monkeypatch):
