@@ -27,11 +27,11 @@
 # through COMPILEKIT_CACHE). PHASES="K E" runs K first: a call that ends at its deadline during
 # the first phase never starts the next (2026-12-01: "K E" then ran E first, in the old fixed
 # order, and K never started).
-# Closing issue 8 on the final code, in three calls of one session's 1,800 s (times measured on
-# 2026-12-01): PHASES="E" GPU_TESTS="not bare_do_bench" (26 tests, about 500 s); PHASES="E W"
-# GPU_TESTS="bare_do_bench and not 1x4x128x64" (the three device-bound cells, then the warm
+# Every GPU test and the five fidelity cells, in three calls (2026-12-02, fidelity/2026-12-02):
+# PHASES="E" GPU_TESTS="not bare_do_bench and not awkward" (10 tests, 433 s); PHASES="E W"
+# GPU_TESTS="awkward or (bare_do_bench and not 1x4x128x64)" (20 tests in 261 s, then the warm
 # single cell); PHASES="E" GPU_TESTS="bare_do_bench and 1x4x128x64" COMPILEKIT_GPU_PAIRS=5
-# (about 513 s).
+# (163 s when neither goes to pairs, past 550 s when both go to 5 pairs: give it a call).
 # A lent machine goes back 30 s after a call, so a follow-up call usually starts a fresh one:
 # give each call phases that end within its 10 minutes (each was measured on one H200):
 #   PHASES="E" GPU_TESTS="not bare_do_bench"  (27 tests since the TMA and ws cases: 26 of them
