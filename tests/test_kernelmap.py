@@ -156,13 +156,30 @@ def test_eager_run_maps_each_op_to_its_line(run_cell):
 
 
 def test_kernel_times_add_up_to_the_forward(run_cell):
+    """The map accounts for the forward's launches, and they fill it: in the trace of the same
+    profiled steps, the map's total (each kernel's median times its calls) matches the launches
+    of each step, and those cover the step (on CPU the kernels are the forward's work, 0.94 of
+    it on a quiet machine). Coverage is judged on the quietest step: on a 2-core machine shared
+    with anything else, the steps' median read 15.2 ms against 11.5 ms of kernels (CI,
+    2026-12-02), while a kernel the map lost leaves every step short."""
+    import statistics
+
     result = run_cell("naive", "default", shape=CPU_SHAPE)
     kmap = _kernels(result)
+    with open(os.path.join(result.run_dir, "trace.json")) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    steps = [e for e in events if e["name"] == "naive/default"]
+    launchers = {k["launcher"] for k in kmap["kernels"]}
+    launches = [e for e in events if e["name"] in launchers]
+    assert len(steps) == 5 and len(launches) == 5 * kmap["kernels_per_forward"]
+    per_step_ms = [
+        sum(e["dur"] for e in launches if s["ts"] <= e["ts"] <= s["ts"] + s["dur"]) / 1e3
+        for s in steps
+    ]
     total = sum(k["device_ms"] * k["calls_per_forward"] for k in kmap["kernels"])
-    # against the forward measured in the same profiled steps: the timed median comes from
-    # another moment, and a 2-core machine shared with anything else drifts between the two
-    assert total == pytest.approx(kmap["forward_host_ms"], rel=0.15)
-    assert sum(k["share"] for k in kmap["kernels"]) == pytest.approx(1.0)
+    assert total == pytest.approx(statistics.median(per_step_ms), rel=0.1)
+    covered = [ms / (s["dur"] / 1e3) for ms, s in zip(per_step_ms, steps)]
+    assert 0.85 <= max(covered) <= 1.0, covered
 
 
 def test_user_variant_maps_to_its_own_lines(run_cell, tmp_path_factory):
