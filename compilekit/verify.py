@@ -285,16 +285,16 @@ def _verify_at_same_speed(result, runs, toolkit_loops, tolerance) -> tuple[str, 
     # 0.71-1.52x apart on the H200 (experiments/results/h200/fidelity/2026-12-01g): a verdict
     # takes two, where two or more were asked for (2026-12-02: sdpa default 1x4x128x64 read
     # "outside", 0.942, on the one of three bare processes that had the fast speed).
-    if matched.toolkit_ms is None or len(bares) < min(2, len(runs)):
-        if matched.toolkit_ms is None or not bares:
-            who = "the toolkit's process" if matched.toolkit_ms is None else "every bare process"
-            why = f"{who} ran fewer than {samespeed.MIN_FAST_LOOPS} loops at that speed"
-        else:
-            why = (
-                f"only {len(bares)} of {len(runs)} bare processes ran "
-                f"{samespeed.MIN_FAST_LOOPS} loops or more at that speed, too few to show "
-                "whether bare processes agree"
-            )
+    why = None
+    if matched.toolkit_ms is None or not bares:
+        who = "the toolkit's process" if matched.toolkit_ms is None else "every bare process"
+        why = f"{who} ran fewer than {samespeed.MIN_FAST_LOOPS} loops at that speed"
+    elif len(bares) < min(2, len(runs)):
+        why = (
+            f"only {len(bares)} of {len(runs)} bare processes ran {samespeed.MIN_FAST_LOOPS} "
+            "loops or more at that speed, too few to show whether bare processes agree"
+        )
+    if why:
         line += f"INCONCLUSIVE, {why}; run again"
         verdict = "inconclusive"
     else:
