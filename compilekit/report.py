@@ -11,6 +11,7 @@ from compilekit import result as results
 from compilekit.errors import UserError
 from compilekit.roofline import NONE_PLACED
 from compilekit.store import CorruptFile, read_json
+from compilekit.sweepreport import _num
 
 
 def _fmt(value, digits=3):
@@ -82,8 +83,8 @@ def _speedup_words(text: str, result) -> str:
     from compilekit.sweepreport import paced_speedup
 
     return (
-        f" speedup {paced_speedup(result):.2f}x in a loop (host-bound; do_bench's "
-        f"{result.speedup:.2f}x hides host time)"
+        f" speedup {_num(paced_speedup(result), '.2f')}x in a loop (host-bound; do_bench's "
+        f"{_num(result.speedup, '.2f')}x hides host time)"
     )
 
 
@@ -120,10 +121,11 @@ def host_bound_text(result) -> str:
     """What a host-bound cell costs in a user's loop, beside do_bench's figures."""
     loop = result.compiled_loop_ms if result.paced_by_loop else None
     text = (
-        f"host-bound: GPU busy {result.gpu_busy_share:.0%} of each call "
+        f"host-bound: GPU busy {_num(result.gpu_busy_share, '.0%')} of each call "
         + ("in a loop " if loop else "")
-        + f"({result.profiled_forward_device_ms:.3f} of {loop or result.compiled_ms:.3f} ms); the "
-        f"host spends {result.host_ms_per_call:.3f} ms issuing a call{_cpu_speed(result)}"
+        + f"({_num(result.profiled_forward_device_ms, '.3f')} of "
+        f"{_num(loop or result.compiled_ms, '.3f')} ms); the "
+        f"host spends {_num(result.host_ms_per_call, '.3f')} ms issuing a call{_cpu_speed(result)}"
         f"{_host_beside_loop(result)}: launches, guards and wrappers (reduce-overhead / CUDA "
         "graphs target this; see trace.json)"
     )
@@ -131,7 +133,9 @@ def host_bound_text(result) -> str:
         return text
     text += ". "
     if result.mode == "eager" or result.eager_loop_ms is None:  # no eager loop beside it
-        return text + f"do_bench reads {result.compiled_ms:.3f} ms: its L2 flush hides host time"
+        return text + (
+            f"do_bench reads {_num(result.compiled_ms, '.3f')} ms: its L2 flush hides host time"
+        )
     from compilekit.sweepreport import paced
 
     eager, compiled = paced(result)  # over the loops both ran at one CPU speed, where known
@@ -209,12 +213,12 @@ def attempts_text(r) -> str:
     noisy = [a for a in r.attempts if a["status"] == "noisy"]
     parts = []
     if failed:
-        parts.append(f"{len(failed)} failed run(s) (the last: {failed[-1]['reason']})")
+        parts.append(f"{len(failed)} failed run(s) (the last: {failed[-1].get('reason')})")
     if noisy:
         last = noisy[-1]
         parts.append(
-            f"{len(noisy)} noisy timing(s) (the last: {last['compiled_ms']:.4g} ms, "
-            f"{last['reason']})"
+            f"{len(noisy)} noisy timing(s) (the last: {_num(last.get('compiled_ms'), '.4g')} "
+            f"ms, {last.get('reason')})"
         )
     return "kept in attempts/ beside this run: " + "; ".join(parts)
 

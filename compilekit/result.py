@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from compilekit.spec import SHAPE_RE
 from compilekit.store import CorruptFile, read_json, write_json
 
 SCHEMA_VERSION = 2
@@ -117,7 +118,9 @@ class CellResult:
 
     @property
     def measured(self) -> bool:
-        return self.status in MEASURED
+        """Timed end to end. A `wrong` cell whose output had the wrong shape stopped before
+        its timed calls: its figures are null, and every view shows its status instead."""
+        return self.status in MEASURED and self.compiled_ms is not None
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
@@ -142,6 +145,47 @@ def verdict(
 
 
 FIELDS = {f.name for f in dataclasses.fields(CellResult)}
+# The JSON types each field may hold, from its annotation ("float | None" -> int, float, None).
+_JSON_TYPES = {
+    "str": (str,),
+    "int": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    "dict": (dict,),
+    "list": (list,),
+    "None": (type(None),),
+}
+FIELD_TYPES = {
+    f.name: tuple(t for part in f.type.split("|") for t in _JSON_TYPES[part.strip()])
+    for f in dataclasses.fields(CellResult)
+}
+
+
+# List fields whose entries the views format: each entry a dict with these keys and types.
+NESTED = {
+    "attempts": {"dir": (str,), "status": (str,)},
+    "timing_attempts": {"compiled_ms": (int, float)},
+}
+
+
+def _holds(entry, needs: dict) -> bool:
+    return isinstance(entry, dict) and all(
+        isinstance(entry.get(k), types) and not isinstance(entry.get(k), bool)
+        for k, types in needs.items()
+    )
+
+
+def _wrong_types(data: dict) -> list[str]:
+    """The fields of a parsed result.json whose JSON type the record does not allow (a bool is
+    not a number here, though Python says it is an int)."""
+    wrong = []
+    for key, value in data.items():
+        allowed = FIELD_TYPES.get(key)
+        if allowed is None or key == "run_dir":
+            continue
+        if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
+            wrong.append(f"{key}={value!r:.40}")
+    return wrong
 
 
 def from_dict(data: dict, where: str = "result") -> CellResult:
@@ -159,6 +203,17 @@ def from_dict(data: dict, where: str = "result") -> CellResult:
         raise CorruptFile(
             f"{where} is not a cell result (missing {', '.join(missing) or 'a valid status'})"
         )
+    wrong = _wrong_types(data)
+    for key, needs in NESTED.items():
+        entries = data.get(key) or []
+        if isinstance(entries, list):
+            wrong += [f"{key}[{i}]" for i, e in enumerate(entries) if not _holds(e, needs)]
+    if wrong:
+        raise CorruptFile(f"{where} is corrupt (fields of the wrong type: {', '.join(wrong)})")
+    if data["status"] in ("ok", "self-consistent") and data.get("compiled_ms") is None:
+        raise CorruptFile(f"{where} is corrupt (status {data['status']} without compiled_ms)")
+    if not SHAPE_RE.match(data["shape"]):
+        raise CorruptFile(f"{where} is corrupt (shape {data['shape']!r:.40} is not BxHxSxD)")
     return CellResult(**{k: v for k, v in data.items() if k in FIELDS and k != "run_dir"})
 
 

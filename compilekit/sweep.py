@@ -78,7 +78,7 @@ def cell_done(run_dir: str, retry=(), log=sys.stdout) -> results.CellResult | No
 
 def _status(result: results.CellResult) -> str:
     """The cell's status for a progress line, with the latency when measured."""
-    if result.measured:
+    if result.measured:  # timed: compiled_ms is a number
         return f"{result.status} {result.compiled_ms:.3f} ms" + (
             " (noisy)" if result.noisy else ""
         )
@@ -276,7 +276,7 @@ def run_again_alone(name: str, cells, done: dict, out_dir: str, launch, log) -> 
         except (OSError, CorruptFile):
             kept = after
         done[cell.label()] = kept
-        first = f"{before.compiled_ms:.3f} ms (noisy)" if before.noisy else "out of memory"
+        first = _status(before) if before.noisy else "out of memory"
         print(
             f"  {cell.variant} {cell.mode} {cell.shape}: {first}, "
             f"again {_status(after)}; kept {_status(kept)}",

@@ -13,6 +13,7 @@ import pytest
 from compilekit import __version__
 from compilekit import result as results
 from tests.conftest import CPU_SMALL, ROOT
+from tests.test_null_figures import WRONG_SHAPE
 from tests.test_sweep import EAGER_ONLY  # 6 eager cells, the local resume test's
 
 # the cell's process kills its parent, the Ray worker running the task, mid-cell: once, or
@@ -130,9 +131,10 @@ def test_a_task_killed_mid_cell_is_retried_or_recorded_failed(cluster, tmp_path,
         (tmp_path / f"{name}.py").write_text(
             KILLS_ITS_WORKER.format(mark=str(mark), always=always)
         )
+    (tmp_path / "wrongshape.py").write_text(WRONG_SHAPE)  # its null figures kept the driver
     (tmp_path / "kill.toml").write_text(
-        'variants = ["once.py:attention", "always.py:attention"]\nmodes = ["eager"]\n'
-        'shapes = ["1x2x64x32"]\ndevice = "cpu"\n'
+        'variants = ["once.py:attention", "always.py:attention", "wrongshape.py:attention"]\n'
+        'modes = ["eager"]\nshapes = ["1x2x64x32"]\ndevice = "cpu"\n'
     )
     out = tmp_path / "out"
     proc = cli("sweep", str(tmp_path / "kill.toml"), "--ray", cluster, "--out", str(out))
@@ -142,6 +144,8 @@ def test_a_task_killed_mid_cell_is_retried_or_recorded_failed(cluster, tmp_path,
         r = results.load(str(out / label))
         by_variant[r.variant.rsplit("/", 1)[-1]] = r
     assert by_variant["once.py:attention"].status == "self-consistent"  # retried, then measured
+    assert by_variant["wrongshape.py:attention"].status == "wrong"
+    assert (out / "REPORT.md").is_file() and (out / "index.html").is_file()
     assert (tmp_path / "once.mark").exists()
     lost = [line for line in proc.stdout.splitlines() if line.startswith("  FAILED always.")]
     assert lost and "Ray task failed" in lost[0], proc.stdout
