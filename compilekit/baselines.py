@@ -56,9 +56,10 @@ def to_json(against: dict) -> dict:
     return {variant: [f"{b}:{m}" for b, m in pairs] for variant, pairs in against.items()}
 
 
-def load(out_dir: str, log=sys.stderr) -> dict:
+def load(out_dir: str, log=None) -> dict:
     """The sweep's [against] table from its sweep.json; {} where there is none (no sweep.json,
     or one from before it was kept). A sweep.json that cannot be read is said on `log`."""
+    log = log or sys.stderr  # the stderr of the call, not of the import
     from compilekit.store import CorruptFile, read_json
 
     path = os.path.join(out_dir, "sweep.json")

@@ -378,9 +378,10 @@ def _inline_images(out_dir: str) -> list[tuple[str, str]]:
     return images
 
 
-def sweep_page(out_dir: str, log=sys.stderr, refresh_runs: bool = False) -> str:
+def sweep_page(out_dir: str, log=None, refresh_runs: bool = False) -> str:
     """Render out_dir/index.html for a sweep (or any directory of run directories); each cell's
     page too where it is missing (every one with refresh_runs), so the matrix links land."""
+    log = log or sys.stderr  # the stderr of the call, not of the import
     results = sweepreport.load_results(out_dir, log=log)
     unwritten = []
     for r in results:

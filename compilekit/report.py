@@ -7,10 +7,11 @@ import re
 
 from tabulate import tabulate
 
+from compilekit import kernelfile
 from compilekit import result as results
 from compilekit.errors import UserError
 from compilekit.roofline import NONE_PLACED
-from compilekit.store import CorruptFile, read_json
+from compilekit.store import CorruptFile
 from compilekit.sweepreport import _num
 
 
@@ -322,13 +323,9 @@ def load_kernel_map(run_dir: str, result) -> dict:
             "run the cell again"
         )
     try:
-        kmap = read_json(kernels_path)
-        kmap["kernels"], kmap["kernels_per_forward"], kmap["forward_device_ms"]
-    except (CorruptFile, KeyError, TypeError) as exc:
-        raise UserError(
-            f"{kernels_path} is not a readable kernel map ({exc}): run the cell again"
-        ) from None
-    return kmap
+        return kernelfile.load(kernels_path)
+    except CorruptFile as exc:
+        raise UserError(f"{exc}: run the cell again") from None
 
 
 def _lines(rec: dict, limit: int = 3) -> str:

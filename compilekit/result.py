@@ -191,7 +191,9 @@ def _wrong_types(data: dict) -> list[str]:
 def from_dict(data: dict, where: str = "result") -> CellResult:
     """A CellResult from parsed JSON; CorruptFile when it is not one of this format."""
     if not isinstance(data, dict):
-        raise CorruptFile(f"{where} holds {type(data).__name__}, not a cell result")
+        raise CorruptFile(
+            f"{where} is corrupt (it holds {type(data).__name__}, not a cell result)"
+        )
     version = data.get("schema_version", data.get("format_version"))
     if version != SCHEMA_VERSION:
         raise CorruptFile(
@@ -201,7 +203,8 @@ def from_dict(data: dict, where: str = "result") -> CellResult:
     missing = [k for k in ("variant", "mode", "shape", "dtype", "device") if k not in data]
     if missing or data.get("status") not in STATUSES:
         raise CorruptFile(
-            f"{where} is not a cell result (missing {', '.join(missing) or 'a valid status'})"
+            f"{where} is corrupt (not a cell result: missing "
+            f"{', '.join(missing) or 'a valid status'})"
         )
     wrong = _wrong_types(data)
     for key, needs in NESTED.items():

@@ -100,6 +100,19 @@ def cache_dir_for(cell, cache_root: str, key: dict | None = None) -> str:
     )
 
 
+# What the measure process reads of cold.json (compilekit/cell.py writes it).
+COLD_FIELDS = {"compile_cold_s": (int, float), "measured_at": (str,), "includes": (str,)}
+
+
+def _check_kept(path: str, data, fields: dict) -> None:
+    """CorruptFile unless a kept cache file is a JSON object with these fields and types."""
+    if not isinstance(data, dict):
+        raise CorruptFile(f"{path} is corrupt (it holds {type(data).__name__}, not an object)")
+    wrong = [k for k, types in fields.items() if not isinstance(data.get(k), types)]
+    if wrong:
+        raise CorruptFile(f"{path} is corrupt (wrong or missing {', '.join(wrong)})")
+
+
 def _cache_state(key: dict, cache_dir: str, fresh: bool) -> tuple[bool, str | None]:
     """(whether cold + capture must run, a note when a kept cache had to be dropped).
 
@@ -112,7 +125,8 @@ def _cache_state(key: dict, cache_dir: str, fresh: bool) -> tuple[bool, str | No
         return True, None
     try:
         for name in needed:
-            read_json(os.path.join(cache_dir, name))
+            path = os.path.join(cache_dir, name)
+            _check_kept(path, read_json(path), COLD_FIELDS if name == "cold.json" else {})
         # compared as JSON reads it back (a tuple in the key comes back a list)
         if read_json(os.path.join(cache_dir, "key.json")) != json.loads(json.dumps(key)):
             return True, f"the kept cache in {cache_dir} has another key; compiled again"

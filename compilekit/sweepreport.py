@@ -16,9 +16,10 @@ from compilekit.spec import parse_shape
 from compilekit.store import CorruptFile, read_json, write_text
 
 
-def load_results(out_dir: str, log=sys.stderr) -> list[results_mod.CellResult]:
+def load_results(out_dir: str, log=None) -> list[results_mod.CellResult]:
     """Every readable cell result under out_dir (one directory per cell); an unreadable one is
     skipped with one line on `log` naming the file."""
+    log = log or sys.stderr  # the stderr of the call, not of the import
     if not os.path.isdir(out_dir):
         raise UserError(f"{out_dir!r} is not a directory: give the OUT of a sweep")
     found = []
@@ -39,8 +40,9 @@ def load_results(out_dir: str, log=sys.stderr) -> list[results_mod.CellResult]:
     return found
 
 
-def load_env(out_dir: str, log=sys.stderr) -> dict:
+def load_env(out_dir: str, log=None) -> dict:
     """A sweep's env.json ({} when there is none; an unreadable one is skipped with a line)."""
+    log = log or sys.stderr  # the stderr of the call, not of the import
     path = os.path.join(out_dir, "env.json")
     if not os.path.isfile(path):
         return {}

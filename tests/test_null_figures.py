@@ -61,21 +61,28 @@ NULL_CELLS = {
 }
 
 
+def make_run(out, name: str, **fields):
+    """A run directory out/<label> as a cell writes it: result.json with these fields, a
+    kernel map (KMAP) where it was measured, a log. Returns the run directory."""
+    r = CellResult(f"/x/{name}.py:attention", "default", "1x2x16x8", "float32", "cpu")
+    r.label = f"{name}__default__1x2x16x8__float32__cpu"
+    for key, value in fields.items():
+        setattr(r, key, value)
+    run_dir = out / r.label
+    run_dir.mkdir(parents=True)
+    r.save(str(run_dir))
+    if r.measured:
+        (run_dir / "kernels.json").write_text(json.dumps(KMAP))
+    (run_dir / "log.txt").write_text("the last line\n")
+    return run_dir
+
+
 @pytest.fixture
 def null_sweep(tmp_path):
     """A sweep directory holding one run directory per record in NULL_CELLS (mode default)."""
     out = tmp_path / "sweep"
     for name, fields in NULL_CELLS.items():
-        r = CellResult(f"/x/{name}.py:attention", "default", "1x2x16x8", "float32", "cpu")
-        r.label = f"{name}__default__1x2x16x8__float32__cpu"
-        for key, value in fields.items():
-            setattr(r, key, value)
-        run_dir = out / r.label
-        run_dir.mkdir(parents=True)
-        r.save(str(run_dir))
-        if r.measured:
-            (run_dir / "kernels.json").write_text(json.dumps(KMAP))
-        (run_dir / "log.txt").write_text("the last line\n")
+        make_run(out, name, **fields)
     return out
 
 
