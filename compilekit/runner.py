@@ -20,7 +20,7 @@ import sys
 import time
 
 from compilekit import cell as cell_process
-from compilekit import locks, pages
+from compilekit import locks, pages, reaper
 from compilekit import result as results
 from compilekit.errors import UserError
 from compilekit.store import (
@@ -157,7 +157,7 @@ def _spawn(phase, cell, stage_dir, cache_dir, timeout_s, env, log) -> int | str:
         **PHASE_ENV[phase],
         "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_dir, "inductor"),
         "PYTHONUNBUFFERED": "1",
-        "COMPILEKIT_PARENT_PID": str(os.getpid()),
+        reaper.MARK: str(os.getpid()),  # dies with it; what it leaves, reaper.py ends
         "COMPILEKIT_SPAWNED_AT": repr(time.time()),
     }
     child_env.pop("TORCH_TRACE", None)  # only the capture process traces
@@ -179,19 +179,21 @@ def _spawn(phase, cell, stage_dir, cache_dir, timeout_s, env, log) -> int | str:
         fd = locks.shared_fd(lock_path)
         fds, child_env["COMPILEKIT_CPU_LOCK_FD"] = (fd,), str(fd)
     print(f"--- compilekit: {phase} process ---", file=log, flush=True)
+    reaper.become_subreaper()  # a helper the cell starts in a session of its own comes here
     try:
-        proc = subprocess.Popen(
-            cmd,
-            env=child_env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            pass_fds=fds,
-        )
+        with reaper.LOCK:
+            proc = subprocess.Popen(
+                cmd,
+                env=child_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=fds,
+            )
+            _RUNNING.add(proc)
     finally:
         for fd in fds:
             os.close(fd)  # the child holds the lock now
-    _RUNNING.add(proc)
     try:
         # the child ends itself at timeout_s; this is the backstop
         return proc.wait(timeout=timeout_s + 15)
@@ -200,6 +202,9 @@ def _spawn(phase, cell, stage_dir, cache_dir, timeout_s, env, log) -> int | str:
         return "timeout"
     finally:
         _RUNNING.discard(proc)
+        ended = reaper.end_leftovers(proc.pid, lambda: {p.pid for p in list(_RUNNING)})
+        if ended:
+            print(f"compilekit: ended {ended} process(es) the cell left running", file=log)
 
 
 def _died(cell, phase: str, code, timeout_s: float, log_path: str):
