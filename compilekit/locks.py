@@ -20,6 +20,8 @@ import fcntl
 import os
 import time
 
+from compilekit.store import open_lock
+
 _shared_fd: int | None = None
 
 
@@ -29,10 +31,10 @@ def _turnstile(path: str) -> str:
 
 def shared_fd(path: str) -> int:
     """Take the CPU lock shared (through the turnstile); returns the descriptor that holds it."""
-    turn = os.open(_turnstile(path), os.O_RDWR | os.O_CREAT, 0o644)
+    turn = open_lock(_turnstile(path))
     try:
         fcntl.flock(turn, fcntl.LOCK_EX)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_lock(path)
         fcntl.flock(fd, fcntl.LOCK_SH)
     finally:
         os.close(turn)  # closing releases the turnstile
@@ -73,8 +75,8 @@ def cpu_alone(record: dict):
         return
     release_shared()
     start = time.perf_counter()
-    turn = os.open(_turnstile(path), os.O_RDWR | os.O_CREAT, 0o644)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    turn = open_lock(_turnstile(path))
+    fd = open_lock(path)
     try:
         fcntl.flock(turn, fcntl.LOCK_EX)
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -95,7 +97,7 @@ def gpu_turn(record: dict):
         return
     release_shared()  # waiting for the GPU while holding the CPU lock could deadlock a timer
     start = time.perf_counter()
-    with open(path, "a") as handle:
+    with os.fdopen(open_lock(path)) as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         record["gpu_lock_wait_s"] = round(
             record.get("gpu_lock_wait_s", 0) + time.perf_counter() - start, 3

@@ -90,12 +90,30 @@ class Busy(Exception):
         self.path, self.pid = path, pid
 
 
+def open_lock(path: str) -> int:
+    """A descriptor on the lock file `path`, created if missing; never through a symbolic link
+    (O_NOFOLLOW): a link planted there would have compilekit write into, or create, its
+    target. A link is a UserError naming it."""
+    import errno
+
+    from compilekit.errors import UserError
+
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise UserError(
+            f"lock file {path!r} is a symbolic link: remove it (compilekit creates its own)"
+        ) from None
+
+
 @contextlib.contextmanager
 def exclusive_lock(path: str, wait: bool = False):
     """An advisory lock on `path` (fcntl.flock) held for the block; the holder's PID is written
     into the file. Raises Busy at once if another process holds it and `wait` is False."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    handle = open(path, "a+")
+    handle = os.fdopen(open_lock(path), "r+")
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))

@@ -104,3 +104,25 @@ def test_a_kept_cold_json_of_the_wrong_shape_drops_the_cache(cold, tmp_path):
     (tmp_path / "cold.json").write_text(cold)
     rebuild, note = runner._cache_state(key, str(tmp_path), fresh=False)
     assert rebuild and "cold.json is corrupt" in note and "compiled again" in note
+
+
+def test_a_symlinked_lock_is_refused_and_its_target_never_written(tmp_path, cli):
+    from compilekit.errors import UserError
+    from compilekit.store import open_lock
+
+    target = tmp_path / "precious.txt"
+    target.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".compilekit-sweep.lock").symlink_to(target)
+    (tmp_path / "e.toml").write_text(
+        'variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x16x8"]\ndevice = "cpu"\n'
+    )
+    proc = cli("sweep", str(tmp_path / "e.toml"), "--out", str(out))
+    assert proc.returncode == 2 and "symbolic link" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert target.read_text() == "precious"
+    (tmp_path / "cpu.lock").symlink_to(tmp_path / "created-through-the-link")
+    with pytest.raises(UserError, match="symbolic link"):  # the sweep's CPU and GPU locks
+        open_lock(str(tmp_path / "cpu.lock"))
+    assert not (tmp_path / "created-through-the-link").exists()
