@@ -109,7 +109,7 @@ def make_cell(
     if passes:
         from compilekit.passes import load_pass
 
-        knobs.check_mode({"--pass": passes}, mode)
+        knobs.check_mode({"--pass": passes}, mode, "graph passes (--pass)")
         for spec in passes:
             load_pass(spec)  # the file, the factory and its interface, before anything runs
     return Cell(

@@ -57,7 +57,10 @@ def validate(config: dict, where: str = "") -> dict:
                 "(torch._inductor.list_options() lists them)"
             )
         default = defaults.get(key)
-        if default is None or value is None:
+        if value is None:
+            continue
+        if default is None:  # nothing to compare with: the option's declared type says
+            _check_declared(key, value, prefix)
             continue
         expected = type(default)
         ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
@@ -71,6 +74,47 @@ def validate(config: dict, where: str = "") -> dict:
     return dict(config)
 
 
+SCALARS = {"int": int, "float": float, "bool": bool, "str": str}
+
+
+def _declared_scalars(key: str) -> tuple[str, list] | None:
+    """(the option's declared type as text, the scalar types it admits), or None where torch
+    keeps no declared type for it."""
+    import torch._inductor.config as inductor_config
+
+    entry = getattr(inductor_config, "_config", {}).get(key)
+    declared = getattr(entry, "value_type", None)
+    if declared is None:
+        return None
+    text = declared if isinstance(declared, str) else getattr(declared, "__name__", "")
+    text = text if text and text != "UnionType" else str(declared)
+    names = re.findall(r"\b(int|float|bool|str)\b", text.replace("<class '", "").replace("'>", ""))
+    return text, [SCALARS[n] for n in dict.fromkeys(names)]
+
+
+def _check_declared(key: str, value, prefix: str) -> None:
+    """An option whose default is None: a function or pass object cannot come from --set, and
+    a value must be one of the scalar types the option declares (a literal otherwise)."""
+    found = _declared_scalars(key)
+    text, admits = found if found else ("", [int, float, bool, str])
+    if "Callable" in text or re.search(r"[A-Z]\w*(Pass|Fn)\b", text):
+        raise UserError(
+            f"{prefix}Inductor option {key!r} takes a function or an object ({text}), which "
+            "a command line cannot carry (a graph pass goes through --pass FILE.py:FACTORY)"
+        )
+    fits = any(
+        isinstance(value, t)
+        and not (t in (int, float) and isinstance(value, bool))
+        or (t is float and isinstance(value, int) and not isinstance(value, bool))
+        for t in admits
+    )
+    if not fits:
+        raise UserError(
+            f"{prefix}Inductor option {key!r} takes {text or 'a number, a bool or a string'}, "
+            f"not {type(value).__name__} {value!r:.60}"
+        )
+
+
 def name_of(config: dict) -> str:
     """A short, file-system-safe name for an unnamed config (`--set`): its assignments, or a
     hash of them when they are long."""
@@ -81,12 +125,12 @@ def name_of(config: dict) -> str:
     return safe[:24] + "-" + hashlib.sha1(text.encode()).hexdigest()[:8]
 
 
-def check_mode(config: dict, mode: str) -> None:
-    """Configs act on Inductor; on eager or the cudagraphs backend they would do nothing."""
+def check_mode(config: dict, mode: str, what: str = "Inductor options") -> None:
+    """Configs and graph passes act on Inductor; on eager or the cudagraphs backend they would
+    do nothing."""
     if config and mode not in INDUCTOR_MODES:
         raise UserError(
-            f"Inductor options do nothing under mode {mode!r}: use one of "
-            f"{', '.join(INDUCTOR_MODES)}"
+            f"{what} do nothing under mode {mode!r}: use one of {', '.join(INDUCTOR_MODES)}"
         )
 
 

@@ -3,6 +3,7 @@
 
 import glob
 import os
+import re
 
 import pytest
 
@@ -33,6 +34,24 @@ def test_validation_names_the_fix():
     assert knobs.validate({"max_fusion_size": 8}) == {"max_fusion_size": 8}
     with pytest.raises(UserError, match="do nothing under mode 'eager'"):
         knobs.check_mode({"max_fusion_size": 8}, "eager")
+
+
+@pytest.mark.parametrize(
+    "assignment, needle",
+    [
+        ("cpp.simdlen={1: {2: [3]}}", "takes int | None, not dict"),
+        ("fx_graph_remote_cache=3", "takes bool | None, not int 3"),
+        ("joint_custom_pre_pass=os.system", "takes a function or an object"),
+        ("post_grad_custom_post_pass=print", "a graph pass goes through --pass"),
+    ],
+)
+def test_options_whose_default_is_none_are_checked_by_their_declared_type(assignment, needle):
+    """Options that default to None have no value to compare with: their declared type
+    decides, and a function or pass object never comes from --set."""
+    with pytest.raises(UserError, match=re.escape(needle)):
+        knobs.validate(dict([knobs.parse_assignment(assignment)]), "--set")
+    assert knobs.validate({"cpp.simdlen": 8}) == {"cpp.simdlen": 8}
+    assert knobs.validate({"fx_graph_remote_cache": False}) == {"fx_graph_remote_cache": False}
 
 
 def test_compile_options_merge_the_modes_own():

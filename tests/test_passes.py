@@ -96,13 +96,15 @@ def test_a_pass_that_raises_fails_the_cell_with_its_words(pass_file, cli, tmp_pa
         ("{f}:not_a_pass", "returned int, not a CustomGraphPass"),
         ("/no/such/file.py:f", "not found"),
         ("naive-to-nothing", "give one of naive-to-sdpa, or path/to/file.py:factory"),
+        ("naive-to-sdpa --mode eager", "graph passes (--pass) do nothing under mode 'eager'"),
     ],
 )
 def test_bad_passes_are_one_line(spec, needle, pass_file, cli, tmp_path):
+    spec, *mode = spec.split(" --mode ")
     proc = cli(
         "run",
         "--mode",
-        "default",
+        *(mode or ["default"]),
         "--device",
         "cpu",
         "--pass",
