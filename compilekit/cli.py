@@ -10,7 +10,7 @@ import os
 import sys
 
 from compilekit.errors import UserError
-from compilekit.spec import Cell, parse_device, parse_dtype, parse_shape
+from compilekit.spec import Cell, check_seed, parse_device, parse_dtype, parse_shape
 from compilekit.store import CorruptFile
 
 DEFAULT_SHAPES = {"cuda": "8x16x1024x64", "cpu": "1x8x512x64"}
@@ -96,8 +96,10 @@ def make_cell(
         variant = f"{os.path.abspath(path)}:{fn}"
     check_variant(variant)
     check_mode(mode)
-    shape_obj = parse_shape(shape) if shape else None
-    dtype_name = parse_dtype(dtype) if dtype else None
+    check_seed(seed)
+    # None takes the device's default; an empty string is a typo, refused by the parsers
+    shape_obj = parse_shape(shape) if shape is not None else None
+    dtype_name = parse_dtype(dtype) if dtype is not None else None
     device = resolve_device(device)
     config = dict(knobs.parse_assignment(a) for a in assignments)
     knobs.check_mode(config, mode)
@@ -128,8 +130,6 @@ def make_cell(
 def cmd_run(args) -> int:
     from compilekit import report, runner
 
-    if args.seed < 0:
-        raise UserError(f"--seed must be a non-negative integer, not {args.seed}")
     cell = make_cell(
         args.variant,
         args.mode,
@@ -199,6 +199,8 @@ def cmd_sweep(args) -> int:
         raise UserError("--shared-dir and --ray-resources go with --ray")
     if args.ray and (args.gpus or args.per_gpu != 4):
         raise UserError("--gpus and --per-gpu are for a local sweep: on Ray, Ray assigns GPUs")
+    if args.gpus is not None:
+        _check_gpus(args.gpus, devices)
     if "cuda" in devices and not args.ray:  # Ray's nodes, not this machine, have the GPUs
         import torch
 
@@ -251,6 +253,19 @@ def cmd_sweep(args) -> int:
     for r in bad:
         print(f"compilekit: {r.status} {r.label}: {(r.reason or '')[:300]}", file=sys.stderr)
     return 1 if bad else 0
+
+
+def _check_gpus(text: str, devices: set) -> None:
+    """--gpus: CUDA device indices, and only for an experiment that has CUDA cells."""
+    import re
+
+    if not re.fullmatch(r"\s*\d+\s*(,\s*\d+\s*)*", text):
+        raise UserError(f"--gpus {text!r}: give CUDA device indices, e.g. --gpus 0,1")
+    if "cuda" not in devices:
+        raise UserError(
+            f"--gpus {text!r} given, but this experiment has no CUDA cells (device "
+            f"{', '.join(sorted(devices))}): drop --gpus"
+        )
 
 
 def cmd_verify(args) -> int:

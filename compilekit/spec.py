@@ -68,6 +68,16 @@ def parse_shape(text: str) -> Shape:
     return Shape(*dims)
 
 
+# torch seeds its generators with a 64-bit signed integer
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(seed: int, what: str = "--seed") -> None:
+    """A seed torch can take: 0 to MAX_SEED; one line naming the range otherwise."""
+    if not 0 <= seed <= MAX_SEED:
+        raise UserError(f"{what} must be an integer from 0 to 2**63-1, not {seed}")
+
+
 def parse_dtype(text: str) -> str:
     """Canonical dtype name (a torch attribute name) for a user spelling."""
     try:
@@ -370,8 +380,8 @@ def _check_type(path: str, text: str, key: str, value) -> None:
         )
     if key == "timeout_s" and not value > 0:
         raise UserError(f"{where}: timeout_s must be a positive number of seconds, not {value}")
-    if key == "seed" and value < 0:
-        raise UserError(f"{where}: seed must be a non-negative integer, not {value}")
+    if key == "seed":
+        check_seed(value, f"{where}: seed")
 
 
 _EXAMPLES = {

@@ -1,0 +1,32 @@
+"""Values a user can type that must be refused up front, in one line, exit 2, before any
+process starts or any directory is written."""
+
+import pytest
+
+from tests.test_null_figures import _cli
+
+CPU_TOML = 'variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x16x8"]\ndevice = "cpu"\n'
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["run", "--seed", "99999999999999999999999"], "from 0 to 2**63-1"),
+        (["run", "--seed", "-1"], "from 0 to 2**63-1"),
+        (["run", "--shape", ""], "malformed shape ''"),
+        (["run", "--dtype", ""], "unknown dtype ''"),
+        (["sweep", "{toml}", "--gpus", "abc"], "give CUDA device indices"),
+        (["sweep", "{toml}", "--gpus", "0"], "has no CUDA cells"),
+        (["sweep", "{big_seed}"], "from 0 to 2**63-1"),
+    ],
+)
+def test_bad_values_are_refused_in_one_line(args, needle, tmp_path):
+    files = {"toml": CPU_TOML, "big_seed": CPU_TOML + "seed = 99999999999999999999999\n"}
+    for name, text in files.items():
+        (tmp_path / f"{name}.toml").write_text(text)
+    args = [a.format(**{n: str(tmp_path / f"{n}.toml") for n in files}) for a in args]
+    out = tmp_path / "out"
+    code, err = _cli(*args, "--out", str(out), *(["--device", "cpu"] if args[0] == "run" else []))
+    assert code == 2 and needle in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()
