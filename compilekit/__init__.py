@@ -34,7 +34,9 @@ def run(
     from compilekit.cli import make_cell
 
     assignments = [f"{key}={value!r}" for key, value in (config or {}).items()]
-    cell = make_cell(variant, mode, shape, dtype, device, seed, assignments, passes or ())
+    cell = make_cell(
+        variant, mode, shape, dtype, device, seed, assignments, passes or (), timeout_s
+    )
     return runner.launch(cell, out, fresh=fresh, timeout_s=timeout_s)
 
 

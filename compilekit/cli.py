@@ -10,7 +10,14 @@ import os
 import sys
 
 from compilekit.errors import UserError
-from compilekit.spec import Cell, check_seed, parse_device, parse_dtype, parse_shape
+from compilekit.spec import (
+    Cell,
+    check_seed,
+    check_timeout,
+    parse_device,
+    parse_dtype,
+    parse_shape,
+)
 from compilekit.store import CorruptFile
 
 DEFAULT_SHAPES = {"cuda": "8x16x1024x64", "cpu": "1x8x512x64"}
@@ -84,9 +91,11 @@ def make_cell(
     seed: int = 0,
     assignments: list[str] | tuple = (),
     passes: list[str] | tuple = (),
+    timeout_s: float | None = None,
 ) -> Cell:
     """Validate every field a user typed and fill the per-device defaults; `assignments` are
-    `key=value` Inductor options (`--set`)."""
+    `key=value` Inductor options (`--set`); a user's variant file must import within
+    timeout_s (the cell's)."""
     from compilekit import knobs
     from compilekit.modes import check_mode
     from compilekit.variant import check_variant, is_user_spec
@@ -94,7 +103,9 @@ def make_cell(
     if is_user_spec(variant):  # absolute, so the cell (and its label) do not depend on the cwd
         path, fn = variant.rsplit(":", 1)
         variant = f"{os.path.abspath(path)}:{fn}"
-    check_variant(variant)
+    if timeout_s is not None:
+        check_timeout(timeout_s)
+    check_variant(variant, timeout_s)
     check_mode(mode)
     check_seed(seed)
     # None takes the device's default; an empty string is a typo, refused by the parsers
@@ -139,6 +150,7 @@ def cmd_run(args) -> int:
         args.seed,
         args.set,
         args.graph_pass,
+        args.timeout,
     )
     result = runner.launch(cell, args.out, fresh=args.fresh, timeout_s=args.timeout)
     if result.status == "unsupported":

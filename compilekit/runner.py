@@ -23,6 +23,7 @@ from compilekit import cell as cell_process
 from compilekit import locks, pages, reaper
 from compilekit import result as results
 from compilekit.errors import UserError
+from compilekit.spec import check_timeout
 from compilekit.store import (
     Busy,
     CorruptFile,
@@ -244,8 +245,7 @@ def launch(
     instead (see place). Raises UserError for what the user must fix first (bad timeout,
     unwritable or full directories, the same cell already being measured by another process).
     """
-    if not timeout_s > 0:
-        raise UserError(f"timeout must be a positive number of seconds, not {timeout_s:g}")
+    check_timeout(timeout_s)
     cache_root = cache_root or default_cache_root()
     check_writable(out_dir, "output directory", "choose another with OUT=dir (--out)")
     check_writable(cache_root, "compile cache", "set COMPILEKIT_CACHE to a writable directory")

@@ -78,6 +78,12 @@ def check_seed(seed: int, what: str = "--seed") -> None:
         raise UserError(f"{what} must be an integer from 0 to 2**63-1, not {seed}")
 
 
+def check_timeout(timeout_s: float) -> None:
+    """A cell's timeout: a positive number of seconds."""
+    if not timeout_s > 0:
+        raise UserError(f"timeout must be a positive number of seconds, not {timeout_s:g}")
+
+
 def parse_dtype(text: str) -> str:
     """Canonical dtype name (a torch attribute name) for a user spelling."""
     try:
@@ -265,7 +271,7 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
                 )
         for variant in merged["variants"]:
             try:
-                check_variant(variant)
+                check_variant(variant, float(merged.get("timeout_s", 900)))
             except UserError as exc:
                 raise UserError(f"{path}, {_where(text, value=variant)}: {exc}") from None
         for mode in merged["modes"]:

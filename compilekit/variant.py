@@ -67,11 +67,12 @@ def closure_hash(path: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def check_variant(spec: str) -> None:
+def check_variant(spec: str, import_timeout_s: float | None = None) -> None:
     """UserError unless spec names a registered variant or a user file's callable. A registry
-    name is checked without importing it; a user file is imported (its callable must exist)."""
+    name is checked without importing it; a user file is imported (its callable must exist),
+    within import_timeout_s (the cell's timeout) when given."""
     if is_user_spec(spec):
-        load_variant(spec)
+        _load_user_variant(spec, import_timeout_s)
     elif spec not in VARIANTS:
         load_variant(spec)  # raises the registry's UserError with the list of names
 
@@ -167,7 +168,36 @@ def load_variant(spec: str) -> Variant:
     )
 
 
-def _load_user_variant(spec: str) -> Variant:
+def _run_module(loader, module, path: str, timeout_s: float | None) -> None:
+    """Execute a user's module, within timeout_s when given: an import that hangs is then a
+    UserError at the timeout (the thread left behind is a daemon; the process ends on the
+    error), not a wait the cell's --timeout does not cover."""
+    if timeout_s is None:
+        loader.exec_module(module)
+        return
+    import threading
+
+    raised: list[BaseException] = []
+
+    def run():
+        try:
+            loader.exec_module(module)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            raised.append(exc)
+
+    worker = threading.Thread(target=run, name="compilekit-variant-import", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise UserError(
+            f"variant file {path!r} was still importing after {timeout_s:g} s (the cell's "
+            "timeout): keep slow work out of its top level, or raise --timeout"
+        )
+    if raised:
+        raise raised[0]
+
+
+def _load_user_variant(spec: str, import_timeout_s: float | None = None) -> Variant:
     path, name = spec.rsplit(":", 1)
     if not os.path.isfile(path):
         raise UserError(
@@ -178,7 +208,9 @@ def _load_user_variant(spec: str) -> Variant:
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[module_name] = module  # dataclasses, pickling and dynamo want it importable
     try:
-        module_spec.loader.exec_module(module)
+        _run_module(module_spec.loader, module, path, import_timeout_s)
+    except UserError:
+        raise
     except SystemExit as exc:  # sys.exit() at import would end compilekit without a word
         raise UserError(
             f"variant file {path!r} called sys.exit({exc.code!r}) while being imported: "

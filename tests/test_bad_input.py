@@ -30,3 +30,17 @@ def test_bad_values_are_refused_in_one_line(args, needle, tmp_path):
     assert code == 2 and needle in err, err
     assert len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_a_variant_that_hangs_at_import_is_bounded_by_the_cells_timeout(tmp_path):
+    import time
+
+    (tmp_path / "slow.py").write_text(
+        "import time\ntime.sleep(30)\n\ndef attention(q, k, v):\n    return q\n"
+    )
+    start = time.perf_counter()
+    code, err = _cli("run", "--variant", f"{tmp_path / 'slow.py'}:attention", "--mode", "eager",
+                     "--device", "cpu", "--timeout", "1", "--out", str(tmp_path / "out"))  # fmt: skip
+    assert code == 2 and "still importing after 1 s" in err, err
+    assert time.perf_counter() - start < 10
+    assert not (tmp_path / "out").exists()
