@@ -220,12 +220,15 @@ def _eager_first(variant, args, cell):
     return None, f"eager could not run ({reason}): only the compiled call was checked and timed"
 
 
-def _checked(out, q, what: str) -> None:
+def _checked(out, q, what: str, result) -> None:
+    """CellEnded unless `out` can be the answer for q; the output's dtype goes on the record."""
     from compilekit import inputs
 
+    if hasattr(out, "dtype"):
+        result.output_dtype = str(out.dtype).removeprefix("torch.")
     problem = inputs.output_problem(out, q)
     if problem:
-        status = "wrong" if problem.startswith("output shape") else "failed"
+        status = "wrong" if problem.startswith(("output shape", "output dtype")) else "failed"
         raise CellEnded(status, f"{what} {problem}")
 
 
@@ -387,13 +390,13 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
             args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
             eager_out, result.eager_note = _eager_first(variant, args, cell)
             if eager_out is not None:
-                _checked(eager_out, args[0], "eager:")
+                _checked(eager_out, args[0], "eager:", result)
         compiled = variant.attention
         if cell.mode != "eager":
             compiled = _warm_compile(cell, variant, args, cache_dir, result)
         with _step(result, "first_check"):
             out = compiled(*args)
-            _checked(out, args[0], "compiled:")
+            _checked(out, args[0], "compiled:", result)
             del out
         # Timed before the float64 reference and the error check, in the order a user's
         # process (and verify's bare child) runs: inputs, one eager call, compile, time. On the

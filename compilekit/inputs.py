@@ -46,7 +46,13 @@ def output_problem(out, q) -> str | None:
         return f"returned {type(out).__name__}, expected a Tensor"
     if tuple(out.shape) != tuple(q.shape):
         return f"output shape {tuple(out.shape)} != expected {tuple(q.shape)}"
+    if out.dtype != q.dtype:  # a float16 output of a float32 cell is not that cell's answer
+        return f"output dtype {_name(out.dtype)} != the cell's {_name(q.dtype)}"
     return None
+
+
+def _name(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def max_rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:

@@ -49,6 +49,7 @@ class CellResult:
     env: dict | None = None  # where it was measured: host, compilekit/torch/triton, GPU name
     # check (step 3)
     reference: str | None = None  # what the outputs were checked against
+    output_dtype: str | None = None  # of the checked output; another than `dtype` is wrong
     max_rel_err: float | None = None
     eager_max_rel_err: float | None = None  # None: eager did not run (eager_note says why)
     eager_note: str | None = None  # why a compiled cell has no eager figures

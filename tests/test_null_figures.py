@@ -159,3 +159,20 @@ def test_a_sweep_with_a_wrong_shape_and_a_segfault_measures_the_rest_and_resumes
     assert (out / "REPORT.md").is_file() and (out / "index.html").is_file()
     again = cli("sweep", str(tmp_path / "e.toml"), "--out", str(out))
     assert again.returncode == 1 and "3 already done, 0 to run" in again.stdout, again.stdout
+
+
+def test_an_output_of_another_dtype_is_wrong_and_recorded(tmp_path, cli):
+    from compilekit import result as results
+
+    (tmp_path / "half.py").write_text("def attention(q, k, v):\n    return q.half()\n")
+    (tmp_path / "same.py").write_text("def attention(q, k, v):\n    return q * 1\n")
+    found = {}
+    for name in ("half", "same"):
+        proc = cli("run", "--variant", f"{tmp_path / name}.py:attention", "--mode", "eager",
+                   "--device", "cpu", "--shape", "1x2x16x8", "--out", str(tmp_path / "runs"))  # fmt: skip
+        assert "Traceback" not in proc.stderr, proc.stderr
+        (run,) = [d for d in os.listdir(tmp_path / "runs") if d.startswith(name)]
+        found[name] = results.load(str(tmp_path / "runs" / run))
+    assert found["half"].status == "wrong" and found["half"].output_dtype == "float16"
+    assert "output dtype float16 != the cell's float32" in found["half"].reason
+    assert found["same"].status == "self-consistent" and found["same"].output_dtype == "float32"
