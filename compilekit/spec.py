@@ -102,6 +102,11 @@ def parse_device(text: str) -> str:
     return name
 
 
+# The longest run directory name: its cache folder adds 13 characters, its lock 5 more, and
+# a staging directory ".tmp-<pid>"; every one must stay under a file name's 255 bytes.
+MAX_LABEL = 200
+
+
 @dataclasses.dataclass(frozen=True)
 class Cell:
     """One measurement. `variant` is a registry name or `path/to/file.py:callable`."""
@@ -131,7 +136,12 @@ class Cell:
             from compilekit.passes import label_of
 
             config += "__pass-" + "+".join(label_of(spec) for spec in self.passes)
-        return f"{variant}__{self.mode}__{self.shape}__{self.dtype}__{self.device}{seed}{config}"
+        label = f"{variant}__{self.mode}__{self.shape}__{self.dtype}__{self.device}{seed}{config}"
+        if len(label) <= MAX_LABEL:
+            return label
+        # a file name holds 255 bytes, and the cache folder and lock add a hash and a suffix
+        digest = hashlib.sha1(label.encode()).hexdigest()[:10]
+        return f"{label[: MAX_LABEL - 12]}--{digest}"
 
     def to_dict(self) -> dict:
         return {

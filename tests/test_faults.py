@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from compilekit import result as results
 from compilekit import runner
 from compilekit.spec import Cell, parse_shape
 from tests.conftest import ROOT
@@ -191,19 +192,39 @@ def test_corrupt_cold_json_is_dropped_and_compiled_again(run_cell, cache_root, t
     assert set(again.processes) == {"cold", "capture", "measure"}
 
 
-def test_launch_failures_become_failed_cells_and_the_sweep_goes_on(tmp_path, cache_root, cli):
-    long_name = "attention_" + "x" * 250
-    user = _file(tmp_path, "long.py", f"def {long_name}(q, k, v):\n    return q\n")
-    toml = tmp_path / "long.toml"
+def test_launch_failures_become_failed_cells_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    import io
+
+    from compilekit import sweep
+    from compilekit.spec import load_experiment
+
+    toml = tmp_path / "two.toml"
     toml.write_text(
-        f'variants = ["{user}:{long_name}", "naive"]\nmodes = ["eager"]\n'
-        f'shapes = ["{SMALL}"]\ndevice = "cpu"\n'
+        f'variants = ["sdpa", "naive"]\nmodes = ["eager"]\nshapes = ["{SMALL}"]\ndevice = "cpu"\n'
     )
-    proc = cli("sweep", str(toml), "--out", str(tmp_path / "out"))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "[2/2] naive eager" in proc.stdout
-    assert "1 ok" in proc.stdout and "1 failed" in proc.stdout
-    assert "failed" in proc.stderr and long_name[:40] in proc.stderr
+
+    def launch(cell, out_dir, **kwargs):  # a full disk for one cell, a record for the other
+        if cell.variant == "sdpa":
+            raise OSError(28, "No space left on device")
+        return results.for_cell(cell, status="ok", compiled_ms=1.0)
+
+    monkeypatch.setattr(runner, "launch", launch)
+    log = io.StringIO()
+    done = sweep.run_sweep(load_experiment(str(toml)), str(tmp_path / "out"), log=log)
+    assert [r.status for r in done] == ["failed", "ok"], log.getvalue()
+    assert "No space left on device" in done[0].reason and "[2/2] naive eager" in log.getvalue()
+
+
+def test_a_long_function_name_gets_a_bounded_label_and_runs(tmp_path, cli):
+    long_name = "attention_" + "x" * 250
+    user = _file(tmp_path, "long.py", f"def {long_name}(q, k, v):\n    return q * 1\n")
+    proc = cli("run", "--variant", f"{user}:{long_name}", "--mode", "eager", "--device", "cpu",
+               "--shape", SMALL, "--out", str(tmp_path / "out"))  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (label,) = os.listdir(tmp_path / "out")
+    assert len(label) <= 200 and label.startswith("long.attention_xxx")
+    other = Cell(f"{user}:{long_name}", "eager", parse_shape(SMALL), "float32", "cpu", seed=1)
+    assert other.label() != label and len(other.label()) <= 200  # the hash keeps them apart
 
 
 def test_buggy_variant_in_a_sweep_exits_1_and_names_it(tmp_path, cli):
