@@ -204,6 +204,7 @@ def cmd_sweep(args) -> int:
     from compilekit.store import check_writable, write_json
 
     experiment = load_experiment(args.experiment, device_resolver=resolve_device)
+    print(f"{experiment.name}: {len(experiment.cells)} cells in {args.experiment}", flush=True)
     out_dir = args.out or os.path.join("runs", experiment.name)
     devices = {cell.device for cell in experiment.cells}
     gpus = None

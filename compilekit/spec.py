@@ -102,6 +102,8 @@ def parse_device(text: str) -> str:
     return name
 
 
+# The most cells one experiment may hold.
+MAX_CELLS = 10_000
 # The longest run directory name: its cache folder adds 13 characters, its lock 5 more, and
 # a staging directory ".tmp-<pid>"; every one must stay under a file name's 255 bytes.
 MAX_LABEL = 200
@@ -248,7 +250,7 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
     configs = _configs(path, text, data.get("configs"))
     groups = data.get("matrix") or [{}]
     base = {k: v for k, v in data.items() if k in MATRIX_KEYS}
-    cells, timeouts = [], {}
+    cells, timeouts, seen = [], {}, set()
     for number, group in enumerate(groups, 1):
         place = f"[[matrix]] #{number}" if "matrix" in data else "top level"
         if not isinstance(group, dict):
@@ -319,8 +321,9 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
                 config_name if config else "",
                 passes if inductor else (),
             )
-            if cell in cells:
+            if cell in seen:
                 continue
+            seen.add(cell)
             if cell.label() in timeouts:
                 raise UserError(
                     f"{path}: two cells share the run directory {cell.label()!r}: "
@@ -328,6 +331,11 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
                 )
             cells.append(cell)
             timeouts[cell.label()] = float(merged.get("timeout_s", 900))
+            if len(cells) > MAX_CELLS:
+                raise UserError(
+                    f"{path}: over {MAX_CELLS:,} cells (at 2-60 s a cell, days of machine "
+                    "time): split it into smaller experiments"
+                )
     name = data.get("name") or os.path.splitext(os.path.basename(path))[0]
     if not NAME_RE.match(name):
         raise UserError(

@@ -44,3 +44,21 @@ def test_a_variant_that_hangs_at_import_is_bounded_by_the_cells_timeout(tmp_path
     assert code == 2 and "still importing after 1 s" in err, err
     assert time.perf_counter() - start < 10
     assert not (tmp_path / "out").exists()
+
+
+def test_an_experiment_over_the_cell_cap_is_refused_in_one_line(tmp_path):
+    from compilekit.spec import MAX_CELLS, load_experiment
+
+    def experiment(n_shapes):
+        shapes = ", ".join(f'"1x2x{s}x8"' for s in range(16, 16 + n_shapes))
+        path = tmp_path / f"e{n_shapes}.toml"
+        path.write_text(
+            f'variants = ["naive", "sdpa"]\nmodes = ["eager", "default"]\n'
+            f'shapes = [{shapes}]\ndevice = "cpu"\n'
+        )
+        return str(path)
+
+    assert len(load_experiment(experiment(MAX_CELLS // 4)).cells) == MAX_CELLS
+    code, err = _cli("sweep", experiment(9000), "--out", str(tmp_path / "out"))
+    assert code == 2 and "over 10,000 cells" in err and "split it" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
