@@ -264,6 +264,7 @@ def launch(
 def _launch_locked(cell, out_dir, cache_dir, key, fresh, timeout_s, env) -> results.CellResult:
     start = time.perf_counter()
     run_dir = os.path.join(out_dir, cell.label())
+    clean_stale(out_dir, cell.label())  # what an interrupted run of this cell left
     stage_dir = f"{run_dir}.tmp-{os.getpid()}"
     shutil.rmtree(stage_dir, ignore_errors=True)
     os.makedirs(stage_dir)
@@ -302,6 +303,33 @@ def _launch_locked(cell, out_dir, cache_dir, key, fresh, timeout_s, env) -> resu
     result.wall_s = time.perf_counter() - start
     cap_log(log_path)
     return place(result, stage_dir, run_dir)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale(out_dir: str, label: str | None = None) -> None:
+    """Remove what a killed run or sweep left half-done (of one cell, given its label):
+    staging directories (`<cell>.tmp-<pid>`) of processes that are gone; a replaced result
+    (`<cell>.old-<pid>`) goes back into place if its successor never arrived."""
+    import re
+
+    for name in os.listdir(out_dir):
+        m = re.match(r"^(.*)\.(tmp|old)-(\d+)$", name)
+        if not m or (label is not None and m[1] != label) or _alive(int(m[3])):
+            continue
+        path, final = os.path.join(out_dir, name), os.path.join(out_dir, m[1])
+        if m[2] == "old" and not os.path.exists(final):
+            os.replace(path, final)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _worse(new, previous) -> bool:

@@ -21,35 +21,6 @@ from compilekit.errors import UserError
 from compilekit.spec import Experiment
 from compilekit.store import Busy, CorruptFile, exclusive_lock, write_json
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def clean_stale(out_dir: str) -> None:
-    """Remove what a killed sweep left half-done: staging directories (`<cell>.tmp-<pid>`) of
-    processes that are gone; a replaced result (`<cell>.old-<pid>`) goes back into place if its
-    successor never arrived."""
-    import re
-    import shutil
-
-    for name in os.listdir(out_dir):
-        m = re.match(r"^(.*)\.(tmp|old)-(\d+)$", name)
-        if not m or _alive(int(m[3])):
-            continue
-        path, final = os.path.join(out_dir, name), os.path.join(out_dir, m[1])
-        if m[2] == "old" and not os.path.exists(final):
-            os.replace(path, final)
-        else:
-            shutil.rmtree(path, ignore_errors=True)
-
-
 # what --retry-failed and --retry-noisy ask to run again
 RETRY = ("failed", "noisy")
 
@@ -106,7 +77,7 @@ def launch_or_record(cell, out_dir: str, **launch_args) -> results.CellResult:
 def select_cells(experiment, out_dir: str, force: bool, retry, log):
     """({label: stored result} of the cells already done, [cells to run]), after removing what
     a killed sweep left half-done."""
-    clean_stale(out_dir)
+    runner.clean_stale(out_dir)
     done, todo = {}, []
     for cell in experiment.cells:
         run_dir = os.path.join(out_dir, cell.label())

@@ -614,3 +614,20 @@ def test_a_parallel_sweep_runs_a_cell_out_of_memory_again_alone(tmp_path, monkey
     runs.clear()
     sweep.run_sweep(experiment, str(tmp_path / "out1"), gpus=["0"], per_gpu=1, log=io.StringIO())
     assert sorted(runs) == ["naive", "sdpa"]
+
+
+def test_a_run_cleans_what_an_interrupted_run_of_its_cell_left(tmp_path, cli):
+    out = tmp_path / "out"
+    label = Cell("naive", "eager", parse_shape(SMALL), "float32", "cpu").label()
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()  # a PID no process holds now
+    stale, other = out / f"{label}.tmp-{dead.pid}", out / f"another.tmp-{dead.pid}"
+    for folder in (stale, other):
+        folder.mkdir(parents=True)
+    mine = out / f"{label}.tmp-{os.getpid()}"  # a live process's: it may still be writing
+    mine.mkdir()
+    proc = cli("run", "--variant", "naive", "--mode", "eager", "--device", "cpu",
+               "--shape", SMALL, "--out", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert not stale.exists() and other.exists() and mine.exists()
+    assert (out / label / "result.json").is_file()
