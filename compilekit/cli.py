@@ -316,7 +316,11 @@ def cmd_html(args) -> int:
 
     if args.diff:
         run_a, run_b = args.diff
-        print(pages.diff_page(run_a, run_b, args.out or "compilekit-diff.html"))
+        out = args.out or "compilekit-diff.html"
+        folder = os.path.dirname(os.path.abspath(out))
+        if not os.path.isdir(folder):
+            raise UserError(f"--out {out!r}: no folder {folder!r}: create it, or choose another")
+        print(pages.diff_page(run_a, run_b, out))
         return 0
     if not args.dir:
         raise UserError("give a run or sweep directory, or --diff RUN_A RUN_B")

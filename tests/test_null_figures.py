@@ -176,3 +176,11 @@ def test_an_output_of_another_dtype_is_wrong_and_recorded(tmp_path, cli):
     assert found["half"].status == "wrong" and found["half"].output_dtype == "float16"
     assert "output dtype float16 != the cell's float32" in found["half"].reason
     assert found["same"].status == "self-consistent" and found["same"].output_dtype == "float32"
+
+
+def test_a_diff_page_into_a_missing_folder_names_the_folder(null_sweep, tmp_path):
+    measured = next(r for r in _runs(null_sweep) if "compiled_only" in r)
+    out = tmp_path / "nonexistent" / "dir" / "x.html"
+    code, err = _cli("html", "--diff", measured, measured, "--out", str(out))
+    assert code == 2 and "no folder" in err and "create it" in err, err
+    assert "free space" not in err
