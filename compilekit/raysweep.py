@@ -61,22 +61,53 @@ def preflight(address: str) -> None:
             ) from None
 
 
-def connect(ray, address: str) -> None:
-    """Join the Ray cluster at `address` ("auto": the one this machine belongs to), or raise
-    one line that says what to do."""
-    try:
-        ray.init(
-            address=address,
-            logging_level="ERROR",
-            log_to_driver=False,
-            runtime_env={"env_vars": {"PYTHONPATH": runner.ROOT}},
-        )
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(
-            f"could not join a Ray cluster at {address!r}: {first} (start one with `ray start "
-            "--head`, or give its address)"
-        ) from None
+# How long joining a cluster may take before the sweep says it could not (a local one joins in
+# a few seconds; Ray itself retries for about 20 s where something else answers the port).
+CONNECT_TIMEOUT_S = 15
+
+
+def connect(ray, address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Join the Ray cluster at `address` ("auto": the one this machine belongs to) within
+    timeout_s, or raise one line that says what to do. What Ray's C++ core prints while it
+    retries (a warning a second) goes to a file, not the terminal."""
+    import threading
+
+    outcome: list = []
+
+    def join():
+        try:
+            ray.init(
+                address=address,
+                logging_level="ERROR",
+                log_to_driver=False,
+                runtime_env={"env_vars": {"PYTHONPATH": runner.ROOT}},
+            )
+            outcome.append(None)
+        except Exception as exc:  # noqa: BLE001 - said below in one line
+            outcome.append(exc)
+
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as quiet:
+        os.dup2(quiet.fileno(), 2)
+        try:
+            worker = threading.Thread(target=join, name="compilekit-ray-connect", daemon=True)
+            worker.start()
+            worker.join(timeout_s)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+    if outcome and outcome[0] is None:
+        return
+    exc = outcome[0] if outcome else None
+    first = (
+        f"no answer within {timeout_s:g} s"
+        if exc is None
+        else (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    )
+    raise UserError(
+        f"could not join a Ray cluster at {address!r}: {first} (start one with `ray start "
+        "--head`, or give its address)"
+    )
 
 
 def task_resources(device: str, override: dict | None) -> dict:

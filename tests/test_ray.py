@@ -172,3 +172,39 @@ def test_ray_without_ray_or_cluster_is_one_line(cli, tmp_path):
         assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
         assert not (tmp_path / "o").exists()
+
+
+def test_joining_where_no_ray_answers_is_quiet_and_bounded(capfd):
+    """Something that is not Ray accepts the port (the preflight's TCP check passes): Ray's
+    retry warnings stay off the terminal, and the wait ends at the bound with one line."""
+    import threading
+
+    from compilekit import raysweep
+    from compilekit.errors import UserError
+
+    try:
+        import ray
+    except ImportError:
+        _ray_required("Ray is not installed (pip install -e '.[ray]')")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def answer():  # an HTTP server's 404, as a proxy in front of a closed port gives
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    address = f"127.0.0.1:{server.getsockname()[1]}"
+    capfd.readouterr()
+    try:
+        with pytest.raises(UserError, match=f"could not join a Ray cluster at '{address}'"):
+            raysweep.connect(ray, address, timeout_s=4)
+        assert "gcs_client" not in capfd.readouterr().err
+    finally:
+        server.close()
