@@ -204,7 +204,8 @@ def test_joining_where_no_ray_answers_is_quiet_and_bounded(capfd):
     capfd.readouterr()
     try:
         with pytest.raises(UserError, match=f"could not join a Ray cluster at '{address}'"):
-            raysweep.connect(ray, address, timeout_s=4)
-        assert "gcs_client" not in capfd.readouterr().err
+            raysweep.connect(ray, address, timeout_s=8)  # Ray warns after 5 s of this
+        err = capfd.readouterr().err
+        assert "Failed to connect" not in err and "rpc_client" not in err, err
     finally:
         server.close()
