@@ -155,6 +155,26 @@ def test_a_task_killed_mid_cell_is_retried_or_recorded_failed(cluster, tmp_path,
     assert len(failed) == 1 and "always.py" in failed[0]["variant"]
 
 
+def test_a_ray_sweep_with_a_wrong_shape_and_a_segfault_measures_the_rest_and_resumes(
+    cluster, tmp_path, cli
+):
+    from tests.test_null_figures import SEGFAULTS
+
+    (tmp_path / "wrongshape.py").write_text(WRONG_SHAPE)
+    (tmp_path / "segfault.py").write_text(SEGFAULTS)
+    (tmp_path / "e.toml").write_text(
+        'variants = ["wrongshape.py:attention", "segfault.py:attention", "naive"]\n'
+        'modes = ["eager"]\nshapes = ["1x2x16x8"]\ndevice = "cpu"\n'
+    )
+    out = tmp_path / "out"
+    proc = cli("sweep", str(tmp_path / "e.toml"), "--ray", cluster, "--out", str(out))
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    assert "1 ok, 0 self-consistent, 1 wrong, 0 unsupported, 1 failed" in proc.stdout
+    assert (out / "REPORT.md").is_file() and (out / "index.html").is_file()
+    again = cli("sweep", str(tmp_path / "e.toml"), "--ray", cluster, "--out", str(out))
+    assert again.returncode == 1 and "3 already done, 0 to run" in again.stdout, again.stdout
+
+
 def test_ray_without_ray_or_cluster_is_one_line(cli, tmp_path):
     fake = tmp_path / "noray" / "ray"
     fake.mkdir(parents=True)
