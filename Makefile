@@ -44,32 +44,32 @@ test-gpu:  ## run only the GPU-marked tests (on a CUDA machine)
 	$(PYTHON) -m pytest -q -m gpu tests
 
 experiment:  ## one cell: VARIANT=naive MODE=default [SHAPE=BxHxSxD DTYPE= DEVICE=auto OUT=runs FRESH=1 TIMEOUT=s SET="k=v k2=v2" PASS=f.py:fn]
-	$(PYTHON) -m compilekit run --variant "$$VARIANT" --mode "$$MODE" --device "$$DEVICE" \
+	@$(PYTHON) -m compilekit run --variant "$$VARIANT" --mode "$$MODE" --device "$$DEVICE" \
 	  --out "$$OUT" --timeout "$$TIMEOUT" $${SHAPE:+--shape "$$SHAPE"} \
 	  $${DTYPE:+--dtype "$$DTYPE"} $${FRESH:+--fresh} $$(for kv in $$SET; do echo "--set $$kv"; done) \
 	  $$(for p in $$PASS; do echo "--pass $$p"; done)
 
 list:  ## variants and modes, one line each
-	$(PYTHON) -m compilekit list
+	@$(PYTHON) -m compilekit list
 
 kernels:  ## kernel map of a run: RUN=runs/<cell> [KERNEL=name, or name#n where names repeat]
-	$(PYTHON) -m compilekit kernels "$$RUN" $${KERNEL:+--kernel "$$KERNEL"}
+	@$(PYTHON) -m compilekit kernels "$$RUN" $${KERNEL:+--kernel "$$KERNEL"}
 
-verify:  ## re-time RUN=runs/<cell> with a bare do_bench / perf_counter in a fresh process [PAIRED=3]
-	$(PYTHON) -m compilekit verify "$$RUN" $$( [ -z "$$PAIRED" ] || echo --paired "$$PAIRED")
+verify:  ## re-time RUN=runs/<cell> with a bare do_bench / perf_counter in fresh processes
+	@$(PYTHON) -m compilekit verify "$$RUN"
 
 sweep:  ## every cell of EXPERIMENT=experiments/x.toml [OUT=dir GPUS=0,1 FORCE=1 RAY=auto|host:port], resumable
-	$(PYTHON) -m compilekit sweep "$$EXPERIMENT" $$( [ "$$OUT" = runs ] || echo --out "$$OUT") \
+	@$(PYTHON) -m compilekit sweep "$$EXPERIMENT" $$( [ "$$OUT" = runs ] || echo --out "$$OUT") \
 	  $${GPUS:+--gpus "$$GPUS"} $${FORCE:+--force} $${FRESH:+--fresh} $${RAY:+--ray "$$RAY"}
 
 report:  ## REPORT.md, table and plots of a sweep: DIR=runs/<experiment>
-	$(PYTHON) -m compilekit report "$$DIR"
+	@$(PYTHON) -m compilekit report "$$DIR"
 
 html:  ## the HTML page of a run or sweep: DIR=runs/<cell> or runs/<experiment> (writes its index.html)
-	$(PYTHON) -m compilekit html "$$DIR"
+	@$(PYTHON) -m compilekit html "$$DIR"
 
 html-diff:  ## an HTML diff of two runs: A=runs/<cell> B=runs/<cell> [OUT=file.html]
-	$(PYTHON) -m compilekit html --diff "$$A" "$$B" $$( [ "$$OUT" = runs ] || echo --out "$$OUT")
+	@$(PYTHON) -m compilekit html --diff "$$A" "$$B" $$( [ "$$OUT" = runs ] || echo --out "$$OUT")
 
 env:  ## versions and the device's measured ceilings (cached)
-	$(PYTHON) -m compilekit env
+	@$(PYTHON) -m compilekit env

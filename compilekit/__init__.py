@@ -8,7 +8,28 @@ From Python (a notebook, a script), the same as the command line:
     again = compilekit.load(result.run_dir)                    # a run directory read back
 """
 
-__version__ = "0.2.0"
+
+def _version() -> str:
+    """The version, from one place: the package's metadata, or where a checkout runs from
+    PYTHONPATH without being installed, the pyproject.toml that metadata comes from."""
+    import os
+    from importlib import metadata
+
+    try:
+        return metadata.version("compilekit")
+    except metadata.PackageNotFoundError:
+        pass
+    try:
+        import tomllib
+
+        path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "pyproject.toml")
+        with open(path, "rb") as f:
+            return tomllib.load(f)["project"]["version"]
+    except (ImportError, OSError, KeyError, ValueError):
+        return "unknown"
+
+
+__version__ = _version()
 
 
 def run(
@@ -30,14 +51,14 @@ def run(
     passes: custom graph passes (["path/to/file.py:factory"]), as --pass.
     Bad input raises compilekit.errors.UserError with the message the CLI would print.
     """
-    from compilekit import runner
-    from compilekit.cli import make_cell
+    from compilekit import pages
+    from compilekit.usercell import make_cell
 
     assignments = [f"{key}={value!r}" for key, value in (config or {}).items()]
     cell = make_cell(
         variant, mode, shape, dtype, device, seed, assignments, passes or (), timeout_s
     )
-    return runner.launch(cell, out, fresh=fresh, timeout_s=timeout_s)
+    return pages.launch(cell, out, fresh=fresh, timeout_s=timeout_s)
 
 
 def load(run_dir: str):

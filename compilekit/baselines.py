@@ -14,41 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from compilekit.errors import UserError
-from compilekit.spec import parse_shape
-
-
-def parse_baseline(text: str) -> tuple[str, str]:
-    """'variant:mode' -> (variant, mode); a user variant's own colon (file.py:fn) stays."""
-    variant, _, mode = text.rpartition(":")
-    return variant, mode
-
-
-def check(path: str, against: dict, cells: list) -> dict[str, list[tuple[str, str]]]:
-    """The [against] table (a table: spec's key types say so), every name checked against the
-    experiment's own cells (a baseline the experiment never measures would only print '-')."""
-    pairs = {(c.variant, c.mode) for c in cells}
-    variants = sorted({c.variant for c in cells})
-    checked = {}
-    for variant, baselines in against.items():
-        if variant not in variants:
-            raise UserError(
-                f"{path}: [against] compares {variant!r}, which no cell of the experiment runs: "
-                f"choose one of {', '.join(variants)}"
-            )
-        if not isinstance(baselines, list) or not all(isinstance(b, str) for b in baselines):
-            raise UserError(
-                f'{path}: [against] "{variant}" must list baselines as "variant:mode" strings'
-            )
-        parsed = [parse_baseline(b) for b in baselines]
-        for text, pair in zip(baselines, parsed):
-            if pair not in pairs:
-                raise UserError(
-                    f"{path}: [against] baseline {text!r} for {variant!r} is not a cell of the "
-                    'experiment: write "variant:mode" for a variant and mode it runs'
-                )
-        checked[variant] = parsed
-    return checked
+from compilekit.spec import parse_baseline, parse_shape
 
 
 def to_json(against: dict) -> dict:
@@ -121,7 +87,7 @@ def section(results: list, against: dict) -> list[str]:
     tables = comparisons(results, against)
     if not tables:
         return []
-    from compilekit.sweepreport import cell_name  # the report module imports this one
+    from compilekit.cellview import cell_name
 
     lines = ["## Against baselines, per shape", "", INTRO, ""]
     for table in tables:

@@ -1,4 +1,4 @@
-"""Step 7: capture what the compiler generated.
+"""Capture what the compiler generated.
 
 `depyf_dump(dump_dir)` wraps the capture process's recompile: depyf's dump (bytecode, graphs at
 each stage, output code). Provenance (switched on in compilekit.settings) and output code reach us

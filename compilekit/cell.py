@@ -208,7 +208,7 @@ def _eager_first(variant, args, cell):
         reason = ended.reason
         # torch's error (ended.__context__) keeps the failed call's frames, and with them every
         # tensor it made, in a cycle through the probe's frame: on the H200 flex's 129 GiB
-        # stayed held and the float64 reference then ran out of memory (2026-12-01)
+        # stayed held and the float64 reference then ran out of memory
         ended.__context__ = None
     import gc
 
@@ -399,10 +399,7 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
             _checked(out, args[0], "compiled:", result)
             del out
         # Timed before the float64 reference and the error check, in the order a user's
-        # process (and verify's bare child) runs: inputs, one eager call, compile, time. On the
-        # H200, compiled sdpa at 1x4x128x64 read 1.020-1.075 over a bare process taking turns
-        # with it with the reference first, and 0.936-1.016 in this order (5 pairs each,
-        # 2026-12-01); which earlier step cost it is not settled (experiments/pre_steps.py).
+        # process (and verify's bare child) runs: inputs, one eager call, compile, time.
         with _step(result, "time"), locks.cpu_alone(result.steps_s):
             _time(cell, variant, compiled, args, result)
         with _step(result, "reference_and_check"):
@@ -500,7 +497,7 @@ def _time(cell, variant, compiled, args, result) -> None:
             eager, steady, host, loops = _timed_calls(cell, variant, compiled, args, with_eager)
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
         timed = [t for t in (eager, steady) if t]
-        note = noise_note(timed, load, os.cpu_count() or 1, watched.use, host)
+        note = noise_note(timed, load, os.cpu_count() or 1, watched.use)
         attempts.append((spread(timed), eager, steady, host, loops, note, watched.use))
         if note is None:
             break
@@ -537,20 +534,15 @@ def _timed_calls(cell, variant, compiled, args, with_eager: bool):
     """(eager timing or None, compiled timing, host ms per call or None, {"compiled", "eager"}
     loops or None). The callable the cell is about first, in the order `compilekit verify`'s
     bare child times it (do_bench, a user's loop, the host's cost): the two processes then
-    differ in what ran before, not in the order of the timed calls (whether a host-bound
-    figure depends on that order on the H200's VM hosts is open: experiments/host_drift.py).
-    Eager after it, where eager is only the comparison."""
-    from compilekit import timing, turns
+    differ in what ran before, not in the order of the timed calls. Eager after it, where
+    eager is only the comparison."""
+    from compilekit import timing
 
     cuda = cell.device == "cuda"
     steady = timing.bench(compiled, args, cell.device)  # in eager mode, the variant itself
     host, loops = None, None
     if cuda:
-        # `compilekit verify --paired`: a bare process times a loop after each of these
-        leader = turns.Leader.attach()
-        loops = {"compiled": timing.loop_timing(compiled, args, steady["median_ms"], turns=leader)}
-        if leader:
-            loops["compiled"]["turns_taken"] = leader.turns
+        loops = {"compiled": timing.loop_timing(compiled, args, steady["median_ms"])}
         loops["host"] = timing.host_loops(compiled, args, timing.host_calls(steady["median_ms"]))
         host = loops["host"]["median_ms"]
     if cell.mode == "eager":
@@ -574,17 +566,10 @@ def spread(timings: list[dict]) -> float:
     return max(t["p90_ms"] / t["min_ms"] if t["min_ms"] else 1.0 for t in timings)
 
 
-def noise_note(
-    timings: list[dict], load: float, cores: int, use=None, host_ms: float | None = None
-) -> str | None:
+def noise_note(timings: list[dict], load: float, cores: int, use=None) -> str | None:
     """Why these timings may be disturbed (a wide spread, a loaded machine, other processes or
-    the hypervisor busy on our cores meanwhile, the CPU's own speed changing: `use`, a
-    cpuwatch.CpuUse); None if clean. A wide spread also says what else ran, when /proc could
-    tell. `host_ms`, the host's cost of one call on a GPU: when even twice it (the CPU at the
-    slowest speed seen on these VMs) stays within the fastest sample, the GPU never waited for
-    the host and the CPU's speed is not noise."""
-    from compilekit import cpuwatch
-
+    the hypervisor busy on our cores meanwhile: `use`, a cpuwatch.CpuUse); None if clean. A
+    wide spread also says what else ran, when /proc could tell."""
     notes = []
     widest = spread(timings)
     if widest > NOISY_SPREAD:
@@ -595,15 +580,6 @@ def noise_note(
     busy = use is not None and max(use.others_cores, use.steal_cores) >= busy_cores
     if use is not None and (notes or busy):
         notes.append(f"meanwhile {use.text()}")
-    change = use.speed_change() if use is not None else 1.0
-    device_bound = host_ms is not None and 2 * host_ms <= min(t["min_ms"] for t in timings)
-    # a figure mixing two host speeds
-    if max(change, 1 / change) > cpuwatch.SPEED_CHANGE and not device_bound:
-        before, after = use.loop_ns
-        notes.append(
-            f"the CPU's own speed changed meanwhile ({before:.0f} -> {after:.0f} ns per step of "
-            "a Python loop)"
-        )
     return "; ".join(notes) or None
 
 

@@ -10,136 +10,12 @@ import os
 import sys
 
 from compilekit.errors import UserError
-from compilekit.spec import (
-    Cell,
-    check_seed,
-    check_timeout,
-    parse_device,
-    parse_dtype,
-    parse_shape,
-)
 from compilekit.store import CorruptFile
-
-DEFAULT_SHAPES = {"cuda": "8x16x1024x64", "cpu": "1x8x512x64"}
-DEFAULT_DTYPES = {"cuda": "bfloat16", "cpu": "float32"}
-
-
-def cuda_available() -> bool:
-    """What torch.cuda.is_available() says, without importing torch where the answer is certain
-    (seconds per run): a CPU build of torch (its version.py names no CUDA version) has none; a
-    CUDA build whose driver reports a device (cuInit, cuDeviceGetCount: they honour
-    CUDA_VISIBLE_DEVICES as torch does) has one. Anything else asks torch itself."""
-    built = _torch_cuda_build()
-    if built is False:
-        return False
-    if built and _driver_device_count() > 0:
-        return True
-    import torch
-
-    return torch.cuda.is_available()
-
-
-def _torch_cuda_build() -> bool | None:
-    """Whether the installed torch is a CUDA build, read from torch/version.py; None if unknown."""
-    import importlib.util
-    import re
-
-    spec = importlib.util.find_spec("torch")
-    if spec is None or spec.origin is None:
-        return None
-    try:
-        with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as f:
-            built = re.search(r"^cuda\b[^=]*=\s*(.+)$", f.read(), re.M)
-    except OSError:
-        return None
-    return None if built is None else built[1].strip() != "None"
-
-
-def _driver_device_count() -> int:
-    """CUDA devices the driver reports (0 without a driver)."""
-    import ctypes
-
-    try:
-        driver = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return 0
-    count = ctypes.c_int(0)
-    if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
-        return 0
-    return count.value
-
-
-def resolve_device(name: str) -> str:
-    """`auto` -> cuda when there is a GPU torch can use, else cpu; `cuda` without one is a
-    user error."""
-    name = parse_device(name)
-    if name == "auto":
-        return "cuda" if cuda_available() else "cpu"
-    if name == "cuda" and not cuda_available():
-        raise UserError(
-            "device 'cuda' asked for but torch sees no CUDA GPU: use DEVICE=cpu (or DEVICE=auto)"
-        )
-    return name
-
-
-def make_cell(
-    variant: str,
-    mode: str,
-    shape: str | None,
-    dtype: str | None,
-    device: str,
-    seed: int = 0,
-    assignments: list[str] | tuple = (),
-    passes: list[str] | tuple = (),
-    timeout_s: float | None = None,
-) -> Cell:
-    """Validate every field a user typed and fill the per-device defaults; `assignments` are
-    `key=value` Inductor options (`--set`); a user's variant file must import within
-    timeout_s (the cell's)."""
-    from compilekit import knobs
-    from compilekit.modes import check_mode
-    from compilekit.variant import check_variant, is_user_spec
-
-    if is_user_spec(variant):  # absolute, so the cell (and its label) do not depend on the cwd
-        path, fn = variant.rsplit(":", 1)
-        variant = f"{os.path.abspath(path)}:{fn}"
-    if timeout_s is not None:
-        check_timeout(timeout_s)
-    check_variant(variant, timeout_s)
-    check_mode(mode)
-    check_seed(seed)
-    # None takes the device's default; an empty string is a typo, refused by the parsers
-    shape_obj = parse_shape(shape) if shape is not None else None
-    dtype_name = parse_dtype(dtype) if dtype is not None else None
-    device = resolve_device(device)
-    config = dict(knobs.parse_assignment(a) for a in assignments)
-    knobs.check_mode(config, mode)
-    config = knobs.validate(config, "--set")
-    passes = [
-        os.path.abspath(p.rsplit(":", 1)[0]) + ":" + p.rsplit(":", 1)[1] if ":" in p else p
-        for p in passes
-    ]
-    if passes:
-        from compilekit.passes import load_pass
-
-        knobs.check_mode({"--pass": passes}, mode, "graph passes (--pass)")
-        for spec in passes:
-            load_pass(spec)  # the file, the factory and its interface, before anything runs
-    return Cell(
-        variant,
-        mode,
-        shape_obj or parse_shape(DEFAULT_SHAPES[device]),
-        dtype_name or DEFAULT_DTYPES[device],
-        device,
-        seed,
-        tuple(sorted(config.items())),
-        knobs.name_of(config) if config else "",
-        tuple(passes),
-    )
+from compilekit.usercell import make_cell, resolve_device
 
 
 def cmd_run(args) -> int:
-    from compilekit import report, runner
+    from compilekit import cellview, pages
 
     cell = make_cell(
         args.variant,
@@ -152,14 +28,14 @@ def cmd_run(args) -> int:
         args.graph_pass,
         args.timeout,
     )
-    result = runner.launch(cell, args.out, fresh=args.fresh, timeout_s=args.timeout)
+    result = pages.launch(cell, args.out, fresh=args.fresh, timeout_s=args.timeout)
     if result.status == "unsupported":
         raise UserError(
             f"{result.reason} (choose another variant, mode, dtype or device; "
             "`compilekit list` shows them)"
         )
-    print(report.cell_table([result]) if args.wide else report.cell_summary(result))
-    for line in report.cell_notes(result):
+    print(cellview.cell_table([result]) if args.wide else cellview.cell_summary(result))
+    for line in cellview.cell_notes(result):
         print(line)
     print(f"run directory: {result.run_dir} (make kernels RUN=... for its kernel map)")
     page = os.path.join(result.run_dir, "index.html")
@@ -286,12 +162,8 @@ def cmd_verify(args) -> int:
 
     unverified = 0  # outside, or inconclusive on a noisy machine: neither is a pass
     for run_dir in args.run_dirs:
-        line, verdict = verify.verify(run_dir, args.tolerance, repeat=args.repeat)
-        print(line, flush=True)
-        if args.paired:  # the method under the host's drift: it decides when the above cannot
-            line, paired = verify.paired(run_dir, args.paired, args.tolerance)
-            print(line, flush=True)
-            verdict = paired if verdict == "inconclusive" else verdict
+        report, verdict = verify.verify(run_dir, args.tolerance, repeat=args.repeat)
+        print(report, flush=True)
         unverified += verdict != "within"
     return 1 if unverified else 0
 
@@ -301,6 +173,13 @@ def cmd_report(args) -> int:
 
     print(sweepreport.report(args.dir))
     _sweep_page(args.dir)
+    return 0
+
+
+def cmd_publish(args) -> int:
+    from compilekit import publish
+
+    publish.publish(args.sweep_dir, args.dest, args.page, args.code, args.extra)
     return 0
 
 
@@ -453,21 +332,29 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument(
         "--repeat", type=int, default=3, help="fresh bare processes, their median is used (3)"
     )
-    ver.add_argument(
-        "--paired",
-        type=int,
-        default=0,
-        metavar="N",
-        help="also re-measure with the toolkit itself N times, each beside a bare re-time "
-        "(fresh processes, warm caches; a host-bound CUDA run's two processes take turns loop "
-        "by loop on one CPU): decides where the bare re-times alone disagree, from the 90%% "
-        "interval of at least 3 pairs",
-    )
     ver.set_defaults(func=cmd_verify)
 
     rep = sub.add_parser("report", help="tables, REPORT.md and plots for a sweep directory")
     rep.add_argument("dir")
     rep.set_defaults(func=cmd_report)
+
+    pub = sub.add_parser(
+        "publish", help="a sweep without its bulk, to commit or share (result and kernel maps)"
+    )
+    pub.add_argument("sweep_dir")
+    pub.add_argument("dest", help="emptied first, but for its README.md")
+    pub.add_argument(
+        "--page", action="append", default=[], metavar="CELL", help="keep this cell's run page"
+    )
+    pub.add_argument(
+        "--code",
+        action="append",
+        default=[],
+        metavar="CELL",
+        help="keep this cell's run page and its generated code",
+    )
+    pub.add_argument("--extra", action="append", default=[], help="a file to copy beside")
+    pub.set_defaults(func=cmd_publish)
 
     page = sub.add_parser(
         "html", help="a self-contained HTML page for a run, a sweep, or a diff of two runs"
@@ -510,9 +397,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except OSError as exc:  # a full disk, a directory made read-only meanwhile
         where = f" ({exc.filename})" if exc.filename else ""
+        fix = (
+            "check the path (a file a run names may have moved)"
+            if isinstance(exc, FileNotFoundError)
+            else "free space or fix the permissions"
+        )
         print(
-            f"compilekit: error: {exc.strerror or exc}{where}: free space or fix the "
-            "permissions, then run again (finished cells are kept)",
+            f"compilekit: error: {exc.strerror or exc}{where}: {fix}, then run again "
+            "(finished cells are kept)",
             file=sys.stderr,
         )
         return 2

@@ -5,12 +5,6 @@ something else ran. Linux's /proc answers it for a block of time: the machine's 
 minus this process's own (other processes: how many cores they kept busy, and which used the
 most) and the stolen time (the hypervisor ran another guest on our cores: invisible to any
 process list, common on shared VM hosts). Elsewhere nothing is known: watch() gives None.
-
-Neither sees a CPU that runs slower for a while with nothing else on it, which the H200's VM
-host did on 2026-12-01: a fixed pure-Python loop took 51-103 ns per step on the same core minutes
-apart, with no steal recorded (experiments/results/h200/host_bound_timing/cpu_speed_*.txt).
-So watch() also times such a loop before and after the block (loop_ns): a host-bound figure can
-be read against the speed the CPU had, and a speed change within the block is seen.
 """
 
 from __future__ import annotations
@@ -27,12 +21,6 @@ TOP = 3
 # (at this one, 0.2 cores). A CPU cell's timed calls at the tests' shape take 0.04-0.06 s, so
 # watch() reads a shorter block over this long from its start.
 MIN_WALL_S = 0.05
-# The CPU-speed probe: the best of ROUNDS rounds of LOOP_STEPS steps (about 1 ms a round).
-LOOP_STEPS = 20_000
-ROUNDS = 5
-# Past this ratio between two of its readings, the CPU ran at another speed (the probe itself
-# repeats within a few percent on a steady CPU).
-SPEED_CHANGE = 1.2
 
 
 @dataclasses.dataclass
@@ -44,14 +32,6 @@ class CpuUse:
     steal_cores: float  # time the hypervisor gave our cores to another guest
     top: list  # [(command line, cores)] of the busiest other processes, most first
     tick_cores: float = 0.0  # the figures' resolution: one clock tick over the block
-    loop_ns: tuple | None = None  # (before, after): ns per step of loop_ns()'s loop
-
-    def speed_change(self) -> float:
-        """How much slower (> 1) or faster the CPU ran the probe loop after the block than
-        before it; 1.0 where unknown."""
-        if not self.loop_ns or not all(self.loop_ns):
-            return 1.0
-        return self.loop_ns[1] / self.loop_ns[0]
 
     def text(self) -> str:
         """'other processes used 2.1 cores (python3 -m compilekit.cell cold 1.9); 0.4 stolen
@@ -71,32 +51,7 @@ class CpuUse:
             "steal_cores": round(self.steal_cores, 3),
             "top": [[name, round(cores, 3)] for name, cores in self.top],
             "tick_cores": round(self.tick_cores, 3),
-        } | ({"loop_ns": [round(n, 1) for n in self.loop_ns]} if self.loop_ns else {})
-
-
-def loop_ns(steps: int = LOOP_STEPS, rounds: int = ROUNDS) -> float:
-    """The CPU's speed now, as ns per step of a fixed pure-Python loop (the best of `rounds`
-    rounds of `steps`): what a host-bound call's Python and launch path also runs on."""
-    best = float("inf")
-    for _ in range(rounds):
-        start, total = time.perf_counter(), 0
-        for i in range(steps):
-            total += i * i
-        best = min(best, time.perf_counter() - start)
-    return best / steps * 1e9
-
-
-def speed_span(ns: list[float]) -> str:
-    """'49' or '49-86': readings of loop_ns, rounded, as the reports print them."""
-    low, high = round(min(ns)), round(max(ns))
-    return f"{low}" if low == high else f"{low}-{high}"
-
-
-def quick_loop_ns() -> float:
-    """loop_ns in about half a millisecond (two rounds of 5,000 steps): cheap enough to take
-    before each of a host-bound call's timed loops, so that each loop is read beside the speed
-    the CPU had for it (compilekit/samespeed.py). An interrupt can only make it read slower."""
-    return loop_ns(5_000, 2)
+        }
 
 
 def _machine_ticks() -> tuple[int, int]:
@@ -168,12 +123,11 @@ class watch:
     """`with cpuwatch.watch() as w: ...` then w.use: a CpuUse for the block, or None where
     /proc cannot say (not Linux). A block under MIN_WALL_S is read over MIN_WALL_S from its
     start (waiting out the rest): what else ran just after it stands for what ran during it,
-    where the block alone would be too short for /proc's clock ticks. Reading /proc and the
-    speed probe take milliseconds, outside the block."""
+    where the block alone would be too short for /proc's clock ticks. Reading /proc takes
+    milliseconds, outside the block."""
 
     def __enter__(self):
         self.use = None
-        self._loop_before = loop_ns()
         try:
             self._start = snapshot()
         except (OSError, ValueError):
@@ -191,6 +145,4 @@ class watch:
         except (OSError, ValueError):
             return False
         self.use = use_between(self._start, end, str(os.getpid()), os.sysconf("SC_CLK_TCK"))
-        if self.use is not None:
-            self.use.loop_ns = (self._loop_before, loop_ns())
         return False

@@ -1,4 +1,4 @@
-"""Step 9: why the fast path was or was not taken.
+"""Why the fast path was or was not taken.
 
 Graph breaks, recompiles, CUDA graphs skipped (with torch's own reason), the SDPA backend that
 actually ran, and which Inductor pattern rewrites fired.

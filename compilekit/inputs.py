@@ -1,4 +1,4 @@
-"""Step 1 and 3: seeded inputs, the float64 reference, and the correctness check."""
+"""Seeded inputs, the float64 reference, and the correctness check."""
 
 from __future__ import annotations
 

@@ -15,10 +15,10 @@ NUMBER = (int, float)
 OPTIONAL_NUMBER = (int, float, type(None))
 TOP = {"kernels": (list,), "by_source_line": (list,), "kernels_per_forward": NUMBER,
        "forward_device_ms": NUMBER}  # fmt: skip
-KERNEL = {"name": (str,), "kind": (str,), "launcher": (str,), "aten_ops": (list,),
+KERNEL = {"name": (str,), "kind": (str,), "aten_ops": (list,),
           "source_lines": (list,), "source_via": (str,), "calls_per_forward": NUMBER,
           "device_ms": NUMBER}  # fmt: skip
-KERNEL_OPTIONAL = {"share": OPTIONAL_NUMBER, "source_file": (str, type(None)),
+KERNEL_OPTIONAL = {"launcher": (str,), "share": OPTIONAL_NUMBER, "source_file": (str, type(None)),
                    "roofline": (dict, type(None)), "origin_lines": (list,),
                    "bytes": OPTIONAL_NUMBER, "flops": OPTIONAL_NUMBER}  # fmt: skip
 LINE = {"file": (str,), "line": (int,), "code": (str,)}

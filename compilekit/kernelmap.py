@@ -1,4 +1,4 @@
-"""Step 8: one record per kernel of a forward, joined with its ATen ops, source lines and time.
+"""One record per kernel of a forward, joined with its ATen ops, source lines and time.
 
 Pure functions over text and dicts, so they are testable without a compile. Source of truth, in
 order: Inductor's provenance artifacts (torch >= 2.9, a real compile), else the comments Inductor
@@ -15,6 +15,7 @@ import torch
 TORCH_DIR = os.path.dirname(torch.__file__)
 COMPILEKIT_DIR = os.path.dirname(os.path.abspath(__file__))
 STDLIB_DIR = os.path.dirname(os.__file__)
+NO_OP = "(no torch op)"  # the launcher of a kernel the profiler linked to no CPU op
 FRAME_RE = re.compile(
     r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)'
 )
@@ -163,7 +164,6 @@ def build_map(
     (or, for an eager run, with the stacks of the ops that launched them: `eager_lines`; for a
     kernel launched outside any op, its definition: `kernel_definitions`, from
     profiling.raw_kernel_definitions)."""
-    from compilekit.profiling import NO_OP
 
     sources = {}
     for name, path in kernel_files.items():

@@ -1,4 +1,4 @@
-"""Step 2: the mode registry. Every compile setting the toolkit uses is set here, in one place."""
+"""The mode registry. Every compile setting the toolkit uses is set here, in one place."""
 
 from __future__ import annotations
 

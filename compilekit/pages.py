@@ -16,7 +16,7 @@ import os
 import sys
 from collections import defaultdict
 
-from compilekit import baselines, report, sweepreport
+from compilekit import baselines, cellview, report, sweepreport
 from compilekit import result as results_mod
 from compilekit.errors import UserError
 from compilekit.spec import parse_shape
@@ -198,8 +198,10 @@ def _library_note(rec: dict) -> str:
         ("memset", "a memset"),
     ):
         if needle in name:
-            return f"library kernel: {library}, launched by {rec['launcher']}"
-    return f"no generated source: a library or eager kernel, launched by {rec['launcher']}"
+            return f"library kernel: {library}, launched by {rec.get('launcher', '?')}"
+    return (
+        f"no generated source: a library or eager kernel, launched by {rec.get('launcher', '?')}"
+    )
 
 
 def kernel_views(run_dir: str, kmap: dict) -> list[dict]:
@@ -261,23 +263,34 @@ def evidence_links(run_dir: str) -> list[tuple[str, str]]:
     return found
 
 
+def launch(cell, out_dir: str, **launch_args):
+    """runner.launch, then the run's page (index.html, a view of what is saved) where the run
+    took its place (a failed rerun kept in attempts/ leaves the good run and its page)."""
+    from compilekit import runner
+
+    result = runner.launch(cell, out_dir, **launch_args)
+    if result.run_dir == os.path.join(out_dir, cell.label()):
+        write_quietly(run_page, result.run_dir)
+    return result
+
+
 def run_page(run_dir: str) -> str:
     """Render run_dir/index.html; return its path."""
-    result = report.load_result(run_dir)
+    result = results_mod.read_run(run_dir)
     kmap, missing = None, ""
     if result.measured:
         try:
             kmap = report.load_kernel_map(run_dir, result)
         except UserError as exc:  # the numbers stand; the page says what is missing
             missing = str(exc)
-    setting = sweepreport.setting_name(result)  # its config and pass, if any
+    setting = cellview.setting_name(result)  # its config and pass, if any
     html = _render(
         "run.html.j2",
         title=f"{result.variant} / {result.mode} / {result.shape}"
         + (f" ({setting})" if setting else ""),
         result=result,
-        summary=report.cell_summary(result),
-        notes=report.cell_notes(result),
+        summary=cellview.cell_summary(result),
+        notes=cellview.cell_notes(result),
         numbers=numbers(result),
         nested=nested(result),
         sources=source_views(result, kmap) if kmap else [],
@@ -305,7 +318,7 @@ def _speed_class(r) -> str:
         return "bad"
     if r.status == "unsupported":
         return "unsupported"
-    speedup = sweepreport.paced_speedup(r)  # a host-bound cell's: a user's loop
+    speedup = cellview.paced_speedup(r)  # a host-bound cell's: a user's loop
     if speedup is None or r.mode == "eager":
         return "neutral"
     if speedup >= 1.5:
@@ -327,7 +340,7 @@ def sweep_groups(results: list, out_dir: str) -> list[dict]:
 
     groups = defaultdict(list)
     for r in results:
-        passes = sweepreport.passes_name(r) if r.passes else ""
+        passes = cellview.passes_name(r) if r.passes else ""
         groups[(r.shape, r.dtype, r.device, r.config_name, passes)].append(r)
     out = []
 
@@ -339,8 +352,8 @@ def sweep_groups(results: list, out_dir: str) -> list[dict]:
         groups.items(), key=lambda kv: order(kv[0])
     ):
         modes = sorted({r.mode for r in cells}, key=lambda m: list(MODES).index(m))
-        variants = list(dict.fromkeys(sweepreport.variant_name(r) for r in cells))
-        grid = {(sweepreport.variant_name(r), r.mode): r for r in cells}
+        variants = list(dict.fromkeys(cellview.variant_name(r) for r in cells))
+        grid = {(cellview.variant_name(r), r.mode): r for r in cells}
         rows = []
         for v in variants:
             row = []
@@ -349,15 +362,12 @@ def sweep_groups(results: list, out_dir: str) -> list[dict]:
                 if r is None:
                     row.append(None)
                     continue
-                page = os.path.join(r.label, PAGE)
                 row.append(
                     {
                         "r": r,
-                        "speedup": sweepreport.paced_speedup(r),
+                        "speedup": cellview.paced_speedup(r),
                         "css": _speed_class(r),
-                        "href": page
-                        if os.path.isfile(os.path.join(out_dir, page))
-                        else os.path.join(r.label, "result.json"),
+                        "href": run_href(out_dir, r.label),
                     }
                 )
             rows.append((v, row))
@@ -378,13 +388,21 @@ def _inline_images(out_dir: str) -> list[tuple[str, str]]:
     return images
 
 
-def sweep_page(out_dir: str, log=None, refresh_runs: bool = False) -> str:
+def run_href(out_dir: str, label: str) -> str:
+    """A cell's link from its sweep's page: its run page, or its result.json where it has
+    none (a published sweep keeps a few run pages)."""
+    page = os.path.join(label, PAGE)
+    return page if os.path.isfile(os.path.join(out_dir, page)) else f"{label}/result.json"
+
+
+def sweep_page(out_dir: str, log=None, refresh_runs: bool = False, run_pages: bool = True) -> str:
     """Render out_dir/index.html for a sweep (or any directory of run directories); each cell's
-    page too where it is missing (every one with refresh_runs), so the matrix links land."""
+    page too where it is missing (every one with refresh_runs; none without run_pages), so the
+    matrix links land."""
     log = log or sys.stderr  # the stderr of the call, not of the import
     results = sweepreport.load_results(out_dir, log=log)
     unwritten = []
-    for r in results:
+    for r in results if run_pages else []:
         if refresh_runs or not os.path.isfile(os.path.join(r.run_dir, PAGE)):
             if write_quietly(run_page, r.run_dir, log=None) is None:
                 unwritten.append(r.label)
@@ -403,8 +421,8 @@ def sweep_page(out_dir: str, log=None, refresh_runs: bool = False) -> str:
         title=f"sweep {os.path.basename(os.path.abspath(out_dir))}",
         env=env,
         groups=sweep_groups(results, out_dir),
-        headers=sweepreport.headers(results),
-        table=sweepreport.rows(results, env.get("ceilings", {}).get("matmul_tflops")),
+        headers=cellview.headers(results),
+        table=cellview.rows(results, env.get("ceilings", {}).get("matmul_tflops")),
         labels=[r.label for r in results],
         problems=problems,
         mix=sweepreport.machine_mix(results),
@@ -412,10 +430,11 @@ def sweep_page(out_dir: str, log=None, refresh_runs: bool = False) -> str:
             (s, n) for s in results_mod.STATUSES if (n := sum(r.status == s for r in results))
         ],
         images=_inline_images(out_dir),
-        name=sweepreport.variant_name,
+        name=cellview.variant_name,
         against=baselines.comparisons(results, baselines.load(out_dir, log)),
         against_intro=baselines.INTRO,
-        setting=sweepreport.setting_name,
+        setting=cellview.setting_name,
+        href=lambda label: run_href(out_dir, label),
     )
     path = os.path.join(out_dir, PAGE)
     write_text(path, html)

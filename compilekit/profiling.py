@@ -1,4 +1,4 @@
-"""Step 6: torch.profiler over a schedule, as the blog does, reduced to what the map needs.
+"""Torch.profiler over a schedule, as the blog does, reduced to what the map needs.
 
 Writes into the run directory: trace.json (chrome trace, opens in Perfetto), profile.txt (the
 profiler's own table) and returns the op cost matrix and the kernels of one forward.
@@ -16,6 +16,8 @@ from collections.abc import Callable
 import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+from compilekit.kernelmap import NO_OP, is_user_file
 
 WAIT, WARMUP, ACTIVE = 1, 2, 5
 # Frames torch.compile wraps around the real work; on CPU we descend through them to the kernels.
@@ -160,9 +162,6 @@ def _step_launches(step, device: str) -> list[tuple[str, object, float]]:
     return [(k.name, e, k.duration / 1e3) for e in ops for k in e.kernels]
 
 
-NO_OP = "(no torch op)"  # the launcher of a kernel the profiler linked to no CPU op
-
-
 def _unattached(events, label: str, attached: dict[str, int]) -> dict[str, list[float]]:
     """{kernel: [ms, ...]} of the kernels that ran inside the GPU-side ranges of the `label`
     steps beyond those an op claimed (`attached`: launches per kernel name in those steps).
@@ -219,8 +218,6 @@ def raw_kernel_definitions() -> dict[str, list[dict]]:
     import linecache
     import sys
 
-    from compilekit.kernelmap import is_user_file
-
     jit = sys.modules.get("triton.runtime.jit")
     if jit is None:  # Triton never imported: no kernel of it ran
         return {}
@@ -263,8 +260,6 @@ def eager_source_lines(fn, args) -> dict[tuple[str, int], list[dict]]:
 
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    from compilekit.kernelmap import is_user_file
 
     lines: dict[tuple[str, int], list[dict]] = {}
     counts: dict[str, int] = {}

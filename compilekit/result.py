@@ -91,7 +91,7 @@ class CellResult:
     dynamo: dict | None = None
     sdpa_backend: str | None = None
     attention_rewrite: str | None = None
-    # why it was slow (issue 10): CUDA-graph replay costs, the roofline classes of the kernels'
+    # why it was slow: CUDA-graph replay costs, the roofline classes of the kernels'
     # time, max-autotune's choices (from the cold compile, the one that really tuned)
     replay: dict | None = None
     roofline: str | None = None
@@ -232,3 +232,19 @@ def load(run_dir: str) -> CellResult:
 def for_cell(cell, **fields) -> CellResult:
     """A record for `cell` (a spec.Cell) with its identity filled in."""
     return CellResult(**cell.to_dict(), label=cell.label(), **fields)
+
+
+def read_run(run_dir: str) -> CellResult:
+    """A run directory's CellResult for a command: a missing, old or corrupt result.json is a
+    UserError naming the file and the fix (the one loader of a run's record)."""
+    from compilekit.errors import UserError
+
+    if not os.path.isfile(os.path.join(run_dir, "result.json")):
+        raise UserError(
+            f"{run_dir!r} is not a run directory (no result.json): give a directory "
+            "made by `compilekit run`"
+        )
+    try:
+        return load(run_dir)
+    except CorruptFile as exc:
+        raise UserError(f"{exc}: run the cell again (FORCE=1 in a sweep)") from None

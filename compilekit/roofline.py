@@ -1,4 +1,4 @@
-"""Step 8b: each kernel against this machine's measured ceilings (a roofline).
+"""Each kernel against this machine's measured ceilings (a roofline).
 
 A kernel's traffic is the bytes of the tensors its launching op reads and writes (recorded by
 the profiler: profiling.launcher_bytes), its work the FLOPs torch counts for matmuls, or, for an

@@ -20,7 +20,7 @@ import sys
 import time
 
 from compilekit import cell as cell_process
-from compilekit import locks, pages, reaper
+from compilekit import locks, reaper
 from compilekit import result as results
 from compilekit.errors import UserError
 from compilekit.spec import check_timeout
@@ -55,40 +55,59 @@ def default_cache_root() -> str:
     )
 
 
+# The toolkit's own modules that shape a compile: the settings it makes inside torch, the modes
+# and their options, Inductor options and graph passes, the depyf shim, the inputs a compile
+# specializes on. Not the phase or measuring code: editing those never recompiles.
+COMPILE_SHAPING = ("settings.py", "modes.py", "knobs.py", "passes.py", "capture.py", "inputs.py")
+
+
 def cache_key(cell) -> dict:
-    """Everything that changes the compiled code or the cold figure of a cell."""
+    """Everything that changes the compiled code or the cold figure of a cell, and nothing
+    else: the cell (mode, options, config, passes, shape, dtype, device), the variant's import
+    closure, the passes' files, the compile-shaping modules, and the versions of Python, torch,
+    triton and depyf."""
     import platform
 
-    from compilekit import __version__, modes
+    from compilekit import modes
     from compilekit.envinfo import installed_version
-    from compilekit.variant import source_hash
+    from compilekit.passes import pass_file
+    from compilekit.variant import closure_hash, source_hash
 
     # from package metadata: nothing imported
     versions = {name: installed_version(name) for name in ("torch", "triton", "depyf")}
-    from compilekit.passes import pass_file
-    from compilekit.variant import closure_hash
-
     return {
         "cell": cell.to_dict(),
         "variant_sources": source_hash(cell.variant),
         "pass_sources": [closure_hash(pass_file(spec)) for spec in cell.passes],
         "mode_options": repr(modes.MODES[cell.mode][0]),
-        "compilekit": __version__,
-        "compilekit_sources": _own_sources_hash(),
+        "compilekit_sources": compile_shaping_hash(),
         "python": platform.python_version(),
         **versions,
     }
 
 
-def _own_sources_hash() -> str:
-    """The toolkit's own modules that shape a compile (settings, modes, inputs, cell)."""
+def compile_shaping_hash() -> str:
+    """A hash of the compile-shaping modules' code, comments, docstrings and layout left out
+    (their syntax tree), so a comment or a reflowed line keeps every cached compile."""
+    import ast
     import hashlib
 
     digest = hashlib.sha256()
-    for name in ("settings.py", "modes.py", "inputs.py", "cell.py"):
+    for name in COMPILE_SHAPING:
         with open(os.path.join(ROOT, "compilekit", name), "rb") as f:
-            digest.update(f.read())
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and body and _is_docstring(body[0]):
+                node.body = body[1:] or [ast.Pass()]
+        digest.update(ast.dump(tree).encode())
     return digest.hexdigest()[:16]
+
+
+def _is_docstring(node) -> bool:
+    import ast
+
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
 
 
 def cache_dir_for(cell, cache_root: str, key: dict | None = None) -> str:
@@ -384,5 +403,4 @@ def place(result, stage_dir: str, run_dir: str) -> results.CellResult:
     os.replace(stage_dir, run_dir)
     shutil.rmtree(old, ignore_errors=True)
     result.run_dir = run_dir
-    pages.write_quietly(pages.run_page, run_dir)  # index.html: a view of what is saved
     return result

@@ -348,8 +348,7 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
 
 def _against(path: str, table: dict, cells: list) -> dict:
     """The [against] table, its user variants resolved as the matrix's are, then checked
-    against the cells (compilekit/baselines.py)."""
-    from compilekit.baselines import check, parse_baseline
+    against the cells (the report's side: compilekit/baselines.py)."""
 
     def resolved(baselines):
         if not isinstance(baselines, list) or not all(isinstance(b, str) for b in baselines):
@@ -357,7 +356,7 @@ def _against(path: str, table: dict, cells: list) -> dict:
         pairs = map(parse_baseline, baselines)
         return [f"{_resolve(variant, path)}:{mode}" for variant, mode in pairs]
 
-    return check(path, {_resolve(v, path): resolved(b) for v, b in table.items()}, cells)
+    return check_against(path, {_resolve(v, path): resolved(b) for v, b in table.items()}, cells)
 
 
 def _configs(path: str, text: str, table) -> dict:
@@ -424,3 +423,36 @@ def _resolve(variant: str, experiment_path: str) -> str:
             file = os.path.join(os.path.dirname(os.path.abspath(experiment_path)), file)
         return f"{os.path.normpath(file)}:{fn}"
     return variant
+
+
+def parse_baseline(text: str) -> tuple[str, str]:
+    """'variant:mode' -> (variant, mode); a user variant's own colon (file.py:fn) stays."""
+    variant, _, mode = text.rpartition(":")
+    return variant, mode
+
+
+def check_against(path: str, against: dict, cells: list) -> dict[str, list[tuple[str, str]]]:
+    """The [against] table (a table: spec's key types say so), every name checked against the
+    experiment's own cells (a baseline the experiment never measures would only print '-')."""
+    pairs = {(c.variant, c.mode) for c in cells}
+    variants = sorted({c.variant for c in cells})
+    checked = {}
+    for variant, baselines in against.items():
+        if variant not in variants:
+            raise UserError(
+                f"{path}: [against] compares {variant!r}, which no cell of the experiment runs: "
+                f"choose one of {', '.join(variants)}"
+            )
+        if not isinstance(baselines, list) or not all(isinstance(b, str) for b in baselines):
+            raise UserError(
+                f'{path}: [against] "{variant}" must list baselines as "variant:mode" strings'
+            )
+        parsed = [parse_baseline(b) for b in baselines]
+        for text, pair in zip(baselines, parsed):
+            if pair not in pairs:
+                raise UserError(
+                    f"{path}: [against] baseline {text!r} for {variant!r} is not a cell of the "
+                    'experiment: write "variant:mode" for a variant and mode it runs'
+                )
+        checked[variant] = parsed
+    return checked

@@ -9,8 +9,22 @@ from collections import defaultdict
 
 from tabulate import tabulate
 
-from compilekit import baselines, cpuwatch, samespeed
+from compilekit import baselines
 from compilekit import result as results_mod
+from compilekit.cellview import (
+    _num,
+    attempts_text,
+    break_even_calls,
+    cell_name,
+    headers,
+    host_bound_text,
+    retimed_text,
+    rows,
+    setting_name,
+    speedup_text,
+    variant_name,
+    why_slow_lines,
+)
 from compilekit.errors import UserError
 from compilekit.spec import parse_shape
 from compilekit.store import CorruptFile, read_json, write_text
@@ -53,110 +67,6 @@ def load_env(out_dir: str, log=None) -> dict:
         return {}
 
 
-def paced(r) -> tuple[dict, dict]:
-    """(eager, compiled) timings that say whether compiling was worth it: a user's loop for a
-    host-bound cell, whose do_bench figures hide host time (its L2 flush lets the host run
-    ahead), over the loops both ran at the same CPU speed where they carry it
-    (samespeed.paired_timings); do_bench's otherwise."""
-    if r.paced_by_loop:
-        eager, compiled = r.loop_timing["eager"], r.loop_timing["compiled"]
-        return samespeed.paired_timings(eager, compiled) or (eager, compiled)
-    # the medians from the record's own fields (a hand-made record may carry no summaries)
-    return (
-        {**(r.eager_timing or {}), "median_ms": r.eager_ms},
-        {**(r.compiled_timing or {}), "median_ms": r.compiled_ms},
-    )
-
-
-def saves_time(r) -> bool:
-    """Compiled beats eager by more than the timing spread: its p90 under eager's p10."""
-    if r.eager_ms is None:  # eager could not run (eager_note): nothing to beat
-        return False
-    eager, compiled = paced(r)
-    if "p90_ms" in compiled and "p10_ms" in eager:
-        return compiled["p90_ms"] < eager["p10_ms"]
-    return bool(compiled["median_ms"] and eager["median_ms"]) and (
-        compiled["median_ms"] < eager["median_ms"]
-    )
-
-
-def break_even_calls(compile_s: float | None, r):
-    """Calls after which compiling has paid for itself; None when it never pays (compiled is
-    not faster than eager by more than the spread of the two timings)."""
-    if not compile_s or not saves_time(r):
-        return None
-    eager, compiled = paced(r)
-    return math.ceil(compile_s / ((eager["median_ms"] - compiled["median_ms"]) / 1e3))
-
-
-def paced_speedup(r) -> float | None:
-    """eager over compiled, from the timings `paced` picks."""
-    if r.speedup is None:
-        return None
-    eager, compiled = paced(r)
-    return eager["median_ms"] / compiled["median_ms"]
-
-
-def speedup_text(r) -> str:
-    """eager over compiled; a host-bound cell's from a user's loop, marked `loop`."""
-    if r.paced_by_loop and r.speedup is not None:
-        return f"{paced_speedup(r):.2f} loop"
-    return _num(r.speedup, ".2f")
-
-
-def busy_text(r) -> str:
-    """'38% host-bound' style: the share of each call the GPU is busy, flagged when host-bound."""
-    if r.gpu_busy_share is None:
-        return "-"
-    return f"{r.gpu_busy_share:.0%}" + (" host-bound" if r.host_bound else "")
-
-
-def _num(value, fmt):
-    return "-" if value is None else format(value, fmt)
-
-
-def variant_name(r) -> str:
-    """A user variant as file.py:fn (the label keeps the path hash); built-ins as they are."""
-    if ":" in r.variant and r.variant.split(":", 1)[0].endswith(".py"):
-        path, fn = r.variant.rsplit(":", 1)
-        return f"{os.path.basename(path)}:{fn}"
-    return r.variant
-
-
-def _has_configs(results: list) -> bool:
-    return any(r.config for r in results)
-
-
-def _has_passes(results: list) -> bool:
-    return any(r.passes for r in results)
-
-
-def passes_name(r) -> str:
-    """The cell's graph passes as its label names them ('naive-to-sdpa'); '-' for none."""
-    from compilekit.passes import label_of
-
-    return "+".join(label_of(spec) for spec in r.passes) or "-"
-
-
-def setting_name(r) -> str:
-    """What the cell changed in Inductor, '' when nothing: 'config cdt', 'pass naive-to-sdpa'."""
-    parts = [f"config {r.config_name}"] if r.config else []
-    parts += [f"pass {passes_name(r)}"] if r.passes else []
-    return ", ".join(parts)
-
-
-def cell_name(r) -> str:
-    """A cell as the report's bullets name it: variant, mode and shape, then its config and
-    passes where it has any (cells that differ only there must not read alike)."""
-    setting = setting_name(r)
-    return f"`{variant_name(r)}` / `{r.mode}` / {r.shape}" + (f" ({setting})" if setting else "")
-
-
-def hosts(results: list) -> list[str]:
-    """The machines the cells were measured on (result.json `env.host`)."""
-    return sorted({r.env["host"] for r in results if r.env and r.env.get("host")})
-
-
 def machine_mix(results: list) -> list[str]:
     """One line per distinct (GPU or CPU, torch, triton) among the cells, with how many cells
     each measured; empty when they all agree (a comparison of like with like)."""
@@ -171,83 +81,6 @@ def machine_mix(results: list) -> list[str]:
         f"{gpu}, torch {torch}, triton {triton}: {len(hs)} cell(s) on {', '.join(sorted(set(hs)))}"
         for (gpu, torch, triton), hs in sorted(kinds.items(), key=lambda kv: str(kv[0]))
     ]
-
-
-def headers(results: list) -> list[str]:
-    """The table's columns; `config` only when some cell carries Inductor options, `pass` only
-    when some cell runs a graph pass, `node` only when the cells come from more than one
-    machine."""
-    out = list(HEADERS)
-    if _has_passes(results):
-        out.insert(2, "pass")
-    if _has_configs(results):
-        out.insert(2, "config")
-    if len(hosts(results)) > 1:
-        out.append("node")
-    return out
-
-
-def rows(results: list, peak_tflops: float | None) -> list[list]:
-    """One row per cell, in headers(results) order."""
-    with_config, with_node = _has_configs(results), len(hosts(results)) > 1
-    with_passes = _has_passes(results)
-    out = []
-    for r in results:
-        # no eager figure (eager could not run): no break-even either
-        compiled = r.measured and r.mode != "eager" and r.eager_ms is not None
-        cold = break_even_calls(r.compile_cold_s, r)
-        warm = break_even_calls(r.compile_warm_s, r)
-        out.append(
-            [
-                variant_name(r),
-                r.mode,
-                r.shape,
-                r.dtype,
-                r.device,
-                r.status,
-                _num(r.max_rel_err, ".1e"),
-                _num(r.eager_ms, ".3f"),
-                _num(r.compiled_ms, ".3f") + (" noisy" if r.noisy else ""),
-                speedup_text(r),
-                _num(r.compile_cold_s, ".1f"),
-                _num(r.compile_warm_s, ".1f"),
-                (f"{cold:,}" if cold else "never") if compiled else "-",
-                (f"{warm:,}" if warm else "never") if compiled else "-",
-                _num(r.tflops, ".3g"),
-                _num(r.tflops / peak_tflops * 100 if r.tflops and peak_tflops else None, ".1f"),
-                _num(r.kernels_per_forward, "g"),
-                busy_text(r),
-            ]
-        )
-        if with_passes:
-            out[-1].insert(2, passes_name(r))
-        if with_config:
-            out[-1].insert(2, r.config_name or "base")
-        if with_node:
-            out[-1].append((r.env or {}).get("host") or "-")
-    return out
-
-
-HEADERS = [
-    "variant",
-    "mode",
-    "shape",
-    "dtype",
-    "device",
-    "check",
-    "max_rel_err",
-    "eager_ms",
-    "compiled_ms",
-    "speedup",
-    "cold_s",
-    "warm_s",
-    "break_even_cold",
-    "break_even_warm",
-    "TFLOP/s",
-    "%peak",
-    "kernels/fwd",
-    "GPU busy",
-]
 
 
 def plot(results: list[dict], out_dir: str) -> list[str]:
@@ -366,8 +199,6 @@ def scaling_series(results: list) -> dict[str, tuple[list, list, float]]:
 
 def why_slow(results: list) -> list[str]:
     """Markdown bullets: each measured cell's replay, roofline and autotune lines."""
-    from compilekit.report import why_slow_lines
-
     out = []
     for r in results:
         lines = why_slow_lines(r)
@@ -395,12 +226,6 @@ def report(out_dir: str) -> str:
         for r in results
         if r.eager_note
     ]
-    from compilekit.report import (  # report imports this module
-        attempts_text,
-        host_bound_text,
-        retimed_text,
-    )
-
     attempts = [f"- {cell_name(r)}: {attempts_text(r)}" for r in results if r.attempts]
 
     host_bound = [f"- {cell_name(r)}: {host_bound_text(r)}" for r in results if r.host_bound]
@@ -451,14 +276,10 @@ def report(out_dir: str) -> str:
         "S·W - W(W-1)/2 for a window of W); `-` where a variant declares none. `GPU busy`: "
         "device time per forward over the latency; under 80% the call is host-bound, and its "
         "speedup (marked `loop`) and break-even come from a user's loop of eager and of "
-        "compiled calls, over the loops both ran at the same CPU speed where each loop "
-        "carries the speed a probe read before it. "
+        "compiled calls (all of its loops). "
         "`noisy`: the timing spread, the machine's load or other processes' CPU use while it "
         "was timed (a core or a quarter of the machine's, whichever is more, or as much "
-        "stolen by the hypervisor), or the CPU's own speed changing over "
-        f"{cpuwatch.SPEED_CHANGE:g}x meanwhile (a Python loop timed before and after; on a "
-        "GPU only where twice the host's cost per call would reach the kernel's time), says it "
-        "was disturbed; a cell whose timing was "
+        "stolen by the hypervisor) says it was disturbed; a cell whose timing was "
         "taken again after such a disturbance is named below.",
         "",
         tabulate(table, headers=headers(results), tablefmt="github"),

@@ -1,4 +1,4 @@
-"""Step 4 and 5: first-call (compile) time and steady-state latency.
+"""First-call (compile) time and steady-state latency.
 
 GPU: device events after warm-up, through triton.testing.do_bench (which also flushes L2 between
 calls), median and spread; and a user's loop (loop_timing), which also shows what the host
@@ -83,32 +83,23 @@ def host_loops(fn: Callable, args, calls: int = 50, loops: int = 10) -> dict:
     the host spends per call, whether or not the GPU keeps up. 50 calls stay far under the
     driver's launch queue, so a device-bound call does not block the loop; the queue drains
     between loops. The summary of `loops` loops (one loop is a millisecond or two, which a
-    single interrupt or another process's time slice can stretch by half), and each loop beside
-    the CPU's speed a probe read before it: on the H200's VM hosts the same calls cost 1.6x
-    more at the slow speed, so a host cost is compared with a loop's time at one speed
-    (samespeed.at_same_speed)."""
+    single interrupt or another process's time slice can stretch by half), and each loop's
+    ms per call, in order."""
     import torch
-
-    from compilekit import cpuwatch
 
     fn(*args)
     torch.cuda.synchronize()
     per_loop = []
     for _ in range(loops):
-        speed = cpuwatch.quick_loop_ns()  # the GPU is idle here: the last loop synchronized
         start = time.perf_counter()
         for _ in range(calls):
             fn(*args)
-        per_loop.append([(time.perf_counter() - start) / calls * 1e3, speed])
+        per_loop.append((time.perf_counter() - start) / calls * 1e3)
         torch.cuda.synchronize()
-    return {
-        **summary([ms for ms, _ in per_loop]),
-        "calls": calls,
-        "loops": [[round(ms, 6), round(ns, 1)] for ms, ns in per_loop],
-    }
+    return {**summary(per_loop), "calls": calls, "loops": [round(ms, 6) for ms in per_loop]}
 
 
-def loop_timing(fn: Callable, args, per_call_ms: float, budget_s: float = 0.3, turns=None) -> dict:
+def loop_timing(fn: Callable, args, per_call_ms: float, budget_s: float = 0.3) -> dict:
     """A user's loop on CUDA: device events around back-to-back calls (no L2 flush, no
     synchronize inside), ms per call, repeated for about budget_s; the repeats' summary, and
     `calls` per repeat (about 2 ms of calls at per_call_ms, the call's do_bench median, so the
@@ -117,22 +108,15 @@ def loop_timing(fn: Callable, args, per_call_ms: float, budget_s: float = 0.3, t
     Each call costs max(host, device) here: a call the GPU finishes before the host has issued
     the next one is paced by the host. do_bench cannot show that: the 256 MB memset it runs
     before each timed call gives the host a head start, so a host-bound call reads anywhere
-    between its device time and its host cost (experiments/results/h200/host_bound_timing).
-
-    turns: a turns.Leader (`compilekit verify --paired`): after each loop a bare process times
-    one loop of as many calls, before the next; its time is not counted in budget_s."""
+    between its device time and its host cost."""
     import torch
-
-    from compilekit import cpuwatch
 
     for _ in range(3):
         fn(*args)
     torch.cuda.synchronize()
     calls = max(5, min(200, math.ceil(2.0 / max(per_call_ms, 1e-3))))
-    samples, speeds, deadline = [], [], time.perf_counter() + budget_s
+    samples, deadline = [], time.perf_counter() + budget_s
     while len(samples) < 5 or (time.perf_counter() < deadline and len(samples) < 100):
-        # the CPU's speed for this loop (the GPU is idle here: the last loop synchronized)
-        speeds.append(cpuwatch.quick_loop_ns())
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(calls):
@@ -140,21 +124,7 @@ def loop_timing(fn: Callable, args, per_call_ms: float, budget_s: float = 0.3, t
         end.record()
         end.synchronize()
         samples.append(start.elapsed_time(end) / calls)
-        if turns:
-            handed = time.perf_counter()
-            if not turns.hand_over(calls, samples[-1], speeds[-1]):
-                turns.end()
-                turns = None  # the bare process stopped answering: on alone
-            deadline += time.perf_counter() - handed
-    if turns:
-        turns.end()
-    return {
-        **summary(samples),
-        "calls": calls,
-        # each loop beside the CPU's speed before it, in order: what `compilekit verify` matches
-        # a bare process's loops against (compilekit/samespeed.py)
-        "loops": [[round(ms, 6), round(ns, 1)] for ms, ns in zip(samples, speeds)],
-    }
+    return {**summary(samples), "calls": calls, "loops": [round(ms, 6) for ms in samples]}
 
 
 def _bench_cuda(fn: Callable, args, budget_s: float) -> dict:

@@ -120,9 +120,9 @@ def test_second_run_reuses_the_cold_measurement(run_cell, cache_root, tmp_path):
     assert os.listdir(os.path.join(again.run_dir, "kernels"))  # the capture came along
 
 
-def test_cache_key_follows_every_imported_project_file(tmp_path):
-    """Editing masks.py (imported by triton_flash_gqa) must give that cell a new cache; an
-    unrelated edit must not."""
+def _key_of_a_copy(tmp_path):
+    """key(variant, passes=()) -> the cache folder a cell gets from a copy of this checkout in
+    tmp_path (each call a fresh process, so edits to the copy count)."""
     import shutil
     import subprocess
     import sys
@@ -134,12 +134,12 @@ def test_cache_key_follows_every_imported_project_file(tmp_path):
     probe = (
         "from compilekit import runner; from compilekit.spec import Cell, parse_shape; "
         "print(runner.cache_dir_for(Cell('{v}', 'default', parse_shape('1x4x64x16'), "
-        "'float32', 'cpu'), '/c'))"
+        "'float32', 'cpu', passes={p!r}), '/c'))"
     )
 
-    def key(variant):
+    def key(variant, passes=()):
         proc = subprocess.run(
-            [sys.executable, "-c", probe.format(v=variant)],
+            [sys.executable, "-c", probe.format(v=variant, p=tuple(passes))],
             cwd=tmp_path,
             env={**os.environ, "PYTHONPATH": str(tmp_path)},
             capture_output=True,
@@ -148,14 +148,45 @@ def test_cache_key_follows_every_imported_project_file(tmp_path):
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip()
 
+    return key
+
+
+def _append(path, text):
+    with open(path, "a") as f:
+        f.write(text)
+
+
+def test_cache_key_follows_every_imported_project_file(tmp_path):
+    """Editing masks.py (imported by triton_flash_gqa) must give that cell a new cache; an
+    unrelated edit must not."""
+    key = _key_of_a_copy(tmp_path)
     gqa, naive = key("triton-flash-gqa"), key("naive")
-    with open(tmp_path / "variants" / "triton_flash.py", "a") as f:
-        f.write("\n# an edit\n")
+    _append(tmp_path / "variants" / "triton_flash.py", "\n# an edit\n")
     assert key("triton-flash-gqa") != gqa
     assert key("naive") == naive  # naive does not import triton_flash
-    with open(tmp_path / "variants" / "masks.py", "a") as f:
-        f.write("\n# an edit\n")
+    _append(tmp_path / "variants" / "masks.py", "\n# an edit\n")
     assert key("triton-flash-gqa") != gqa and key("naive") != naive
+
+
+def test_cache_key_follows_what_shapes_the_compile_and_nothing_else(tmp_path):
+    """The phase and measuring code, comments anywhere: the cache stays. The compile-shaping
+    modules' code, a pass's file: a new cache."""
+    key = _key_of_a_copy(tmp_path)
+    (tmp_path / "my_pass.py").write_text(
+        "from compilekit.passlib.naive_to_sdpa import make_pass as factory\n"
+    )
+    spec = f"{tmp_path / 'my_pass.py'}:factory"
+    naive, passed = key("naive"), key("naive", [spec])
+    _append(tmp_path / "compilekit" / "cell.py", "\n# a comment\n\n\ndef later():\n    pass\n")
+    _append(tmp_path / "compilekit" / "timing.py", "\nTIMING_EDIT = 1\n")
+    _append(tmp_path / "compilekit" / "settings.py", "\n# a comment only\n")
+    settings = tmp_path / "compilekit" / "settings.py"
+    settings.write_text(settings.read_text().replace('"""', '"""Reworded: ', 1))  # docstring
+    assert key("naive") == naive and key("naive", [spec]) == passed
+    _append(tmp_path / "my_pass.py", "EDITED = True\n")
+    assert key("naive", [spec]) != passed and key("naive") == naive
+    _append(tmp_path / "compilekit" / "settings.py", "\nSETTING_EDIT = 1\n")
+    assert key("naive") != naive
 
 
 def test_cudagraphs_mode_on_cpu_is_refused(cli):

@@ -49,7 +49,6 @@ def test_a_kernel_map_of_the_wrong_shape_is_one_line_in_every_command(case, tmp_
         ["diff", str(bad), str(good)],
         ["diff", str(good), str(bad)],
         ["html", "--diff", str(good), str(bad), "--out", str(tmp_path / "d.html")],
-        ["verify", str(bad)],
     ):
         code, err = _cli(*args)
         assert code == 2, (args, err)

@@ -445,7 +445,7 @@ def test_a_noisy_timing_never_replaces_a_quiet_one_and_one_replaced_is_kept(tmp_
     assert kept.compiled_ms == 1.0 and [a["compiled_ms"] for a in kept.attempts] == [1.5, 1.7]
     for a in kept.attempts:
         assert load(os.path.join(run_dir, a["dir"])).noisy
-    from compilekit.report import attempts_text
+    from compilekit.cellview import attempts_text
 
     assert attempts_text(kept) == (
         "kept in attempts/ beside this run: 2 noisy timing(s) (the last: 1.7 ms, p90 is 2.00x "

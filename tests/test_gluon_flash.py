@@ -141,62 +141,6 @@ def test_sm90_warp_specialized_schedule_takes_turns(gluon_flash):
     assert steps.count("S O arrive wait 1") == 2, steps  # one loop per consumer
 
 
-def _bench_module():
-    import importlib.util
-    import os
-
-    path = os.path.join(
-        os.path.dirname(os.path.dirname(__file__)), "experiments", "triton_flash_bench.py"
-    )
-    spec = importlib.util.spec_from_file_location("flash_bench_for_gluon", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench, path
-
-
-def test_the_bench_reads_gluon_tiles_and_refuses_a_bad_one_in_one_line():
-    import subprocess
-    import sys
-
-    bench, path = _bench_module()
-    assert bench.gluon_tiles("64x64x4x3,128x128x4x3xws") == [
-        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "STAGES": 3},
-        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "STAGES": 3, "WS": True},
-    ]
-    done = subprocess.run(
-        [sys.executable, path, "--gluon-tiles", "64x64"], capture_output=True, text=True
-    )
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines() == [
-        "triton_flash_bench: --gluon-tiles '64x64' is not BLOCK_MxBLOCK_Nxwarpsxstages[xws] "
-        "(e.g. 128x128x8x3)"
-    ]
-
-
-def test_the_bench_gluon_baseline_leaves_the_current_op_in_place(
-    gluon_flash, tmp_path, monkeypatch
-):
-    """An older copy of gluon_flash.py loaded beside the current one must not take over
-    compilekit::gluon_flash_attention, or "gluon-flash compiled" would run the copy: each op
-    dispatches to its own module's launch."""
-    import os
-
-    bench, _ = _bench_module()
-    copy = tmp_path / "old_gluon_flash.py"
-    with open(gluon_flash.__file__) as f:
-        copy.write_text(f.read())
-    baseline = bench.baseline_module(str(copy))
-    assert os.path.samefile(baseline.__file__, copy)
-    q = torch.zeros(1, 1, 4, 64)
-    # each module's launch, stood in for: what it returns says whose op ran
-    monkeypatch.setattr(gluon_flash, "_launch_known", lambda *a: torch.full_like(q, 1.0))
-    monkeypatch.setattr(baseline, "_launch_known", lambda *a: torch.full_like(q, 2.0))
-    assert torch.ops.compilekit.gluon_flash_attention(q, q, q, True).unique().tolist() == [1.0]
-    assert gluon_flash._gluon_op(q, q, q, True).unique().tolist() == [1.0]
-    got = torch.ops.compilekit_baseline.gluon_flash_attention(q, q, q, True)
-    assert got.unique().tolist() == [2.0]
-
-
 def test_the_fast_launch_key_tells_apart_what_the_kernel_is_specialized_on(gluon_flash):
     """A known key's calls skip check_inputs and Triton's dispatch: inputs that differ in
     anything the compiled kernel or those checks depend on must not share a key; the same

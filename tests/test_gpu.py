@@ -3,7 +3,6 @@
 import functools
 import json
 import os
-import statistics
 
 import pytest
 import torch
@@ -209,40 +208,27 @@ def test_triton_flash_compiles_and_maps_to_its_call_line(run_cell):
     ],
 )
 def test_toolkit_timing_matches_a_bare_do_bench(run_cell, cache_root, variant, mode, shape):
-    """The toolkit measures the code, not itself: within 5% of do_bench in a fresh process (of a
-    bare loop for a host-bound cell, whose do_bench figure moves between processes). Where the
-    bare processes disagree, pairs decide: 3, or COMPILEKIT_GPU_PAIRS (a host-bound cell's pairs
-    take turns loop by loop on one CPU: the H200's hosts drift 2x between seconds, and two
-    identical bare processes by turns read 0.66-1.52 apart on whichever CPUs they land, 0.97-0.99
-    on one)."""
+    """The toolkit measures the code, not itself: within 5% of do_bench in fresh processes.
+    A device-bound cell must read within; a host-bound one (judged by a user's loop, whose time
+    follows the host's CPU) may be INCONCLUSIVE where the bare processes disagree, and then
+    says so, but never OUTSIDE."""
     from compilekit import verify
 
     result = run_cell(variant, mode, shape=shape, dtype="bfloat16", device="cuda")
     assert result.measured, result.reason
-    line, verdict = verify.verify(result.run_dir, 0.05, cache_root=cache_root)
-    print(line)
-    if verdict == "inconclusive":  # the reference itself moved > 5% between fresh processes:
-        # then the toolkit's re-measure beside a bare one, three times, decides
-        pairs = int(os.environ.get("COMPILEKIT_GPU_PAIRS", "3"))
-        line, verdict = verify.paired(result.run_dir, pairs, 0.05, cache_root)
-        print(line)
-    if verdict == "inconclusive":
-        pytest.skip(line)
-    assert verdict == "within", line
+    report, verdict = verify.verify(result.run_dir, 0.05, cache_root=cache_root)
+    print(report)
+    if verdict == "inconclusive" and result.host_bound:
+        pytest.skip(report)
+    assert verdict == "within", report
 
 
 def test_host_bound_cell_says_so(run_cell):
     result = run_cell("sdpa", "default", shape="1x4x128x64", dtype="bfloat16", device="cuda")
     assert result.host_ms_per_call > 0 and 0 < result.gpu_busy_share <= 1
     assert result.host_bound, (result.gpu_busy_share, result.compiled_loop_ms)
-    # a loop pays the host's cost per call, which do_bench's L2 flush may hide: compared at
-    # one CPU speed (the VM's two speeds are 1.6x apart; the two loops run a moment apart)
-    from compilekit import samespeed
-
-    pairs = samespeed.at_same_speed(
-        result.loop_timing["compiled"]["loops"], result.loop_timing["host"]["loops"]
-    )
-    assert pairs, ("no host loop ran at a speed the user's loop saw", result.loop_timing)
-    ratio = statistics.median(loop / host for host, loop in pairs)
-    assert ratio >= 0.8, (ratio, pairs)
+    # a loop pays the host's cost per call, which do_bench's L2 flush may hide
+    loops = result.loop_timing
+    ratio = loops["compiled"]["median_ms"] / loops["host"]["median_ms"]
+    assert ratio >= 0.8, (ratio, loops)
     assert result.eager_loop_ms > 0 and result.loop_timing["compiled"]["calls"] >= 5

@@ -140,8 +140,8 @@ def test_cli_set_is_validated_before_anything_runs(cli, tmp_path):
 
 
 def test_report_shows_configs_only_when_there_are_some():
+    from compilekit.cellview import headers, rows
     from compilekit.result import CellResult
-    from compilekit.sweepreport import headers, rows
 
     plain = CellResult("naive", "default", "1x2x64x16", "float32", "cpu", status="ok")
     tuned = CellResult(
@@ -164,7 +164,7 @@ def test_report_tells_apart_cells_that_differ_only_in_pass_or_config(tmp_path):
     """The H200 knobs sweep read as two identical `naive / default` rows and bullets: a pass
     cell and a config cell must each be named as such in the table and the bullets, and keep
     their own place on the sweep page (there the pass cell had taken the base cell's)."""
-    from compilekit import sweepreport
+    from compilekit import cellview, sweepreport
     from compilekit.result import CellResult
 
     def cell(**kw):
@@ -188,17 +188,17 @@ def test_report_tells_apart_cells_that_differ_only_in_pass_or_config(tmp_path):
         cell(passes=["naive-to-sdpa"]),
         cell(config={"coordinate_descent_tuning": True}, config_name="cdt"),
     ]
-    cols = sweepreport.headers(cells)
-    table = sweepreport.rows(cells, None)
+    cols = cellview.headers(cells)
+    table = cellview.rows(cells, None)
     assert [(row[cols.index("config")], row[cols.index("pass")]) for row in table] == [
         ("base", "-"),
         ("base", "naive-to-sdpa"),
         ("cdt", "-"),
     ]
-    names = [sweepreport.cell_name(r) for r in cells]
+    names = [cellview.cell_name(r) for r in cells]
     assert len(set(names)) == 3 and "pass naive-to-sdpa" in names[1] and "config cdt" in names[2]
     for r in cells:
-        r.label = sweepreport.cell_name(r).replace("`", "").replace(" ", "_").replace("/", "")
+        r.label = cellview.cell_name(r).replace("`", "").replace(" ", "_").replace("/", "")
         os.makedirs(tmp_path / r.label)
         r.save(str(tmp_path / r.label))
     sweepreport.report(str(tmp_path))

@@ -65,23 +65,23 @@ def test_cuda_check_asks_torch_unless_the_answer_is_certain(monkeypatch):
     (never a silent CPU fallback for DEVICE=auto on a GPU machine)."""
     import torch
 
-    from compilekit import cli
+    from compilekit import usercell
 
     # read from torch/version.py without importing torch: the same answer torch gives
-    assert cli._torch_cuda_build() is (torch.version.cuda is not None)
-    monkeypatch.setattr(cli, "_torch_cuda_build", lambda: False)
+    assert usercell._torch_cuda_build() is (torch.version.cuda is not None)
+    monkeypatch.setattr(usercell, "_torch_cuda_build", lambda: False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert cli.cuda_available() is False  # certain: a CPU build
-    monkeypatch.setattr(cli, "_torch_cuda_build", lambda: True)
-    monkeypatch.setattr(cli, "_driver_device_count", lambda: 0)
-    assert cli.cuda_available() is True  # the probe saw nothing: torch decides
-    monkeypatch.setattr(cli, "_driver_device_count", lambda: 2)
+    assert usercell.cuda_available() is False  # certain: a CPU build
+    monkeypatch.setattr(usercell, "_torch_cuda_build", lambda: True)
+    monkeypatch.setattr(usercell, "_driver_device_count", lambda: 0)
+    assert usercell.cuda_available() is True  # the probe saw nothing: torch decides
+    monkeypatch.setattr(usercell, "_driver_device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert cli.cuda_available() is True  # the driver reports devices
+    assert usercell.cuda_available() is True  # the driver reports devices
 
 
 def test_every_committed_experiment_file_loads():
-    """The experiments the README and experiments/h200_verify.sh name are valid specs."""
+    """Every experiment in experiments/ is a valid spec."""
     import glob
 
     from compilekit.spec import load_experiment
@@ -92,69 +92,3 @@ def test_every_committed_experiment_file_loads():
     for path in paths:
         cells = load_experiment(path).cells
         assert cells, path
-
-
-def test_the_h200_script_runs_its_phases_in_the_order_asked(tmp_path):
-    """experiments/h200_verify.sh, with the GPU machine's commands stood in for: PHASES="D H"
-    runs D, then H (a call that ends at its deadline in the first phase never reaches the
-    second, so the order asked is the order run), a phase with its marker is not run again,
-    an unknown phase is named, not silently skipped, phase A measures only the CELLS asked, a
-    host-bound one with PAIRS pairs, and phase T runs bare against bare unpinned, then pinned,
-    then pinned with one memory layout."""
-    import os
-    import shutil
-    import subprocess
-
-    from tests.conftest import ROOT
-
-    bin_dir, out, res = tmp_path / "bin", tmp_path / "out", tmp_path / "res"
-    bin_dir.mkdir()
-    out.mkdir()
-    # run from a copy: the script copies a checkout's .sweeps/ into /tmp, which a test must not
-    (tmp_path / "experiments").mkdir()
-    shutil.copy(os.path.join(ROOT, "experiments", "h200_verify.sh"), tmp_path / "experiments")
-    log = tmp_path / "calls.log"
-    (bin_dir / "nvidia-smi").write_text('#!/bin/sh\necho "GPU 0: stand-in"\n')
-    # python3: each call logs its arguments (D's inline script reads stdin: `python3 -`)
-    (bin_dir / "python3").write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
-    for f in bin_dir.iterdir():
-        f.chmod(0o755)
-
-    def run(phases, **extra):
-        env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out),
-               "H200_RES": str(res), "PHASES": phases, "WAIT_S": "30", **extra}  # fmt: skip
-        return subprocess.run(
-            ["bash", "experiments/h200_verify.sh"], cwd=tmp_path, env=env, capture_output=True,
-            text=True, timeout=60,
-        )  # fmt: skip
-
-    run("D H X")
-    # D's inline compare, then H's script (`-m` calls: the wheels' install, reports of sweeps)
-    calls = [line.split()[0] for line in log.read_text().splitlines() if line.split()]
-    assert [c for c in calls if c != "-m"] == ["-", "experiments/host_bound_timing.py"], calls
-    assert "no phase X" in (res / "phases.log").read_text()
-    log.write_text("")
-    run("H D")  # both done: neither runs again
-    assert [line for line in log.read_text().splitlines() if "host_bound" in line] == []
-    assert (out / "res.tgz").is_file()
-    log.write_text("")
-    run("A", CELLS="naive:reduce-overhead:1x4x128x64,sdpa:default:8x16x1024x64", PAIRS="12")
-    measured = [ln for ln in log.read_text().splitlines() if " compilekit run " in ln + " "]
-    assert [ln.split("--variant ")[1].split(" --out")[0] for ln in measured] == [
-        "naive --mode reduce-overhead --shape 1x4x128x64",
-        "sdpa --mode default --shape 8x16x1024x64",
-    ], measured
-    lines = log.read_text().splitlines()
-    verified = [ln.split("/tmp/verify/")[1] for ln in lines if "compilekit verify" in ln]
-    assert verified == [
-        "naive__reduce-overhead__1x4x128x64__bfloat16__cuda --paired 12",
-        "sdpa__default__8x16x1024x64__bfloat16__cuda --paired 0",
-    ], verified
-    log.write_text("")
-    run("T", PAIRS="4")  # bare against bare by turns: free, then both on the last CPU
-    spreads = [ln for ln in log.read_text().splitlines() if "turns_spread.py" in ln]
-    assert [ln.split("--pairs ")[1] for ln in spreads] == [
-        "4 --cpu free",
-        f"4 --cpu {os.cpu_count() - 1}",
-        f"4 --cpu {os.cpu_count() - 1}",
-    ], spreads

@@ -1,5 +1,6 @@
 """Sweeps on the CPU: resumable, failures recorded, reports and plots, bad experiment files."""
 
+import glob
 import json
 import os
 import signal
@@ -95,8 +96,8 @@ def test_report_markdown_and_break_even(small_sweep):
     assert "sdpa-cudnn" in md and "unsupported" in md
     import dataclasses
 
+    from compilekit.cellview import break_even_calls
     from compilekit.result import CellResult
-    from compilekit.sweepreport import break_even_calls
 
     faster = CellResult(
         "v",
@@ -381,7 +382,7 @@ def test_sweep_page_links_every_cell_to_its_run_page(small_sweep, open_page):
 def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_maps(
     small_sweep, tmp_path
 ):
-    """experiments/publish_sweep.py: what goes into experiments/results from a sweep."""
+    """compilekit publish: what goes into experiments/results from a sweep."""
     import json
     import shutil
 
@@ -404,7 +405,16 @@ def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_map
     (dest / "README.md").write_text("prose about the results\n")
     (dest / "old.txt").write_text("from an earlier publish\n")
     proc = subprocess.run(
-        [sys.executable, "experiments/publish_sweep.py", str(src), str(dest)],
+        [
+            sys.executable,
+            "-m",
+            "compilekit",
+            "publish",
+            str(src),
+            str(dest),
+            "--code",
+            measured[0],
+        ],  # fmt: skip
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -424,18 +434,20 @@ def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_map
     assert not (published_attempt / "kernels.json").exists()
     for page in ("REPORT.md", "index.html", f"{measured[0]}/index.html"):
         assert (dest / page).is_file(), page
+    assert glob.glob(str(dest / measured[0] / "output_code*.py"))  # the one example's code
+    others = measured[1:]
+    assert others and not (dest / others[0] / "index.html").exists()
+    assert not (dest / others[0] / "log.txt").exists()
+    assert not glob.glob(str(dest / others[0] / "output_code*.py"))
+    # the sweep page links a cell without a run page to its result.json
+    assert f'href="{others[0]}/result.json"' in (dest / "index.html").read_text()
 
 
 def test_publish_takes_a_libraries_workspace_memset_off_the_roofline():
     """Published maps predate the longest-kernel rule: there cuBLAS's memset beside a bmm read
     as moving the bmm's 302 MB and doing its 17 GFLOP."""
-    import importlib.util
 
-    spec = importlib.util.spec_from_file_location(
-        "publish_sweep", os.path.join(ROOT, "experiments", "publish_sweep.py")
-    )
-    publish = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(publish)
+    from compilekit import publish
 
     def record(name, launcher):
         return {"name": name, "launcher": launcher, "bytes": 301989888, "flops": 17179869184}

@@ -344,28 +344,3 @@ def test_the_fast_path_launches_without_triton_runner_unless_a_hook_is_set(monke
     monkeypatch.setattr(Compiled, "packed_metadata", None)
     direct_launcher(Compiled(), (4, 5, 1))("q")
     assert through_runner[-1] == ((4, 5, 1), ("q",)) and len(launched) == 1
-
-
-def test_the_bench_baseline_leaves_the_current_op_in_place(tmp_path):
-    """experiments/triton_flash_bench.py loads an older copy of the kernel beside the current
-    one: the copy's custom op must not take over the current op's name, or "triton-flash
-    compiled" runs the copy's kernel."""
-    import importlib.util
-
-    custom_ops = pytest.importorskip("torch._library.custom_ops")
-    from variants import triton_flash as tf
-
-    if not hasattr(custom_ops, "OPDEFS") or tf.OP_NAME not in custom_ops.OPDEFS:
-        pytest.skip("this torch keeps no registry of custom ops (torch._library.custom_ops)")
-    path = os.path.join(ROOT, "experiments", "triton_flash_bench.py")
-    spec = importlib.util.spec_from_file_location("flash_bench_under_test", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    copy = tmp_path / "old_triton_flash.py"
-    with open(os.path.join(ROOT, "variants", "triton_flash.py")) as f:
-        copy.write_text(f.read())
-    current = custom_ops.OPDEFS[tf.OP_NAME]
-    baseline = bench.baseline_module(str(copy))
-    assert custom_ops.OPDEFS[tf.OP_NAME] is current
-    assert baseline._flash_op is not current
-    assert custom_ops.OPDEFS[baseline.OP_NAME] is baseline._flash_op

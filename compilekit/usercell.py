@@ -1,0 +1,134 @@
+"""A cell from what a user typed (the command line, `compilekit.run`): every field validated,
+the per-device defaults filled, `auto` resolved to the device torch can use. Bad input is a
+UserError naming the fix, before any process starts."""
+
+from __future__ import annotations
+
+import os
+
+from compilekit.errors import UserError
+from compilekit.spec import (
+    Cell,
+    check_seed,
+    check_timeout,
+    parse_device,
+    parse_dtype,
+    parse_shape,
+)
+
+DEFAULT_SHAPES = {"cuda": "8x16x1024x64", "cpu": "1x8x512x64"}
+DEFAULT_DTYPES = {"cuda": "bfloat16", "cpu": "float32"}
+
+
+def cuda_available() -> bool:
+    """What torch.cuda.is_available() says, without importing torch where the answer is certain
+    (seconds per run): a CPU build of torch (its version.py names no CUDA version) has none; a
+    CUDA build whose driver reports a device (cuInit, cuDeviceGetCount: they honour
+    CUDA_VISIBLE_DEVICES as torch does) has one. Anything else asks torch itself."""
+    built = _torch_cuda_build()
+    if built is False:
+        return False
+    if built and _driver_device_count() > 0:
+        return True
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _torch_cuda_build() -> bool | None:
+    """Whether the installed torch is a CUDA build, read from torch/version.py; None if unknown."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return None
+    try:
+        with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as f:
+            built = re.search(r"^cuda\b[^=]*=\s*(.+)$", f.read(), re.M)
+    except OSError:
+        return None
+    return None if built is None else built[1].strip() != "None"
+
+
+def _driver_device_count() -> int:
+    """CUDA devices the driver reports (0 without a driver)."""
+    import ctypes
+
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_int(0)
+    if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
+
+
+def resolve_device(name: str) -> str:
+    """`auto` -> cuda when there is a GPU torch can use, else cpu; `cuda` without one is a
+    user error."""
+    name = parse_device(name)
+    if name == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    if name == "cuda" and not cuda_available():
+        raise UserError(
+            "device 'cuda' asked for but torch sees no CUDA GPU: use DEVICE=cpu (or DEVICE=auto)"
+        )
+    return name
+
+
+def make_cell(
+    variant: str,
+    mode: str,
+    shape: str | None,
+    dtype: str | None,
+    device: str,
+    seed: int = 0,
+    assignments: list[str] | tuple = (),
+    passes: list[str] | tuple = (),
+    timeout_s: float | None = None,
+) -> Cell:
+    """Validate every field a user typed and fill the per-device defaults; `assignments` are
+    `key=value` Inductor options (`--set`); a user's variant file must import within
+    timeout_s (the cell's)."""
+    from compilekit import knobs
+    from compilekit.modes import check_mode
+    from compilekit.variant import check_variant, is_user_spec
+
+    if is_user_spec(variant):  # absolute, so the cell (and its label) do not depend on the cwd
+        path, fn = variant.rsplit(":", 1)
+        variant = f"{os.path.abspath(path)}:{fn}"
+    if timeout_s is not None:
+        check_timeout(timeout_s)
+    check_variant(variant, timeout_s)
+    check_mode(mode)
+    check_seed(seed)
+    # None takes the device's default; an empty string is a typo, refused by the parsers
+    shape_obj = parse_shape(shape) if shape is not None else None
+    dtype_name = parse_dtype(dtype) if dtype is not None else None
+    device = resolve_device(device)
+    config = dict(knobs.parse_assignment(a) for a in assignments)
+    knobs.check_mode(config, mode)
+    config = knobs.validate(config, "--set")
+    passes = [
+        os.path.abspath(p.rsplit(":", 1)[0]) + ":" + p.rsplit(":", 1)[1] if ":" in p else p
+        for p in passes
+    ]
+    if passes:
+        from compilekit.passes import load_pass
+
+        knobs.check_mode({"--pass": passes}, mode, "graph passes (--pass)")
+        for spec in passes:
+            load_pass(spec)  # the file, the factory and its interface, before anything runs
+    return Cell(
+        variant,
+        mode,
+        shape_obj or parse_shape(DEFAULT_SHAPES[device]),
+        dtype_name or DEFAULT_DTYPES[device],
+        device,
+        seed,
+        tuple(sorted(config.items())),
+        knobs.name_of(config) if config else "",
+        tuple(passes),
+    )

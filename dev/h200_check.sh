@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One device call on an H200 (the `device` tool, carry [".whl"]): the wheels torch does not
+# bring, then the phases asked, in order, each writing under $OUT.
+#   S  the single cell cold (fresh cache) and warm, naive default at the blog shape: wall times
+#      and the measure process's steps_s
+#   V  sdpa eager and triton-flash eager at the blog shape, then `compilekit verify` of those
+#      and of naive default
+#   G  the GPU-marked tests (GPU_TESTS: a pytest -k expression), within G_S seconds
+#   B  the blog matrix, cold (experiments/blog_part3.toml), within B_S seconds
+# PHASES="S V G" bash dev/h200_check.sh
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COMPILEKIT_CACHE=/tmp/ck-cache
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+nvidia-smi -L | tee "$OUT/gpu.txt"
+runs=/tmp/runs
+blog=8x16x1024x64
+cell() { python3 -m compilekit run --variant "$1" --mode "$2" --out $runs "${@:3}"; }
+steps() { python3 -c "import json,sys; r=json.load(open(sys.argv[1]+'/result.json')); print(r['status'], r['compiled_ms'], r['wall_s'], json.dumps(r['steps_s']))" "$1"; }
+for phase in ${PHASES:-S V G}; do
+  echo "=== phase $phase $(date +%T)" | tee -a "$OUT/phases.txt"
+  case $phase in
+    S)
+      for run in cold warm warm2; do
+        start=$(date +%s.%N)
+        cell naive default > "$OUT/S_$run.txt" 2>&1
+        end=$(date +%s.%N)
+        echo "$run wall_s $(python3 -c "print(round($end-$start,1))")" | tee -a "$OUT/S_walls.txt"
+        steps $runs/naive__default__${blog}__bfloat16__cuda >> "$OUT/S_walls.txt"
+      done ;;
+    V)
+      cell sdpa eager > "$OUT/V_sdpa.txt" 2>&1
+      cell triton-flash eager > "$OUT/V_triton.txt" 2>&1
+      python3 -m compilekit verify $runs/naive__default__${blog}__bfloat16__cuda \
+        $runs/sdpa__eager__${blog}__bfloat16__cuda \
+        $runs/triton-flash__eager__${blog}__bfloat16__cuda 2>&1 | tee "$OUT/V_verify.txt" ;;
+    G)
+      timeout "${G_S:-400}" python3 -m pytest -q -m gpu tests -p no:cacheprovider \
+        -k "${GPU_TESTS:-not awkward}" 2>&1 | tail -40 > "$OUT/G_tests.txt" ;;
+    B)
+      start=$(date +%s)
+      timeout "${B_S:-480}" python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog \
+        > "$OUT/B_sweep.txt" 2>&1
+      echo "blog sweep rc=$? wall_s $(( $(date +%s) - start ))" | tee -a "$OUT/B_sweep.txt" ;;
+  esac
+done
