@@ -2,20 +2,20 @@
 
 Gluon is Triton's lower-level language: layouts, shared memory, barriers, TMA and the async
 tensor-core MMA (wgmma) are the kernel's to schedule. That buys what triton-flash cannot say
-(issue 11: 0.83x cuDNN at D = 128): for key block j the kernel issues S_j = q kT, then the
+(it reached 0.83x cuDNN at D = 128): for key block j the kernel issues S_j = q kT, then the
 previous block's O += P_{j-1} V_{j-1} behind it, and waits for S_j alone, so block j's exp and
 row sums run while the tensor cores compute P_{j-1} V_{j-1} (FA3's intra-warpgroup overlap;
 Triton waits for both before every softmax). K and V stream through a ring of STAGES
 shared-memory slots filled by TMA, from host-side descriptors over [B, H, S, D] whose box is one
 head's rows (rows past S read as zeros, as do Q's). Descriptors built on the device per program
-cost 0.022 ms of 0.108 at 8x16x1024x64 on the H200 (2026-12-01): the host builds them.
+cost 0.022 ms of 0.108 at 8x16x1024x64 on the H200: the host builds them.
 
 One program: BLOCK_M query rows of one (batch, head). Two schedules:
 - D = 64, the one above: 64 query rows on one warpgroup (4 warps), more programs per SM.
 - D = 128, FA3's (WS_TILES): gl.warp_specialize gives the TMA loads to one producer warp, and two
   consumer warpgroups (64 query rows each) take turns issuing their wgmmas, each handing the
   turn over before its own softmax, so one's exp work runs while the other's matrix work does.
-On the H200 (2026-12-01, bf16, causal, do_bench in one process; experiments/results/h200/
+On the H200 (bf16, causal, do_bench in one process; dev/results/h200/
 gluon_flash/): D = 128, 0.96x cuDNN at 1x32x8192x128 and 0.88x at 4x16x4096x128 warp-specialized
 (0.83x and 0.77x with the single-warpgroup schedule on 8 warps); D = 64, 0.88-0.94x at
 8x16x1024x64, where its launch (about 0.1 ms of host per call: Gluon's Python launcher and the
@@ -457,7 +457,7 @@ if gl is not None:
         )
 
 
-# The warp-specialized schedule, D = 128's default (correct and timed on the H200, 2026-12-01):
+# The warp-specialized schedule, D = 128's default (correct and timed on the H200):
 # 4 warps here are consumer 0 (the default partition); consumer 1 and the loader warp are added.
 WS_TILES = {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 4, "WS": True}
 # D = 128 on one warpgroup per 64 rows, no producer warp: the default before WS_TILES was timed
@@ -465,7 +465,7 @@ SINGLE_TILES_D128 = {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 8
 
 
 def tiles(head_dim: int) -> dict:
-    """Tile sizes per head dim, the fastest of those timed on the H200 on 2026-12-01: D = 64, 64
+    """Tile sizes per head dim, the fastest of those timed on the H200: D = 64, 64
     query rows on one warpgroup (more programs per SM; warp-specialized 128-row tiles took 0.082
     ms at 8x16x1024x64 against 0.069); D = 128, the warp-specialized schedule on 128x128 tiles
     (1.100 ms at 1x32x8192x128 against 1.264 for the best single-warpgroup tile, 1.352 with 2
@@ -529,7 +529,7 @@ def _descriptor(t, rows: int):
 # launch key -> (the compiled kernel's runner for its grid, the arguments after q, k, v and out,
 # the query and key box rows): a known key's later calls skip Triton's JIT dispatch (binding,
 # specializing four descriptors, the cache key), which cost about 0.1 ms of host per call on the
-# H200 (2026-12-01), more than the kernel at small shapes. As variants/triton_flash.py does.
+# H200, more than the kernel at small shapes. As variants/triton_flash.py does.
 _FAST_LAUNCH: dict = {}
 _FAST_LAUNCH_LIMIT = 256  # keys, each a shape, stride and tile pattern; cleared when full
 
