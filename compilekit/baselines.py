@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import sys
 
-from compilekit.spec import parse_baseline, parse_shape
+from compilekit.experiment import parse_baseline
+from compilekit.spec import parse_shape
 
 
 def to_json(against: dict) -> dict:

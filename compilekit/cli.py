@@ -76,7 +76,7 @@ def cmd_diff(args) -> int:
 
 def cmd_sweep(args) -> int:
     from compilekit import envinfo, runner, sweep, sweepreport
-    from compilekit.spec import load_experiment
+    from compilekit.experiment import load_experiment
     from compilekit.store import check_writable, write_json
 
     experiment = load_experiment(args.experiment, device_resolver=resolve_device)

@@ -18,7 +18,7 @@ import time
 from compilekit import baselines, runner
 from compilekit import result as results
 from compilekit.errors import UserError
-from compilekit.spec import Experiment
+from compilekit.experiment import Experiment
 from compilekit.store import Busy, CorruptFile, exclusive_lock, write_json
 
 # what --retry-failed and --retry-noisy ask to run again

@@ -47,7 +47,7 @@ def test_a_variant_that_hangs_at_import_is_bounded_by_the_cells_timeout(tmp_path
 
 
 def test_an_experiment_over_the_cell_cap_is_refused_in_one_line(tmp_path):
-    from compilekit.spec import MAX_CELLS, load_experiment
+    from compilekit.experiment import MAX_CELLS, load_experiment
 
     def experiment(n_shapes):
         shapes = ", ".join(f'"1x2x{s}x8"' for s in range(16, 16 + n_shapes))

@@ -196,7 +196,7 @@ def test_launch_failures_become_failed_cells_and_the_sweep_goes_on(tmp_path, mon
     import io
 
     from compilekit import sweep
-    from compilekit.spec import load_experiment
+    from compilekit.experiment import load_experiment
 
     toml = tmp_path / "two.toml"
     toml.write_text(
@@ -320,7 +320,7 @@ def test_toml_values_of_the_wrong_kind(text, needle, tmp_path, cli):
 
 
 def test_relative_variant_paths_resolve_against_the_toml(tmp_path):
-    from compilekit.spec import load_experiment
+    from compilekit.experiment import load_experiment
 
     (tmp_path / "sub").mkdir()
     _file(tmp_path / "sub", "mine.py", "def attention(q, k, v):\n    return q\n")
@@ -459,12 +459,13 @@ def test_a_parallel_sweep_times_its_noisy_cells_again_alone(tmp_path, monkeypatc
     import io
     import threading
 
-    from compilekit import runner, spec, sweep
+    from compilekit import runner, sweep
+    from compilekit.experiment import load_experiment
     from compilekit.result import load
 
     path = tmp_path / "two.toml"
     path.write_text('variants = ["naive", "sdpa"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n')
-    experiment = spec.load_experiment(str(path))
+    experiment = load_experiment(str(path))
     runs, lock = [], threading.Lock()
 
     def fake_launch(cell, out_dir, **_):
@@ -574,12 +575,13 @@ def test_a_parallel_sweep_runs_a_cell_out_of_memory_again_alone(tmp_path, monkey
     import io
     import threading
 
-    from compilekit import runner, spec, sweep
+    from compilekit import runner, sweep
     from compilekit.cell import classify, failure_outside_probe
+    from compilekit.experiment import load_experiment
 
     path = tmp_path / "two.toml"
     path.write_text('variants = ["naive", "sdpa"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n')
-    experiment = spec.load_experiment(str(path))
+    experiment = load_experiment(str(path))
     runs, lock = [], threading.Lock()
     import torch
 

@@ -93,7 +93,7 @@ fewer = { max_fusion_size = 8 }
 
 
 def test_experiment_configs_expand_and_skip_eager(tmp_path):
-    from compilekit.spec import load_experiment
+    from compilekit.experiment import load_experiment
 
     path = tmp_path / "k.toml"
     path.write_text(CONFIGS)
@@ -214,7 +214,7 @@ def test_report_tells_apart_cells_that_differ_only_in_pass_or_config(tmp_path):
 
 
 def test_inductor_knobs_experiment_picks_configs_and_passes_per_matrix():
-    from compilekit.spec import load_experiment
+    from compilekit.experiment import load_experiment
     from tests.conftest import ROOT
 
     cells = load_experiment(f"{ROOT}/experiments/inductor_knobs.toml").cells

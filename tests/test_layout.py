@@ -13,7 +13,7 @@ PACKAGE = os.path.join(ROOT, "compilekit")
 MEASURING = {"cell", "runner", "timing", "inputs", "profiling", "kernelmap", "capture",
              "settings", "sweep", "raysweep", "locks", "reaper", "cpuwatch", "verify"}  # fmt: skip
 PRESENTING = {"report", "sweepreport", "cellview", "pages", "publish", "cli"}
-NO_TORCH = ("spec", "result", "store", "kernelfile", "errors")
+NO_TORCH = ("spec", "experiment", "result", "store", "kernelfile", "errors")
 
 
 def modules() -> dict[str, str]:

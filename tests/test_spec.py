@@ -84,7 +84,7 @@ def test_every_committed_experiment_file_loads():
     """Every experiment in experiments/ is a valid spec."""
     import glob
 
-    from compilekit.spec import load_experiment
+    from compilekit.experiment import load_experiment
     from tests.conftest import ROOT
 
     paths = sorted(glob.glob(f"{ROOT}/experiments/*.toml"))

@@ -244,8 +244,8 @@ def test_cells_against_baselines_at_the_same_shape(tmp_path):
     same shape and dtype (without configs or passes): baseline ms / its ms, '-' where the
     baseline has no correct cell there; the table travels in sweep.json to the report."""
     from compilekit import baselines, sweepreport
+    from compilekit.experiment import load_experiment
     from compilekit.result import CellResult
-    from compilekit.spec import load_experiment
     from compilekit.store import write_json
 
     path = tmp_path / "k.toml"
