@@ -224,7 +224,15 @@ def cmd_env(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="compilekit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    _add_sweep(sub)
+    _add_views(sub)
+    _add_share(sub)
+    return parser
 
+
+def _add_run(sub) -> None:
+    """`compilekit run`: one cell."""
     run = sub.add_parser("run", help="measure one cell: variant x mode x shape x dtype x device")
     run.add_argument(
         "--variant", default="naive", help="registry name or path/to/file.py:callable"
@@ -266,19 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(func=cmd_run)
 
-    lst = sub.add_parser("list", help="variants and modes, one line each")
-    lst.set_defaults(func=cmd_list)
 
-    kernels = sub.add_parser("kernels", help="the kernel map of a run directory")
-    kernels.add_argument("run_dir")
-    kernels.add_argument("--kernel", default=None, help="print this kernel's source and origin")
-    kernels.set_defaults(func=cmd_kernels)
-
-    diff = sub.add_parser("diff", help="kernels that appear, vanish or change time between runs")
-    diff.add_argument("run_a")
-    diff.add_argument("run_b")
-    diff.set_defaults(func=cmd_diff)
-
+def _add_sweep(sub) -> None:
+    """`compilekit sweep`: an experiment, locally or on Ray."""
     sw = sub.add_parser("sweep", help="every cell of an experiment TOML, resumable")
     sw.add_argument("experiment", help="e.g. experiments/blog_part3.toml")
     sw.add_argument("--out", default=None, help="default: runs/<experiment name>")
@@ -322,6 +320,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sw.set_defaults(func=cmd_sweep)
 
+
+def _add_views(sub) -> None:
+    """The commands that read runs: list, kernels, diff, verify, report, env."""
+    lst = sub.add_parser("list", help="variants and modes, one line each")
+    lst.set_defaults(func=cmd_list)
+
+    kernels = sub.add_parser("kernels", help="the kernel map of a run directory")
+    kernels.add_argument("run_dir")
+    kernels.add_argument("--kernel", default=None, help="print this kernel's source and origin")
+    kernels.set_defaults(func=cmd_kernels)
+
+    diff = sub.add_parser("diff", help="kernels that appear, vanish or change time between runs")
+    diff.add_argument("run_a")
+    diff.add_argument("run_b")
+    diff.set_defaults(func=cmd_diff)
+
     ver = sub.add_parser(
         "verify", help="re-time runs with a bare do_bench / perf_counter in a fresh process"
     )
@@ -338,6 +352,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("dir")
     rep.set_defaults(func=cmd_report)
 
+    env = sub.add_parser("env", help="versions and the device's measured ceilings (cached)")
+    env.add_argument("--device", default="auto")
+    env.add_argument("--remeasure", action="store_true")
+    env.set_defaults(func=cmd_env)
+
+
+def _add_share(sub) -> None:
+    """The commands that make pages and publish: publish, html."""
     pub = sub.add_parser(
         "publish", help="a sweep without its bulk, to commit or share (result and kernel maps)"
     )
@@ -365,12 +387,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", default=None, help="where --diff writes (default ./compilekit-diff.html)"
     )
     page.set_defaults(func=cmd_html)
-
-    env = sub.add_parser("env", help="versions and the device's measured ceilings (cached)")
-    env.add_argument("--device", default="auto")
-    env.add_argument("--remeasure", action="store_true")
-    env.set_defaults(func=cmd_env)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

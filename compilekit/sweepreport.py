@@ -212,33 +212,30 @@ def report(out_dir: str) -> str:
     # grouped by config, then by cell, so one config's cells read together
     results = sorted(load_results(out_dir), key=lambda r: (r.config_name, r.label))
     env = load_env(out_dir)
-    ceilings = env.get("ceilings", {})
-    peak = ceilings.get("matmul_tflops")
-    table = rows(results, peak)
+    table = rows(results, env.get("ceilings", {}).get("matmul_tflops"))
     images = plot(results, out_dir)
-    problems = [
-        f"- {cell_name(r)} {r.dtype}: {r.status}: "
-        f"{(r.reason or '').splitlines()[0][:300] if r.reason else '-'}"
-        for r in results
-        if r.status in ("wrong", "unsupported", "failed")
-    ] + [
-        f"- {cell_name(r)} {r.dtype}: compiled only: {r.eager_note}"
-        for r in results
-        if r.eager_note
-    ]
-    attempts = [f"- {cell_name(r)}: {attempts_text(r)}" for r in results if r.attempts]
-
-    host_bound = [f"- {cell_name(r)}: {host_bound_text(r)}" for r in results if r.host_bound]
-
-    noisy = [
-        f"- {cell_name(r)}: " + "; ".join(filter(None, [r.noise_note, retimed_text(r)]))
-        for r in results
-        if r.noisy or r.timing_attempts
-    ]
-    why = why_slow(results)
-    scaling = scaling_series([r for r in results if r.ok])
-    md = [f"# compilekit report: {os.path.basename(os.path.abspath(out_dir))}", ""]
     mix = machine_mix(results)
+    md = _head(out_dir, env, mix) + _cells_section(results, table) + _series_sections(results)
+    md += baselines.section(results, baselines.load(out_dir)) + _note_sections(results)
+    md += _plot_lines(images)
+    write_text(os.path.join(out_dir, "REPORT.md"), "\n".join(md))
+    notes = f"\nwrote {os.path.join(out_dir, 'REPORT.md')}"
+    if images:
+        notes += f" and {', '.join(images)}"
+    elif images is None:
+        notes += " (plots skipped: matplotlib not installed)"
+    else:
+        notes += " (nothing to plot)"
+    if mix:
+        notes += "\nmixed machines (GPU model or torch/triton version): " + "; ".join(mix)
+    configs = sorted({(r.config_name, repr(r.config)) for r in results if r.config})
+    notes = "".join(f"\nconfig {name}: {config}" for name, config in configs) + notes
+    return tabulate(table, headers=headers(results)) + notes
+
+
+def _head(out_dir: str, env: dict, mix: list) -> list[str]:
+    """REPORT.md's title, a warning where the cells mix machines, and the machine."""
+    md = [f"# compilekit report: {os.path.basename(os.path.abspath(out_dir))}", ""]
     if mix:
         md += (
             [
@@ -252,6 +249,8 @@ def report(out_dir: str) -> str:
             + [""]
         )
     if env:
+        ceilings = env.get("ceilings", {})
+        peak = _num(ceilings.get("matmul_tflops"), ".0f")
         md += [
             "## Machine",
             "",
@@ -259,12 +258,16 @@ def report(out_dir: str) -> str:
             f"triton {env.get('triton')}, depyf {env.get('depyf')}, CUDA {env.get('cuda')}, "
             f"cuDNN {env.get('cudnn')}, driver {env.get('driver')}, Python {env.get('python')}.",
             f"Measured ceilings: {ceilings.get('matmul_dtype')} matmul "
-            f"{_num(peak, '.0f')} TFLOP/s (n={ceilings.get('matmul_n')}), device copy "
-            f"{_num(ceilings.get('copy_gbps'), '.0f')} GB/s; `%peak` is TFLOP/s over that "
-            "matmul ceiling.",
+            f"{peak} TFLOP/s (n={ceilings.get('matmul_n')}), "
+            f"device copy {_num(ceilings.get('copy_gbps'), '.0f')} GB/s; `%peak` is TFLOP/s over "
+            "that matmul ceiling.",
             "",
         ]
-    md += [
+    return md
+
+
+def _cells_section(results: list, table: list) -> list[str]:
+    return [
         "## Cells",
         "",
         "Latency is the steady-state median (`compiled_ms`, the mode's; `eager_ms`, the same "
@@ -285,6 +288,12 @@ def report(out_dir: str) -> str:
         tabulate(table, headers=headers(results), tablefmt="github"),
         "",
     ]
+
+
+def _series_sections(results: list) -> list[str]:
+    """The fitted latency-vs-S exponent per series, and each compiled series at every S."""
+    md = []
+    scaling = scaling_series([r for r in results if r.ok])
     if scaling:
         md += [
             "## Scaling with sequence length",
@@ -312,7 +321,31 @@ def report(out_dir: str) -> str:
             + per_seq
             + [""]
         )
-    md += baselines.section(results, baselines.load(out_dir))
+    return md
+
+
+def _note_sections(results: list) -> list[str]:
+    """Host-bound cells, why it was slow, cells not measured or not correct, other runs kept,
+    disturbed timings: each section only where it has something to say."""
+    problems = [
+        f"- {cell_name(r)} {r.dtype}: {r.status}: "
+        f"{(r.reason or '').splitlines()[0][:300] if r.reason else '-'}"
+        for r in results
+        if r.status in ("wrong", "unsupported", "failed")
+    ] + [
+        f"- {cell_name(r)} {r.dtype}: compiled only: {r.eager_note}"
+        for r in results
+        if r.eager_note
+    ]
+    attempts = [f"- {cell_name(r)}: {attempts_text(r)}" for r in results if r.attempts]
+    host_bound = [f"- {cell_name(r)}: {host_bound_text(r)}" for r in results if r.host_bound]
+    noisy = [
+        f"- {cell_name(r)}: " + "; ".join(filter(None, [r.noise_note, retimed_text(r)]))
+        for r in results
+        if r.noisy or r.timing_attempts
+    ]
+    why = why_slow(results)
+    md = []
     if host_bound:
         md += ["## Host-bound cells", ""] + host_bound + [""]
     if why:
@@ -335,22 +368,12 @@ def report(out_dir: str) -> str:
         md += ["## Other runs of a cell, kept beside the result", ""] + attempts + [""]
     if noisy:
         md += ["## Timings that may be disturbed", ""] + noisy + [""]
+    return md
+
+
+def _plot_lines(images) -> list[str]:
     if images:
-        md += ["## Plots", ""] + [f"![{name}]({name})" for name in images] + [""]
-    elif images is None:
-        md += ["Plots: skipped (install the `plot` extra: pip install 'compilekit[plot]').", ""]
-    else:
-        md += ["Plots: none (no correct compiled cell, and no series of 3+ sequence lengths).", ""]
-    write_text(os.path.join(out_dir, "REPORT.md"), "\n".join(md))
-    notes = f"\nwrote {os.path.join(out_dir, 'REPORT.md')}"
-    if images:
-        notes += f" and {', '.join(images)}"
-    elif images is None:
-        notes += " (plots skipped: matplotlib not installed)"
-    else:
-        notes += " (nothing to plot)"
-    if mix:
-        notes += "\nmixed machines (GPU model or torch/triton version): " + "; ".join(mix)
-    configs = sorted({(r.config_name, repr(r.config)) for r in results if r.config})
-    notes = "".join(f"\nconfig {name}: {config}" for name, config in configs) + notes
-    return tabulate(table, headers=headers(results)) + notes
+        return ["## Plots", ""] + [f"![{name}]({name})" for name in images] + [""]
+    if images is None:
+        return ["Plots: skipped (install the `plot` extra: pip install 'compilekit[plot]').", ""]
+    return ["Plots: none (no correct compiled cell, and no series of 3+ sequence lengths).", ""]
