@@ -58,9 +58,15 @@ class CellEnded(Exception):
         self.status, self.reason, self.out_of_memory = status, reason, out_of_memory
 
 
-def _die_with_parent_and_on_timeout(timeout_s: float) -> None:
+# Left in the stage folder by a cell process that ended itself at its timeout: the parent
+# reads the failure from it, not from the log's words.
+TIMED_OUT = "timed_out"
+
+
+def _die_with_parent_and_on_timeout(timeout_s: float, stage_dir: str) -> None:
     """No orphans: the kernel kills this process when its parent dies (PR_SET_PDEATHSIG), and a
-    watchdog ends the whole process group (compile workers too) at the timeout."""
+    watchdog ends the whole process group (compile workers too) at the timeout, after leaving
+    TIMED_OUT in the stage folder."""
     import ctypes
 
     try:
@@ -73,6 +79,8 @@ def _die_with_parent_and_on_timeout(timeout_s: float) -> None:
 
     def expire():
         print(f"compilekit: cell timed out after {timeout_s:.0f} s; ending it", flush=True)
+        with contextlib.suppress(OSError):
+            open(os.path.join(stage_dir, TIMED_OUT), "w").close()
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
     timer = threading.Timer(timeout_s, expire)
@@ -159,14 +167,14 @@ def failure_in_mode(cell, what: str) -> tuple[str, str]:
     return ("unsupported", f"{why} (torch: {what})") if why else ("failed", what)
 
 
-def failure_outside_probe(cell, exc: BaseException) -> tuple[str, str]:
-    """(status, reason) for an exception a cell process raised outside the eager probe: out of
-    memory in out_of_memory's words (making the inputs beside a neighbour's 128 GiB eager call
-    ran out on the H200), else failure_in_mode with torch's first line."""
+def failure_outside_probe(cell, exc: BaseException) -> CellEnded:
+    """The end of a cell whose process raised outside the eager probe: out of memory in
+    out_of_memory's words (making the inputs beside a neighbour's 128 GiB eager call ran out on
+    the H200), else failure_in_mode with torch's first line."""
     short = out_of_memory(exc, cell.shape)
     if short:
-        return short.status, short.reason
-    return failure_in_mode(cell, f"{_first_line(exc)} (traceback in log.txt)")
+        return short
+    return CellEnded(*failure_in_mode(cell, f"{_first_line(exc)} (traceback in log.txt)"))
 
 
 def _eager_probe(variant, args, cell):
@@ -671,7 +679,7 @@ def _evidence(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> N
 
 def main(argv: list[str]) -> int:
     phase, cell_json, stage_dir, cache_dir, timeout_s = argv
-    _die_with_parent_and_on_timeout(float(timeout_s))
+    _die_with_parent_and_on_timeout(float(timeout_s), stage_dir)
     from compilekit import locks
     from compilekit.result import for_cell
     from compilekit.spec import Cell
@@ -690,14 +698,22 @@ def main(argv: list[str]) -> int:
         else:
             run_measure(cell, stage_dir, cache_dir, result)
     except CellEnded as ended:
-        result.status, result.reason = ended.status, ended.reason
+        _ended(result, ended)
     except Exception as exc:  # the toolkit's own failure, or the user's code in a new place
         traceback.print_exc()
-        result.status, result.reason = failure_outside_probe(cell, exc)
+        _ended(result, failure_outside_probe(cell, exc))
     if phase == "measure" or result.reason:  # measured, or the cell ended in this phase
         result.save(stage_dir)
     print(f"{phase} process: {time.perf_counter() - PROCESS_START:.1f} s", file=sys.stderr)
     return 0
+
+
+def _ended(result, ended: CellEnded) -> None:
+    """The record of a cell that ended early: its status and reason, and for a failure its kind
+    (out_of_memory, which a sweep runs again alone; error otherwise) as a field."""
+    result.status, result.reason = ended.status, ended.reason
+    if ended.status == "failed":
+        result.failure = "out_of_memory" if ended.out_of_memory else "error"
 
 
 def _exit_now(code: int) -> None:

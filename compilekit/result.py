@@ -45,6 +45,9 @@ class CellResult:
     schema_version: int = SCHEMA_VERSION
     status: str = "failed"
     reason: str | None = None  # one line: why unsupported, failed or wrong
+    # a failed cell's kind of end: "timeout", "out_of_memory" (a sweep runs it again alone),
+    # "crash" (a signal or an exit code without a word), "error" (an exception)
+    failure: str | None = None
     torch_version: str | None = None
     env: dict | None = None  # where it was measured: host, compilekit/torch/triton, GPU name
     # check (step 3)

@@ -227,12 +227,16 @@ def _spawn(phase, cell, stage_dir, cache_dir, timeout_s, env, log) -> int | str:
             print(f"compilekit: ended {ended} process(es) the cell left running", file=log)
 
 
-def _died(cell, phase: str, code, timeout_s: float, log_path: str):
+def _died(cell, phase: str, code, timeout_s: float, stage_dir: str):
     """The failed record of a process that ended without a word: its exit code or signal (or
-    the timeout) and the last lines of its log."""
-    with open(log_path, errors="replace") as f:
+    the timeout: the parent's backstop, or the TIMED_OUT the process left) and the last lines
+    of its log."""
+    with open(os.path.join(stage_dir, "log.txt"), errors="replace") as f:
         lines = [ln for ln in f.read().splitlines() if ln.strip()]
-    timed_out = code == "timeout" or any("cell timed out after" in ln for ln in lines[-3:])
+    marker = os.path.join(stage_dir, cell_process.TIMED_OUT)
+    timed_out = code == "timeout" or os.path.exists(marker)
+    if os.path.exists(marker):
+        os.remove(marker)
     if timed_out:
         why = f"timed out after {timeout_s:g} s"
     elif isinstance(code, int) and code < 0:
@@ -245,6 +249,7 @@ def _died(cell, phase: str, code, timeout_s: float, log_path: str):
         status="failed",
         reason=f"{phase} process died ({why}); last lines of log.txt: {tail[-600:] or '(empty)'}",
         exit_code=code,
+        failure="timeout" if timed_out else "crash",
     )
 
 
@@ -309,7 +314,7 @@ def _launch_locked(cell, out_dir, cache_dir, key, fresh, timeout_s, env) -> resu
                 result = results.load(stage_dir)  # measured, or ended in this phase
                 break
             if code != 0 or phase == "measure":
-                result = _died(cell, phase, code, timeout_s, log_path)
+                result = _died(cell, phase, code, timeout_s, stage_dir)
                 break
     if result.status == "failed" and rebuild:
         shutil.rmtree(cache_dir, ignore_errors=True)  # never reuse a half-built cache

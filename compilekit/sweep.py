@@ -56,9 +56,10 @@ def _status(result: results.CellResult) -> str:
     return result.status.upper() if result.status == "failed" else result.status
 
 
-def failed_result(cell, reason: str) -> results.CellResult:
-    """A launch that raised instead of returning: recorded like any failed cell."""
-    return results.for_cell(cell, status="failed", reason=reason)
+def failed_result(cell, reason: str, failure: str = "error") -> results.CellResult:
+    """A launch that raised instead of returning (or, failure "crash", a Ray task whose worker
+    died): recorded like any failed cell."""
+    return results.for_cell(cell, status="failed", reason=reason, failure=failure)
 
 
 def launch_or_record(cell, out_dir: str, **launch_args) -> results.CellResult:
@@ -211,13 +212,9 @@ def _run_locked(experiment, out_dir, gpus, force, retry, cache_root, fresh, per_
 
 
 def out_of_memory(result) -> bool:
-    """A cell that failed for want of GPU memory (which, in a sweep, others may have held):
-    cell.out_of_memory's words ("out of memory allocating 2.00 GiB at shape ...", "out of memory
-    at shape ..."), alone or after what the cell was doing ("'flex' failed on cuda ...: ")."""
-    reason = result.reason or ""
-    return result.status == "failed" and (
-        reason.startswith("out of memory ") or ": out of memory " in reason
-    )
+    """A cell that failed for want of memory (which, in a sweep, other cells may have held):
+    its record says so (failure "out_of_memory")."""
+    return result.status == "failed" and result.failure == "out_of_memory"
 
 
 def run_again_alone(name: str, cells, done: dict, out_dir: str, launch, log) -> None:

@@ -61,6 +61,8 @@ def test_timeout_is_recorded_and_the_good_result_stays(tmp_path, cache_root):
     cell = Cell(f"{hang}:attention", "eager", parse_shape(SMALL), "float32", "cpu")
     result = runner.launch(cell, out, cache_root=cache_root, timeout_s=8)
     assert result.status == "failed" and "timed out after 8 s" in result.reason
+    # a field, from the mark the process left, not from its log's words
+    assert result.failure == "timeout" and not os.listdir(result.run_dir).count("timed_out")
     # a good run of the same label first, then a failing rerun: the good one stays
     good_cell = Cell("naive", "eager", parse_shape(SMALL), "float32", "cpu")
     good = runner.launch(good_cell, out, cache_root=cache_root)
@@ -90,6 +92,7 @@ def test_crash_names_exit_code_and_last_log_lines(run_cell, tmp_path_factory):
     result = run_cell(f"{path}:attention", "eager")
     assert result.status == "failed"
     assert "exit code 7" in result.reason and "bad state in my kernel" in result.reason
+    assert result.failure == "crash"
 
 
 def _hanging_sweep(tmp_path, name: str, cache_root: str):
@@ -527,18 +530,24 @@ def test_out_of_memory_outside_the_eager_probe_is_named_as_such():
     """A cell process that runs out of memory making its inputs or compiling gets the same
     out-of-memory reason as the eager probe (so a sweep runs it again alone), not a bare
     "RuntimeError: CUDA error" that reads like a bug; any other error keeps torch's words."""
-    from compilekit.cell import failure_outside_probe
+    from compilekit.cell import _ended, failure_outside_probe
+    from compilekit.result import CellResult
     from compilekit.spec import Cell, parse_shape
 
     cell = Cell("flex", "default", parse_shape("4x16x2048x128"), "bfloat16", "cuda")
-    status, reason = failure_outside_probe(cell, RuntimeError(DRIVER_OOM))
-    assert status == "failed"
-    assert reason == (
+    ended = failure_outside_probe(cell, RuntimeError(DRIVER_OOM))
+    assert (ended.status, ended.out_of_memory) == ("failed", True)
+    assert ended.reason == (
         "out of memory at shape 4x16x2048x128: RuntimeError: CUDA error: out of memory; run it "
         "alone, or try a smaller shape"
     )
-    status, reason = failure_outside_probe(cell, KeyError("q"))
-    assert (status, reason) == ("failed", "KeyError: 'q' (traceback in log.txt)")
+    record = CellResult("flex", "default", "4x16x2048x128", "bfloat16", "cuda")
+    _ended(record, ended)  # the record says so in a field, not only in words
+    assert (record.status, record.failure) == ("failed", "out_of_memory")
+    ended = failure_outside_probe(cell, KeyError("q"))
+    assert (ended.status, ended.reason) == ("failed", "KeyError: 'q' (traceback in log.txt)")
+    _ended(record, ended)
+    assert record.failure == "error"
 
 
 def test_an_eager_probe_out_of_memory_lets_go_of_what_the_failed_call_held():
@@ -586,19 +595,18 @@ def test_a_parallel_sweep_runs_a_cell_out_of_memory_again_alone(tmp_path, monkey
     import torch
 
     # as the cell records it: in the probe, what it was doing, then classify's words
-    oom = (
-        "'sdpa' failed on cuda bfloat16 at 1x2x64x32: "
-        + classify(torch.OutOfMemoryError(OOM_BESIDE_OTHERS), "1x2x64x32").reason
-    )
+    ended = classify(torch.OutOfMemoryError(OOM_BESIDE_OTHERS), "1x2x64x32")
     if where == "outside the probe":
         sdpa = next(c for c in experiment.cells if c.variant == "sdpa")
-        oom = failure_outside_probe(sdpa, RuntimeError(DRIVER_OOM))[1]
+        ended = failure_outside_probe(sdpa, RuntimeError(DRIVER_OOM))
 
     def fake_launch(cell, out_dir, **_):
         with lock:
             runs.append(cell.variant)
             n, short = len(runs), cell.variant == "sdpa" and runs.count("sdpa") == 1
-        fields = {"status": "failed", "reason": oom} if short else {"status": "ok"}
+        fields = {"status": "ok"}
+        if short:  # as cell._ended records it
+            fields = {"status": "failed", "reason": ended.reason, "failure": "out_of_memory"}
         result, stage = _staged(
             tmp_path, f"stage{n}", compiled_ms=None if short else 1.0, **fields
         )
