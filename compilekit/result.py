@@ -7,7 +7,7 @@ The verdict (`status`) is decided here and nowhere else:
 - `wrong`: over the bound, NaN, or the wrong output shape;
 - `unsupported`: an explicit refusal (compilekit.errors.Unsupported, torch's "No available
   kernel", a device or dtype torch does not implement), or a failure under a mode the variant
-  declares a known limitation (KNOWN_LIMITS; compilekit.cell.failure_in_mode);
+  declares a known limitation (KNOWN_LIMITS; compilekit.failures.failure_in_mode);
 - `failed`: anything else: the reason here, the traceback in log.txt.
 Quantities that do not exist for a cell (compile times of an eager cell, TFLOP/s of a variant
 that declares no FLOPs) are None, written as null.
@@ -15,8 +15,10 @@ that declares no FLOPs) are None, written as null.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import time
 
 from compilekit.spec import SHAPE_RE
 from compilekit.store import CorruptFile, read_json, write_json
@@ -125,6 +127,15 @@ class CellResult:
         """Timed end to end. A `wrong` cell whose output had the wrong shape stopped before
         its timed calls: its figures are null, and every view shows its status instead."""
         return self.status in MEASURED and self.compiled_ms is not None
+
+    @contextlib.contextmanager
+    def step(self, name: str):
+        """Record how long one step of a cell process took, in steps_s[name]."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.steps_s[name] = round(time.perf_counter() - start, 3)
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)

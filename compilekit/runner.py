@@ -233,7 +233,7 @@ def _died(cell, phase: str, code, timeout_s: float, stage_dir: str):
     of its log."""
     with open(os.path.join(stage_dir, "log.txt"), errors="replace") as f:
         lines = [ln for ln in f.read().splitlines() if ln.strip()]
-    marker = os.path.join(stage_dir, cell_process.TIMED_OUT)
+    marker = os.path.join(stage_dir, reaper.TIMED_OUT)
     timed_out = code == "timeout" or os.path.exists(marker)
     if os.path.exists(marker):
         os.remove(marker)

@@ -55,7 +55,7 @@ def test_a_short_block_is_read_over_the_minimum_wall_and_no_proc_says_nothing(
 
 
 def test_noise_note_says_what_else_ran():
-    from compilekit.cell import noise_note
+    from compilekit.steady import noise_note
 
     quiet, wide = {"min_ms": 1.0, "p90_ms": 1.1}, {"min_ms": 1.0, "p90_ms": 2.0}
     busy = cpuwatch.CpuUse(2.0, 2.3, 0.0, [("python3 -m compilekit.cell cold", 2.1)])

@@ -506,7 +506,7 @@ def test_out_of_memory_beside_other_processes_says_to_run_it_alone():
     told only to shrink its shape."""
     import torch
 
-    from compilekit.cell import classify
+    from compilekit.failures import classify
 
     ended = classify(torch.OutOfMemoryError(OOM_BESIDE_OTHERS), "4x16x16384x64")
     assert ended.status == "failed"
@@ -530,7 +530,7 @@ def test_out_of_memory_outside_the_eager_probe_is_named_as_such():
     """A cell process that runs out of memory making its inputs or compiling gets the same
     out-of-memory reason as the eager probe (so a sweep runs it again alone), not a bare
     "RuntimeError: CUDA error" that reads like a bug; any other error keeps torch's words."""
-    from compilekit.cell import _ended, failure_outside_probe
+    from compilekit.failures import failure_outside_probe, record_end
     from compilekit.result import CellResult
     from compilekit.spec import Cell, parse_shape
 
@@ -542,11 +542,11 @@ def test_out_of_memory_outside_the_eager_probe_is_named_as_such():
         "alone, or try a smaller shape"
     )
     record = CellResult("flex", "default", "4x16x2048x128", "bfloat16", "cuda")
-    _ended(record, ended)  # the record says so in a field, not only in words
+    record_end(record, ended)  # the record says so in a field, not only in words
     assert (record.status, record.failure) == ("failed", "out_of_memory")
     ended = failure_outside_probe(cell, KeyError("q"))
     assert (ended.status, ended.reason) == ("failed", "KeyError: 'q' (traceback in log.txt)")
-    _ended(record, ended)
+    record_end(record, ended)
     assert record.failure == "error"
 
 
@@ -585,8 +585,8 @@ def test_a_parallel_sweep_runs_a_cell_out_of_memory_again_alone(tmp_path, monkey
     import threading
 
     from compilekit import runner, sweep
-    from compilekit.cell import classify, failure_outside_probe
     from compilekit.experiment import load_experiment
+    from compilekit.failures import classify, failure_outside_probe
 
     path = tmp_path / "two.toml"
     path.write_text('variants = ["naive", "sdpa"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n')
@@ -605,7 +605,7 @@ def test_a_parallel_sweep_runs_a_cell_out_of_memory_again_alone(tmp_path, monkey
             runs.append(cell.variant)
             n, short = len(runs), cell.variant == "sdpa" and runs.count("sdpa") == 1
         fields = {"status": "ok"}
-        if short:  # as cell._ended records it
+        if short:  # as failures.record_end records it
             fields = {"status": "failed", "reason": ended.reason, "failure": "out_of_memory"}
         result, stage = _staged(
             tmp_path, f"stage{n}", compiled_ms=None if short else 1.0, **fields

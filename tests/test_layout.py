@@ -10,8 +10,9 @@ import sys
 from tests.conftest import ROOT
 
 PACKAGE = os.path.join(ROOT, "compilekit")
-MEASURING = {"cell", "runner", "timing", "inputs", "profiling", "kernelmap", "capture",
-             "settings", "sweep", "raysweep", "locks", "reaper", "cpuwatch", "verify"}  # fmt: skip
+MEASURING = {"cell", "failures", "steady", "evidence", "runner", "timing", "inputs", "profiling",
+             "kernelmap", "capture", "settings", "sweep", "raysweep", "locks", "reaper",
+             "cpuwatch", "verify"}  # fmt: skip
 PRESENTING = {"report", "sweepreport", "cellview", "pages", "publish", "cli"}
 NO_TORCH = ("spec", "experiment", "result", "store", "kernelfile", "errors")
 

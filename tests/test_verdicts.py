@@ -261,7 +261,7 @@ def test_timed_calls_come_before_any_profiler_or_capture(run_cell, tmp_path_fact
 
 
 def test_noise_rule():
-    from compilekit.cell import noise_note
+    from compilekit.steady import noise_note
 
     quiet = {"min_ms": 1.0, "p90_ms": 1.1}
     assert noise_note([quiet, quiet], load=0.5, cores=2) is None
@@ -621,25 +621,25 @@ class _QuietWatch:
 
 
 def _time_with(monkeypatch, benches, watch=_QuietWatch):
-    """Run cell._time with timing.bench answering `benches`, given as (eager, compiled) per
-    attempt (cell._timed_calls asks for compiled first), and `watch` as cpuwatch.watch."""
+    """Run steady.time_cell with timing.bench answering `benches`, given as (eager, compiled)
+    per attempt (steady.timed_calls asks for compiled first), and `watch` as cpuwatch.watch."""
     import os
     import types
 
-    from compilekit import cell, cpuwatch, timing
+    from compilekit import cpuwatch, steady, timing
     from compilekit.result import CellResult
 
     monkeypatch.setattr(cpuwatch, "watch", watch)
     answers = iter([b for i in range(0, len(benches), 2) for b in (benches[i + 1], benches[i])])
     monkeypatch.setattr(timing, "bench", lambda fn, args, device: next(answers))
-    monkeypatch.setattr(cell, "RETIME_PAUSE_S", 0.0)
+    monkeypatch.setattr(steady, "RETIME_PAUSE_S", 0.0)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0), raising=False)
     spec = types.SimpleNamespace(device="cpu", mode="default", shape=None)
     variant = types.SimpleNamespace(attention=None, flops=None)
     result = CellResult(
         variant="v", mode="default", shape="1x1x8x8", dtype="float32", device="cpu"
     )
-    cell._time(spec, variant, None, (), result)
+    steady.time_cell(spec, variant, None, (), result)
     return result
 
 
@@ -712,7 +712,8 @@ def test_the_timed_calls_follow_the_bare_childs_order(monkeypatch):
     times its one callable once."""
     import types
 
-    from compilekit import cell, timing
+    from compilekit import steady as steady_mod
+    from compilekit import timing
 
     calls = []
 
@@ -724,7 +725,7 @@ def test_the_timed_calls_follow_the_bare_childs_order(monkeypatch):
     monkeypatch.setattr(timing, "host_loops", record("host", {"median_ms": 0.05}))
     variant = types.SimpleNamespace(attention="eager")
     spec = types.SimpleNamespace(device="cuda", mode="default")
-    eager, steady, host, loops = cell._timed_calls(spec, variant, "compiled", (), True)
+    eager, steady, host, loops = steady_mod.timed_calls(spec, variant, "compiled", (), True)
     assert calls == [
         ("do_bench", "compiled"), ("loop", "compiled"), ("host", "compiled"),
         ("do_bench", "eager"), ("loop", "eager"),
@@ -732,7 +733,7 @@ def test_the_timed_calls_follow_the_bare_childs_order(monkeypatch):
     assert host == 0.05 and set(loops) == {"compiled", "eager", "host"} and eager and steady
     calls.clear()
     spec.mode = "eager"
-    eager, steady, _, loops = cell._timed_calls(spec, variant, "eager", (), True)
+    eager, steady, _, loops = steady_mod.timed_calls(spec, variant, "eager", (), True)
     assert calls == [("do_bench", "eager"), ("loop", "eager"), ("host", "eager")]
     assert eager is steady and loops["eager"] is loops["compiled"]
 
@@ -745,9 +746,9 @@ def test_a_quiet_timing_is_taken_once(monkeypatch):
 def test_a_host_bound_note_compares_eager_and_compiled_in_a_loop():
     """Compiled sdpa at 1x4x128x64 on the H200: do_bench reads about 2x eager, a loop 2.7x;
     GPU busy is the device time over the loop's time per call, not over do_bench's figure."""
-    from compilekit.cell import busy_share
     from compilekit.cellview import cell_notes
     from compilekit.result import CellResult
+    from compilekit.steady import busy_share
 
     share, host_bound = busy_share(0.009, 0.048)
     result = CellResult(
