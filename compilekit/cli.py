@@ -75,7 +75,7 @@ def cmd_diff(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from compilekit import envinfo, runner, sweep, sweepreport
+    from compilekit import cache, envinfo, sweep, sweepreport
     from compilekit.experiment import load_experiment
     from compilekit.store import check_writable, write_json
 
@@ -123,9 +123,7 @@ def cmd_sweep(args) -> int:
             fresh=args.fresh,
         )
     else:
-        env = envinfo.environment(
-            "cuda" if "cuda" in devices else "cpu", runner.default_cache_root()
-        )
+        env = envinfo.environment("cuda" if "cuda" in devices else "cpu", cache.default_root())
         write_json(os.path.join(out_dir, "env.json"), env)
         results = sweep.run_sweep(
             experiment,
@@ -210,14 +208,10 @@ def cmd_html(args) -> int:
 def cmd_env(args) -> int:
     import json
 
-    from compilekit import envinfo, runner
+    from compilekit import cache, envinfo
 
     device = resolve_device(args.device)
-    print(
-        json.dumps(
-            envinfo.environment(device, runner.default_cache_root(), args.remeasure), indent=2
-        )
-    )
+    print(json.dumps(envinfo.environment(device, cache.default_root(), args.remeasure), indent=2))
     return 0
 
 

@@ -105,7 +105,7 @@ def verify(
     when the run's figure is within `tolerance` of the median of `repeat` bare re-times in
     fresh processes, "outside" when it is not, "inconclusive" when the bare processes
     themselves spread wider than `tolerance`. Every bare figure goes to RUN/verify.json."""
-    from compilekit import runner
+    from compilekit import cache
     from compilekit.errors import UserError
 
     if repeat < 1:
@@ -115,7 +115,7 @@ def verify(
     key = "loop_ms" if by_loop else "median_ms"
     toolkit = result.compiled_loop_ms if by_loop else result.compiled_ms
     calls = result.loop_timing["compiled"]["calls"] if by_loop else 0
-    env = _bare_env(cell, cache_root or runner.default_cache_root())
+    env = _bare_env(cell, cache_root or cache.default_root())
     runs = [_bare_once(cell, env, calls) for _ in range(repeat)]
     bares = sorted(run[key] for run in runs)
     bare, ratio, verdict = _judged(toolkit, bares, tolerance)
@@ -218,13 +218,11 @@ def _measured_cell(run_dir: str):
 
 def _bare_env(cell, cache_root: str) -> dict:
     """The bare child's environment: the cell's Inductor cache, no trace, one compile thread."""
-    from compilekit import runner
+    from compilekit import cache, runner
 
     env = {
         **os.environ,
-        "TORCHINDUCTOR_CACHE_DIR": os.path.join(
-            runner.cache_dir_for(cell, cache_root), "inductor"
-        ),
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache.folder(cell, cache_root), "inductor"),
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
         "PYTHONPATH": os.pathsep.join(filter(None, [runner.ROOT, os.environ.get("PYTHONPATH")])),
     }

@@ -104,13 +104,13 @@ def test_result_json_contract(run_cell):
 
 
 def test_second_run_reuses_the_cold_measurement(run_cell, cache_root, tmp_path):
-    from compilekit import runner
+    from compilekit import cache, runner
     from compilekit.spec import Cell, parse_shape
 
     run_cell("naive", "default")
     cell = Cell("naive", "default", parse_shape("1x4x128x32"), "float32", "cpu")
     # the cold figure kept with the cache (another test may have rebuilt it since run_cell)
-    with open(os.path.join(runner.cache_dir_for(cell, cache_root), "cold.json")) as f:
+    with open(os.path.join(cache.folder(cell, cache_root), "cold.json")) as f:
         kept = json.load(f)["compile_cold_s"]
     again = runner.launch(cell, str(tmp_path), cache_root=cache_root)
     assert again.status == "ok"
@@ -132,8 +132,8 @@ def _key_of_a_copy(tmp_path):
     for name in ("compilekit", "variants"):
         shutil.copytree(os.path.join(ROOT, name), tmp_path / name)
     probe = (
-        "from compilekit import runner; from compilekit.spec import Cell, parse_shape; "
-        "print(runner.cache_dir_for(Cell('{v}', 'default', parse_shape('1x4x64x16'), "
+        "from compilekit import cache; from compilekit.spec import Cell, parse_shape; "
+        "print(cache.folder(Cell('{v}', 'default', parse_shape('1x4x64x16'), "
         "'float32', 'cpu', passes={p!r}), '/c'))"
     )
 

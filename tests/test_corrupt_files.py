@@ -91,7 +91,7 @@ def test_a_result_of_the_wrong_type_is_one_line_and_a_report_skips_it(field, val
     "cold", ["[]", '"x"', "{}", '{"compile_cold_s": "1", "measured_at": "", "includes": ""}']
 )
 def test_a_kept_cold_json_of_the_wrong_shape_drops_the_cache(cold, tmp_path):
-    from compilekit import runner
+    from compilekit import cache
 
     key = {"cell": "c"}
     (tmp_path / "capture").mkdir()
@@ -99,9 +99,9 @@ def test_a_kept_cold_json_of_the_wrong_shape_drops_the_cache(cold, tmp_path):
     (tmp_path / "capture" / "graphs.json").write_text("{}")
     good = '{"compile_cold_s": 1.5, "measured_at": "then", "includes": "all"}'
     (tmp_path / "cold.json").write_text(good)
-    assert runner._cache_state(key, str(tmp_path), fresh=False) == (False, None)
+    assert cache.state(key, str(tmp_path), fresh=False) == (False, None)
     (tmp_path / "cold.json").write_text(cold)
-    rebuild, note = runner._cache_state(key, str(tmp_path), fresh=False)
+    rebuild, note = cache.state(key, str(tmp_path), fresh=False)
     assert rebuild and "cold.json is corrupt" in note and "compiled again" in note
 
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from compilekit import cache, runner
 from compilekit import result as results
-from compilekit import runner
 from compilekit.spec import Cell, parse_shape
 from tests.conftest import ROOT
 
@@ -185,7 +185,7 @@ def test_corrupt_cold_json_is_dropped_and_compiled_again(run_cell, cache_root, t
     # sdpa: the cheapest compile of the suite's cells (cpu_small's sweep reuses its cache)
     first = run_cell("sdpa", "default")
     cell = Cell("sdpa", "default", parse_shape("1x4x128x32"), "float32", "cpu")
-    cache_dir = runner.cache_dir_for(cell, cache_root)
+    cache_dir = cache.folder(cell, cache_root)
     with open(os.path.join(cache_dir, "cold.json"), "w") as f:
         f.write("{")
     again = runner.launch(cell, str(tmp_path), cache_root=cache_root)
