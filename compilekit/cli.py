@@ -182,14 +182,14 @@ def cmd_publish(args) -> int:
 
 
 def _sweep_page(out_dir: str) -> None:
-    from compilekit import pages
+    from compilekit import pages, sweeppage
 
-    if path := pages.write_quietly(pages.sweep_page, out_dir):
+    if path := pages.write_quietly(sweeppage.sweep_page, out_dir):
         print(f"page: {path}")
 
 
 def cmd_html(args) -> int:
-    from compilekit import pages
+    from compilekit import pages, sweeppage
 
     if args.diff:
         run_a, run_b = args.diff
@@ -201,7 +201,7 @@ def cmd_html(args) -> int:
         return 0
     if not args.dir:
         raise UserError("give a run or sweep directory, or --diff RUN_A RUN_B")
-    print(pages.page_for(args.dir))
+    print(sweeppage.page_for(args.dir))
     return 0
 
 

@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 
-from compilekit import diagnose, pages, roofline, sweepreport
+from compilekit import diagnose, pages, roofline, sweeppage, sweepreport
 from compilekit import result as results_mod
 from compilekit.errors import UserError
 from compilekit.store import read_json, write_json
@@ -117,5 +117,5 @@ def publish(
     log(sweepreport.report(dest))
     for cell in sorted(set(page_cells) | set(code_cells)):
         pages.run_page(os.path.join(dest, cell))
-    log(f"page: {pages.sweep_page(dest, run_pages=False)}")
+    log(f"page: {sweeppage.sweep_page(dest, run_pages=False)}")
     return changed

@@ -71,7 +71,7 @@ def shoot(browser, page_path: str, png: str, click: str | None = None) -> None:
 def main() -> int:
     from playwright.sync_api import sync_playwright
 
-    from compilekit import pages
+    from compilekit import pages, sweeppage
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu-run", default=None, help="a CPU run directory to show")
@@ -81,7 +81,7 @@ def main() -> int:
     h200 = os.path.join(work, "blog_part3")  # the page is titled by its directory
     shutil.copytree(H200_BLOG, h200)  # re-rendered in a copy: the committed pages stay as they are
     pages.run_page(cpu)
-    pages.sweep_page(h200, refresh_runs=True)
+    sweeppage.sweep_page(h200, refresh_runs=True)
     naive = os.path.join(h200, "naive__default__8x16x1024x64__bfloat16__cuda")
     with sync_playwright() as p:
         browser = p.chromium.launch(

@@ -205,9 +205,9 @@ def test_report_tells_apart_cells_that_differ_only_in_pass_or_config(tmp_path):
     disturbed = (tmp_path / "REPORT.md").read_text().split("## Timings that may be disturbed")[1]
     assert all(name in disturbed for name in names)
     # the sweep page's matrices: each cell in one, none in another's place
-    from compilekit import pages
+    from compilekit import sweeppage
 
-    groups = pages.sweep_groups(cells, str(tmp_path))
+    groups = sweeppage.sweep_groups(cells, str(tmp_path))
     shown = [c["r"] for g in groups for _, row in g["rows"] for c in row if c]
     assert sorted(map(id, shown)) == sorted(map(id, cells))
     assert any("pass naive-to-sdpa" in g["title"] for g in groups)

@@ -285,9 +285,9 @@ def test_cells_against_baselines_at_the_same_shape(tmp_path):
         "| `triton-flash` / `eager` / 1x2x64x16 | 0.5000 | 200 | 0.90x | 1.20x |",
         "| `triton-flash` / `eager` / 1x2x128x16 | 2.0000 | 50 | - | 1.50x |",
     ]
-    from compilekit import pages  # the sweep page shows the same, each cell linked
+    from compilekit import sweeppage  # the sweep page shows the same, each cell linked
 
-    with open(pages.sweep_page(str(tmp_path / "out"), log=None)) as f:
+    with open(sweeppage.sweep_page(str(tmp_path / "out"), log=None)) as f:
         html = f.read()
     assert 'id="against"' in html and "<th>x sdpa-cudnn eager</th><th>x flex default</th>" in html
     assert (

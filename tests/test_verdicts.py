@@ -772,7 +772,7 @@ def test_a_host_bound_cells_worth_comes_from_a_loop():
     sweep page's colour follow the loop, for a host-bound cell only."""
     import dataclasses
 
-    from compilekit import cellview, pages
+    from compilekit import cellview, sweeppage
     from compilekit.cellview import cell_summary
     from compilekit.result import CellResult
 
@@ -791,11 +791,11 @@ def test_a_host_bound_cells_worth_comes_from_a_loop():
     assert cellview.break_even_calls(20.0, result) is None
     assert cellview.speedup_text(result) == "0.83 loop"
     assert "speedup 0.83x in a loop (host-bound; do_bench's 1.60x" in cell_summary(result)
-    assert pages._speed_class(result) == "slow1"
+    assert sweeppage.speed_class(result) == "slow1"
     device_bound = dataclasses.replace(result, host_bound=False, gpu_busy_share=0.9)
     assert cellview.speedup_text(device_bound) == "1.60"
     assert cellview.break_even_calls(20.0, device_bound) == 1_333_334
-    assert pages._speed_class(device_bound) == "fast2"
+    assert sweeppage.speed_class(device_bound) == "fast2"
 
 
 def test_a_compiled_cell_whose_eager_runs_out_of_memory_is_checked_and_timed_compiled(
