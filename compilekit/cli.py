@@ -11,7 +11,7 @@ import sys
 
 from compilekit.errors import UserError
 from compilekit.store import CorruptFile
-from compilekit.usercell import make_cell, resolve_device
+from compilekit.usercell import make_cell, resolve_device, sweep_gpus
 
 
 def cmd_run(args) -> int:
@@ -88,22 +88,9 @@ def cmd_sweep(args) -> int:
         raise UserError("--shared-dir and --ray-resources go with --ray")
     if args.ray and (args.gpus or args.per_gpu != 4):
         raise UserError("--gpus and --per-gpu are for a local sweep: on Ray, Ray assigns GPUs")
-    if args.gpus is not None:
-        _check_gpus(args.gpus, devices)
-    if "cuda" in devices and not args.ray:  # Ray's nodes, not this machine, have the GPUs
-        import torch
-
-        available = [str(i) for i in range(torch.cuda.device_count())]
-        gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else available
-        unknown = [g for g in gpus if g not in available]
-        if unknown:
-            masked = os.environ.get("CUDA_VISIBLE_DEVICES")
-            raise UserError(
-                f"GPUs {','.join(unknown)} not visible (torch sees "
-                f"{'GPUs ' + ','.join(available) if available else 'no GPU'}"
-                f"{f', under CUDA_VISIBLE_DEVICES={masked}' if masked is not None else ''}): "
-                "set GPUS= to some of those"
-            )
+    if "cuda" in devices and not args.ray or args.gpus is not None:
+        # Ray's nodes, not this machine, have the GPUs of a sweep on Ray
+        gpus = sweep_gpus(args.gpus, devices)
     if args.ray:  # Ray there, the cluster answering, the resources readable: before any write
         from compilekit import raysweep
 
@@ -140,19 +127,6 @@ def cmd_sweep(args) -> int:
     for r in bad:
         print(f"compilekit: {r.status} {r.label}: {(r.reason or '')[:300]}", file=sys.stderr)
     return 1 if bad else 0
-
-
-def _check_gpus(text: str, devices: set) -> None:
-    """--gpus: CUDA device indices, and only for an experiment that has CUDA cells."""
-    import re
-
-    if not re.fullmatch(r"\s*\d+\s*(,\s*\d+\s*)*", text):
-        raise UserError(f"--gpus {text!r}: give CUDA device indices, e.g. --gpus 0,1")
-    if "cuda" not in devices:
-        raise UserError(
-            f"--gpus {text!r} given, but this experiment has no CUDA cells (device "
-            f"{', '.join(sorted(devices))}): drop --gpus"
-        )
 
 
 def cmd_verify(args) -> int:

@@ -132,3 +132,31 @@ def make_cell(
         knobs.name_of(config) if config else "",
         tuple(passes),
     )
+
+
+def sweep_gpus(text: str | None, devices: set) -> list[str]:
+    """The GPUs a local sweep spreads its CUDA cells over: --gpus (CUDA device indices, and
+    only for an experiment with CUDA cells), or every GPU torch sees."""
+    import re
+
+    if text is not None and not re.fullmatch(r"\s*\d+\s*(,\s*\d+\s*)*", text):
+        raise UserError(f"--gpus {text!r}: give CUDA device indices, e.g. --gpus 0,1")
+    if text is not None and "cuda" not in devices:
+        raise UserError(
+            f"--gpus {text!r} given, but this experiment has no CUDA cells (device "
+            f"{', '.join(sorted(devices))}): drop --gpus"
+        )
+    import torch
+
+    available = [str(i) for i in range(torch.cuda.device_count())]
+    gpus = [g.strip() for g in text.split(",") if g.strip()] if text else available
+    unknown = [g for g in gpus if g not in available]
+    if unknown:
+        masked = os.environ.get("CUDA_VISIBLE_DEVICES")
+        raise UserError(
+            f"GPUs {','.join(unknown)} not visible (torch sees "
+            f"{'GPUs ' + ','.join(available) if available else 'no GPU'}"
+            f"{f', under CUDA_VISIBLE_DEVICES={masked}' if masked is not None else ''}): "
+            "set GPUS= to some of those"
+        )
+    return gpus
