@@ -22,7 +22,7 @@ def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> None
         result.peak_memory_mb = torch.cuda.max_memory_allocated() / 2**20
     label = f"{cell.variant}/{cell.mode}"
     with result.step("profile"):  # the profiler's import included
-        from compilekit import capture, diagnose, kernelmap, profiling
+        from compilekit import capture, kernelmap, profiling
 
         prof = profiling.run_profiler(compiled, args, label, cell.device, stage_dir)
         itemsize = getattr(torch, cell.dtype).itemsize
@@ -74,6 +74,16 @@ def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> None
             "by_source_line": kernelmap.by_source_line(records),
         },
     )
+    _diagnose(cell, forward, records, op_rows, result)
+
+
+def _diagnose(cell, forward: dict, records: list, op_rows: list, result) -> None:
+    """The record's figures from the profile and the map: kernels and device time per forward,
+    the GPU's busy share, the SDPA backend that ran, Dynamo's counters, the CUDA-graph replay."""
+    import torch
+
+    from compilekit import diagnose
+
     result.kernels_per_forward = forward["kernels_per_forward"]
     result.profiled_forward_device_ms = forward["forward_device_ms"]
     result.profiled_forward_host_ms = forward["forward_host_ms"]

@@ -151,6 +151,21 @@ def classify(name: str, launcher: str, source: str | None, compiled: bool) -> st
     return "extern" if compiled else "aten"
 
 
+def _compiled_site(k: dict, by_provenance: dict, by_comments: dict) -> tuple[dict | None, str]:
+    """(what the compile recorded about a profiled kernel, by its name or its launching op,
+    and where that came from), or (None, "none")."""
+    for key in (k["name"], k["launcher"].removeprefix("aten::")):
+        for index, how in (
+            (by_provenance, "inductor provenance"),
+            (by_comments, "kernel comments"),
+        ):
+            sites = index.get(key)
+            if sites:
+                # the n-th call of an op in the forward is its n-th call site in the graph
+                return sites[min(k.get("launcher_index", 0), len(sites) - 1)], how
+    return None, "none"
+
+
 def build_map(
     forward: dict,
     graphs: dict,
@@ -189,21 +204,7 @@ def build_map(
     used: list = []
     records = []
     for k in forward["kernels"]:
-        op = k["launcher"].removeprefix("aten::")
-        keys = [k["name"], op] if compiled else []
-        found, via = None, "none"
-        for key in keys:
-            for index, how in (
-                (by_provenance, "inductor provenance"),
-                (by_comments, "kernel comments"),
-            ):
-                sites = index.get(key)
-                if sites:
-                    # the n-th call of an op in the forward is its n-th call site in the graph
-                    found, via = sites[min(k.get("launcher_index", 0), len(sites) - 1)], how
-                    break
-            if found:
-                break
+        found, via = _compiled_site(k, by_provenance, by_comments) if compiled else (None, "none")
         kind = classify(k["name"], k["launcher"], sources.get(k["name"]), compiled)
         if found is None and compiled and kind in ("extern", "library"):
             found = next((rec for rec in extern_sites if not any(rec is u for u in used)), None)

@@ -302,6 +302,35 @@ def eager_source_lines(fn, args) -> dict[tuple[str, int], list[dict]]:
     return {}
 
 
+def _add_step(step, device: str, itemsize: int, per_key: dict) -> int:
+    """Add one profiled step's launches to per_key ({(name, launcher, index): record}, each
+    record's samples_ms growing by one); returns how many launches it had."""
+    launches = _indexed(_step_launches(step, device))
+    # an op's tensors and FLOPs are its main kernel's (the longest it launched), not those
+    # of the memset or split-K reduction beside it: cuDNN's 0.7 us memset was credited the
+    # attention's 50 MB (71 TB/s)
+    longest: dict[int, int] = {}  # op -> the position of its longest launch (the first)
+    for at, (_, _, _, op, ms) in enumerate(launches):
+        if id(op) not in longest or ms > launches[longest[id(op)]][4]:
+            longest[id(op)] = at
+    for at, (name, launcher, index, op, ms) in enumerate(launches):
+        main = longest[id(op)] == at
+        rec = per_key.setdefault(
+            (name, launcher, index),
+            {
+                "name": name,
+                "launcher": launcher,
+                "launcher_index": index,
+                "samples_ms": [],
+                "bytes": launcher_bytes(op, itemsize) if main else None,
+                # torch counts matmul FLOPs only; 0 means "not counted", not "none done"
+                "flops": (getattr(op, "flops", 0) or None) if main else None,
+            },
+        )
+        rec["samples_ms"].append(ms)
+    return len(launches)
+
+
 def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
     """Kernels of one forward, in launch order, with per-call time and who launched them.
 
@@ -319,32 +348,7 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
     steps = [e for e in events if e.name == label and e.device_type == DeviceType.CPU]
     n_steps = max(1, len(steps))
     per_key: dict[tuple, dict] = {}
-    n_launches = 0
-    for step in steps:
-        launches = _indexed(_step_launches(step, device))
-        # an op's tensors and FLOPs are its main kernel's (the longest it launched), not those
-        # of the memset or split-K reduction beside it: cuDNN's 0.7 us memset was credited the
-        # attention's 50 MB (71 TB/s)
-        longest: dict[int, int] = {}  # op -> the position of its longest launch (the first)
-        for at, (_, _, _, op, ms) in enumerate(launches):
-            if id(op) not in longest or ms > launches[longest[id(op)]][4]:
-                longest[id(op)] = at
-        for at, (name, launcher, index, op, ms) in enumerate(launches):
-            main = longest[id(op)] == at
-            rec = per_key.setdefault(
-                (name, launcher, index),
-                {
-                    "name": name,
-                    "launcher": launcher,
-                    "launcher_index": index,
-                    "samples_ms": [],
-                    "bytes": launcher_bytes(op, itemsize) if main else None,
-                    # torch counts matmul FLOPs only; 0 means "not counted", not "none done"
-                    "flops": (getattr(op, "flops", 0) or None) if main else None,
-                },
-            )
-            rec["samples_ms"].append(ms)
-            n_launches += 1
+    n_launches = sum(_add_step(step, device, itemsize, per_key) for step in steps)
     if device == "cuda":
         attached: dict[str, int] = {}
         for (name, _, _), rec in per_key.items():

@@ -95,3 +95,15 @@ def test_every_module_is_named_in_the_layout_page():
         if name in ("__init__", "__main__"):
             continue
         assert f"`{name}.py`" in page or f"`{name}/`" in page, module
+
+
+def test_modules_and_functions_stay_short_enough_to_read_in_one_sitting():
+    """No module over 400 lines, no function over 80 (variants/ aside: one kernel per file)."""
+    for module, path in modules().items():
+        with open(path) as f:
+            text = f.read()
+        assert len(text.splitlines()) <= 400, (module, len(text.splitlines()))
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                assert lines <= 80, (module, node.name, lines)
