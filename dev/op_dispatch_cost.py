@@ -18,24 +18,10 @@ import statistics
 import sys
 import time
 
+import cpu_speed  # dev/cpu_speed.py: a script's own folder is first on sys.path
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _cpu_speed():
-    """dev/cpu_speed.py, beside this script (imported by path: this folder is no package)."""
-    import importlib.util
-    import os
-
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_speed.py")
-    spec = importlib.util.spec_from_file_location("cpu_speed", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cpu_speed = _cpu_speed()
 
 
 def _fake(q, k, v, causal):

@@ -30,6 +30,7 @@ import functools
 import json
 import sys
 
+import cpu_speed  # dev/cpu_speed.py: a script's own folder is first on sys.path
 import torch
 
 from compilekit import timing
@@ -38,21 +39,6 @@ from compilekit.variant import load_variant
 from variants.masks import causal_flops
 
 SHAPES = "8x16x1024x64,1x32x8192x128,16x16x512x64,1x32x16384x128,2x32x4096x128"
-
-
-def _cpu_speed():
-    """dev/cpu_speed.py, beside this script (imported by path: this folder is no package)."""
-    import importlib.util
-    import os
-
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_speed.py")
-    spec = importlib.util.spec_from_file_location("cpu_speed", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cpu_speed = _cpu_speed()
 
 
 def baseline_module(path: str):

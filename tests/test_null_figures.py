@@ -145,13 +145,19 @@ def test_a_wrong_shape_cell_runs_and_shows_its_verdict(tmp_path, cli):
 SEGFAULTS = "import ctypes\n\ndef attention(q, k, v):\n    return ctypes.string_at(0)\n"
 
 
-def test_a_sweep_with_a_wrong_shape_and_a_segfault_measures_the_rest_and_resumes(tmp_path, cli):
+def wrong_segfault_good(tmp_path) -> str:
+    """An experiment of three eager cells: a wrong-shape variant, a segfaulting one, naive."""
     (tmp_path / "wrongshape.py").write_text(WRONG_SHAPE)
     (tmp_path / "segfault.py").write_text(SEGFAULTS)
     (tmp_path / "e.toml").write_text(
         'variants = ["wrongshape.py:attention", "segfault.py:attention", "naive"]\n'
         'modes = ["eager"]\nshapes = ["1x2x16x8"]\ndevice = "cpu"\n'
     )
+    return str(tmp_path / "e.toml")
+
+
+def test_a_sweep_with_a_wrong_shape_and_a_segfault_measures_the_rest_and_resumes(tmp_path, cli):
+    wrong_segfault_good(tmp_path)
     out = tmp_path / "out"
     proc = cli("sweep", str(tmp_path / "e.toml"), "--out", str(out))
     assert proc.returncode == 1, proc.stdout + proc.stderr

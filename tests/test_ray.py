@@ -158,14 +158,9 @@ def test_a_task_killed_mid_cell_is_retried_or_recorded_failed(cluster, tmp_path,
 def test_a_ray_sweep_with_a_wrong_shape_and_a_segfault_measures_the_rest_and_resumes(
     cluster, tmp_path, cli
 ):
-    from tests.test_null_figures import SEGFAULTS
+    from tests.test_null_figures import wrong_segfault_good
 
-    (tmp_path / "wrongshape.py").write_text(WRONG_SHAPE)
-    (tmp_path / "segfault.py").write_text(SEGFAULTS)
-    (tmp_path / "e.toml").write_text(
-        'variants = ["wrongshape.py:attention", "segfault.py:attention", "naive"]\n'
-        'modes = ["eager"]\nshapes = ["1x2x16x8"]\ndevice = "cpu"\n'
-    )
+    wrong_segfault_good(tmp_path)
     out = tmp_path / "out"
     proc = cli("sweep", str(tmp_path / "e.toml"), "--ray", cluster, "--out", str(out))
     assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
