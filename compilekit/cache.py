@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 
-from compilekit.store import CorruptFile, read_json
+from compilekit.store import CorruptFile, json_fits, read_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -95,7 +95,7 @@ def _check_kept(path: str, data, fields: dict) -> None:
     """CorruptFile unless a kept cache file is a JSON object with these fields and types."""
     if not isinstance(data, dict):
         raise CorruptFile(f"{path} is corrupt (it holds {type(data).__name__}, not an object)")
-    wrong = [k for k, types in fields.items() if not isinstance(data.get(k), types)]
+    wrong = [k for k, types in fields.items() if not json_fits(data.get(k), types)]
     if wrong:
         raise CorruptFile(f"{path} is corrupt (wrong or missing {', '.join(wrong)})")
 

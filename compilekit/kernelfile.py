@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from compilekit.store import CorruptFile, read_json
+from compilekit.store import CorruptFile, json_fits, read_json
 
 NUMBER = (int, float)
 OPTIONAL_NUMBER = (int, float, type(None))
@@ -28,10 +28,6 @@ ROOFLINE = {"gbps": OPTIONAL_NUMBER, "bandwidth_share": OPTIONAL_NUMBER,
             "bound": (str, type(None))}  # fmt: skip
 
 
-def _fits(value, types) -> bool:
-    return isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
-
-
 def _problem(record, required: dict, optional: dict, where: str) -> str | None:
     """What is wrong with one dict record, or None."""
     if not isinstance(record, dict):
@@ -39,10 +35,10 @@ def _problem(record, required: dict, optional: dict, where: str) -> str | None:
     for key, types in required.items():
         if key not in record:
             return f"{where} has no {key!r}"
-        if not _fits(record[key], types):
+        if not json_fits(record[key], types):
             return f"{where}[{key!r}] is {record[key]!r:.40}"
     for key, types in optional.items():
-        if key in record and not _fits(record[key], types):
+        if key in record and not json_fits(record[key], types):
             return f"{where}[{key!r}] is {record[key]!r:.40}"
     return None
 

@@ -21,7 +21,7 @@ import os
 import time
 
 from compilekit.spec import SHAPE_RE
-from compilekit.store import CorruptFile, read_json, write_json
+from compilekit.store import CorruptFile, json_fits, read_json, write_json
 
 SCHEMA_VERSION = 2
 STATUSES = ("ok", "self-consistent", "wrong", "unsupported", "failed")
@@ -184,23 +184,17 @@ NESTED = {
 
 
 def _holds(entry, needs: dict) -> bool:
-    return isinstance(entry, dict) and all(
-        isinstance(entry.get(k), types) and not isinstance(entry.get(k), bool)
-        for k, types in needs.items()
-    )
+    return isinstance(entry, dict) and all(json_fits(entry.get(k), t) for k, t in needs.items())
 
 
 def _wrong_types(data: dict) -> list[str]:
     """The fields of a parsed result.json whose JSON type the record does not allow (a bool is
     not a number here, though Python says it is an int)."""
-    wrong = []
-    for key, value in data.items():
-        allowed = FIELD_TYPES.get(key)
-        if allowed is None or key == "run_dir":
-            continue
-        if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
-            wrong.append(f"{key}={value!r:.40}")
-    return wrong
+    return [
+        f"{key}={value!r:.40}"
+        for key, value in data.items()
+        if key in FIELD_TYPES and key != "run_dir" and not json_fits(value, FIELD_TYPES[key])
+    ]
 
 
 def from_dict(data: dict, where: str = "result") -> CellResult:

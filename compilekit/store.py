@@ -23,6 +23,12 @@ class CorruptFile(Exception):
     """A file another run wrote cannot be read: the message names it and why."""
 
 
+def json_fits(value, types: tuple) -> bool:
+    """Whether a value read from JSON is of one of `types`, where a bool is no number (Python
+    counts True as an int; a record's figure of `true` is corrupt, not 1)."""
+    return isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+
+
 def write_json(path: str, data) -> None:
     """Write JSON atomically (a temp file renamed into place); no temp file survives a failure."""
     write_text(path, json.dumps(data, indent=2, default=str))
