@@ -143,22 +143,27 @@ def _compile_gpu_turn(cell, record: dict):
     return contextlib.nullcontext()
 
 
-def run_cold(cell, cache_dir: str, record: dict) -> None:
-    """The first call in a clean process with empty caches -> cache_dir/cold.json."""
+def run_cold(cell, cache_dir: str, result) -> None:
+    """The first call in a clean process with empty caches -> cache_dir/cold.json (with this
+    process's steps)."""
     from compilekit import diagnose, inputs, settings
     from compilekit.store import write_json
 
-    variant = failures.cell_variant(cell)
+    with result.step("imports"):  # torch, and the variant's module
+        import torch  # noqa: F401
+
+        variant = failures.cell_variant(cell)
     with (
-        _compile_gpu_turn(cell, record),
+        _compile_gpu_turn(cell, result.steps_s),
         settings.toolkit_settings(cell.device, False, dict(cell.config), _cell_pass(cell)),
     ):
-        args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
-        # One eager call first, in every process: a variant that builds state on its first
-        # call (naive's mask) is then compiled to the same graph in each of them; it is also
-        # where a refusal of the variant itself shows.
-        _eager_first(variant, args, cell)
-        with diagnose.autotune_choices() as tuned:  # max-autotune prints its choices
+        with result.step("inputs"):
+            args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+            # One eager call first, in every process: a variant that builds state on its
+            # first call (naive's mask) is then compiled to the same graph in each of them;
+            # it is also where a refusal of the variant itself shows.
+            _eager_first(variant, args, cell)
+        with result.step("compile_cold"), diagnose.autotune_choices() as tuned:
             _, cold_s, _ = _compiled_first_call(cell, variant, args)
     write_json(
         os.path.join(cache_dir, "cold.json"),
@@ -167,6 +172,7 @@ def run_cold(cell, cache_dir: str, record: dict) -> None:
             # only a compile that really autotunes (this one, caches empty) has choices to show
             "autotune": tuned,
             "measured_at": datetime.datetime.now().isoformat(timespec="seconds"),
+            "steps_s": result.steps_s,
             "includes": "the first compiled call in a fresh process with empty Inductor caches "
             "(after one eager call): Dynamo trace, Inductor import and lowering, kernel "
             "compiles, the call itself",
@@ -204,21 +210,26 @@ def capture_note(cache_dir: str) -> str | None:
     )
 
 
-def run_capture(cell, cache_dir: str, record: dict) -> None:
-    """Recompile with every capture on -> cache_dir/capture/{depyf/, graphs.json}."""
+def run_capture(cell, cache_dir: str, result) -> None:
+    """Recompile with every capture on -> cache_dir/capture/{depyf/, graphs.json, steps.json}."""
     from compilekit import capture, diagnose, inputs, settings
     from compilekit.store import write_json
 
-    variant = failures.cell_variant(cell)
+    with result.step("imports"):  # torch, and the variant's module
+        import torch  # noqa: F401
+
+        variant = failures.cell_variant(cell)
     capture_dir = os.path.join(cache_dir, "capture")
     graph_pass = _cell_pass(cell)
     with (
-        _capture_gpu_turn(cell, cache_dir, record),
+        _capture_gpu_turn(cell, cache_dir, result.steps_s),
         settings.toolkit_settings(cell.device, True, dict(cell.config), graph_pass),
     ):
-        args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
-        _eager_first(variant, args, cell)  # the same state as the other processes (run_cold)
+        with result.step("inputs"):
+            args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+            _eager_first(variant, args, cell)  # the same state as the other processes
         with (
+            result.step("compile_capture"),
             capture.depyf_dump(os.path.join(capture_dir, "depyf")),
             diagnose.autotune_choices() as retuned,
         ):
@@ -227,10 +238,10 @@ def run_capture(cell, cache_dir: str, record: dict) -> None:
         write_json(os.path.join(capture_dir, RETUNED), retuned)
     if graph_pass is not None:  # counted in a compile that really ran (FX caches off here)
         write_json(os.path.join(capture_dir, "passes.json"), graph_pass.stats)
-    write_json(
-        os.path.join(capture_dir, "graphs.json"),
-        capture.read_trace(os.environ.get("TORCH_TRACE", "")),
-    )
+    with result.step("read_trace"):
+        graphs = capture.read_trace(os.environ.get("TORCH_TRACE", ""))
+    write_json(os.path.join(capture_dir, "graphs.json"), graphs)
+    write_json(os.path.join(capture_dir, "steps.json"), result.steps_s)
 
 
 def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
@@ -327,6 +338,10 @@ def _warm_compile(cell, variant, args, cache_dir: str, result):
     result.compile_cold_s = cold["compile_cold_s"]
     result.compile_cold_measured_at = cold["measured_at"]
     result.compile_warm_s = warm_s
+    _add_steps(result, "cold", cold.get("steps_s"))
+    capture_steps = os.path.join(cache_dir, "capture", "steps.json")
+    if os.path.isfile(capture_steps):
+        _add_steps(result, "capture", read_json(capture_steps))
     result.compile_notes = {
         "cold": cold["includes"] + f" (measured {cold['measured_at']}, kept with the cache)",
         "warm": "the first call in a fresh process with the caches filled (this run)",
@@ -340,6 +355,15 @@ def _warm_compile(cell, variant, args, cache_dir: str, result):
         skip_reasons,
     )
     return compiled
+
+
+def _add_steps(result, phase: str, steps) -> None:
+    """The steps another process of the cell recorded, as `phase.step` in result.steps_s (a
+    kept file's steps are only shown: what is not a number of seconds is left out)."""
+    if isinstance(steps, dict):
+        for name, seconds in steps.items():
+            if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+                result.steps_s[f"{phase}.{name}"] = seconds
 
 
 def main(argv: list[str]) -> int:
@@ -357,9 +381,9 @@ def main(argv: list[str]) -> int:
         result.steps_s["process_start"] = round(time.time() - float(spawned_at), 3)
     try:
         if phase == "cold":
-            run_cold(cell, cache_dir, result.steps_s)
+            run_cold(cell, cache_dir, result)
         elif phase == "capture":
-            run_capture(cell, cache_dir, result.steps_s)
+            run_capture(cell, cache_dir, result)
         else:
             run_measure(cell, stage_dir, cache_dir, result)
     except failures.CellEnded as ended:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call on an H200 (the `device` tool, carry [".whl"]): the wheels torch does not
 # bring, then the phases asked, in order, each writing under $OUT.
+#   C  a bare user's process compiling naive cold, warm and FX-cache-off (dev/cold_breakdown.py)
 #   S  the single cell cold (fresh cache) and warm, naive default at the blog shape: wall times
 #      and the measure process's steps_s
 #   V  sdpa eager and triton-flash eager at the blog shape, then `compilekit verify` of those
@@ -21,6 +22,8 @@ steps() { python3 -c "import json,sys; r=json.load(open(sys.argv[1]+'/result.jso
 for phase in ${PHASES:-S V G}; do
   echo "=== phase $phase $(date +%T)" | tee -a "$OUT/phases.txt"
   case $phase in
+    C)
+      python3 dev/cold_breakdown.py cuda > "$OUT/C_bare.txt" 2>&1 ;;
     S)
       for run in cold warm warm2; do
         start=$(date +%s.%N)
