@@ -8,11 +8,15 @@ From Python (a notebook, a script), the same as the command line:
     again = compilekit.load(result.run_dir)                    # a run directory read back
 """
 
+import os
+
+# Where compilekit/ and variants/ lie side by side (a checkout, or site-packages).
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def _version() -> str:
     """The version, from one place: the package's metadata, or where a checkout runs from
     PYTHONPATH without being installed, the pyproject.toml that metadata comes from."""
-    import os
     from importlib import metadata
 
     try:
@@ -22,7 +26,7 @@ def _version() -> str:
     try:
         import tomllib
 
-        path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "pyproject.toml")
+        path = os.path.join(ROOT, "pyproject.toml")
         with open(path, "rb") as f:
             return tomllib.load(f)["project"]["version"]
     except (ImportError, OSError, KeyError, ValueError):
@@ -49,20 +53,19 @@ def run(
 
     config: Inductor options for this cell ({"coordinate_descent_tuning": True}), as --set;
     passes: custom graph passes (["path/to/file.py:factory"]), as --pass.
-    Bad input raises compilekit.errors.UserError with the message the CLI would print.
+    Bad input raises compilekit.model.errors.UserError with the message the CLI would print.
     """
-    from compilekit import pages
-    from compilekit.usercell import make_cell
+    from compilekit.usercell import make_cell, run_cell
 
     assignments = [f"{key}={value!r}" for key, value in (config or {}).items()]
     cell = make_cell(
         variant, mode, shape, dtype, device, seed, assignments, passes or (), timeout_s
     )
-    return pages.launch(cell, out, fresh=fresh, timeout_s=timeout_s)
+    return run_cell(cell, out, fresh=fresh, timeout_s=timeout_s)
 
 
 def load(run_dir: str):
     """A run directory's CellResult (result.json); CorruptFile names the file if unreadable."""
-    from compilekit import result
+    from compilekit.model import result
 
     return result.load(run_dir)

@@ -9,13 +9,13 @@ import argparse
 import os
 import sys
 
-from compilekit.errors import UserError
-from compilekit.store import CorruptFile
-from compilekit.usercell import make_cell, resolve_device, sweep_gpus
+from compilekit.model.errors import UserError
+from compilekit.model.store import CorruptFile
+from compilekit.usercell import make_cell, resolve_device, run_cell, sweep_gpus
 
 
 def cmd_run(args) -> int:
-    from compilekit import cellview, pages
+    from compilekit.report import cellview
 
     cell = make_cell(
         args.variant,
@@ -28,7 +28,7 @@ def cmd_run(args) -> int:
         args.graph_pass,
         args.timeout,
     )
-    result = pages.launch(cell, args.out, fresh=args.fresh, timeout_s=args.timeout)
+    result = run_cell(cell, args.out, fresh=args.fresh, timeout_s=args.timeout)
     if result.status == "unsupported":
         raise UserError(
             f"{result.reason} (choose another variant, mode, dtype or device; "
@@ -47,8 +47,8 @@ def cmd_run(args) -> int:
 def cmd_list(args) -> int:
     from tabulate import tabulate
 
-    from compilekit.modes import MODES
-    from compilekit.variant import describe_all
+    from compilekit.compile.modes import MODES
+    from compilekit.compile.variant import describe_all
 
     print(tabulate(describe_all(), headers=["variant", "what it is"]))
     print()
@@ -61,23 +61,25 @@ def cmd_list(args) -> int:
 
 
 def cmd_kernels(args) -> int:
-    from compilekit import report
+    from compilekit.report import runview as report
 
     print(report.kernels_view(args.run_dir, args.kernel))
     return 0
 
 
 def cmd_diff(args) -> int:
-    from compilekit import report
+    from compilekit.report import runview as report
 
     print(report.diff_view(args.run_a, args.run_b))
     return 0
 
 
 def cmd_sweep(args) -> int:
-    from compilekit import cache, envinfo, sweep, sweepreport
-    from compilekit.experiment import load_experiment
-    from compilekit.store import check_writable, write_json
+    from compilekit.evidence import envinfo
+    from compilekit.launch import cache, sweep
+    from compilekit.model.store import check_writable, write_json
+    from compilekit.report import sweepreport
+    from compilekit.userexperiment import load_experiment
 
     experiment = load_experiment(args.experiment, device_resolver=resolve_device)
     print(f"{experiment.name}: {len(experiment.cells)} cells in {args.experiment}", flush=True)
@@ -92,7 +94,7 @@ def cmd_sweep(args) -> int:
         # Ray's nodes, not this machine, have the GPUs of a sweep on Ray
         gpus = sweep_gpus(args.gpus, devices)
     if args.ray:  # Ray there, the cluster answering, the resources readable: before any write
-        from compilekit import raysweep
+        from compilekit.launch import raysweep
 
         raysweep.preflight(args.ray)
         resources = raysweep.parse_resources(args.ray_resources)
@@ -130,7 +132,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from compilekit import verify
+    from compilekit.verify import check as verify
 
     unverified = 0  # outside, or inconclusive on a noisy machine: neither is a pass
     for run_dir in args.run_dirs:
@@ -141,7 +143,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from compilekit import sweepreport
+    from compilekit.report import sweepreport
 
     print(sweepreport.report(args.dir))
     _sweep_page(args.dir)
@@ -149,21 +151,21 @@ def cmd_report(args) -> int:
 
 
 def cmd_publish(args) -> int:
-    from compilekit import publish
+    from compilekit.report import publish
 
     publish.publish(args.sweep_dir, args.dest, args.page, args.code, args.extra)
     return 0
 
 
 def _sweep_page(out_dir: str) -> None:
-    from compilekit import pages, sweeppage
+    from compilekit.report import pages, sweeppage
 
     if path := pages.write_quietly(sweeppage.sweep_page, out_dir):
         print(f"page: {path}")
 
 
 def cmd_html(args) -> int:
-    from compilekit import pages, sweeppage
+    from compilekit.report import pages, sweeppage
 
     if args.diff:
         run_a, run_b = args.diff
@@ -182,7 +184,8 @@ def cmd_html(args) -> int:
 def cmd_env(args) -> int:
     import json
 
-    from compilekit import cache, envinfo
+    from compilekit.evidence import envinfo
+    from compilekit.launch import cache
 
     device = resolve_device(args.device)
     print(json.dumps(envinfo.environment(device, cache.default_root(), args.remeasure), indent=2))
@@ -368,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"compilekit: error: {exc}: run the cell again", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        from compilekit import runner
+        from compilekit.launch import runner
 
         runner.stop_running()  # cell processes run in their own sessions: Ctrl-C misses them
         print(

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
-from compilekit.errors import UserError
-from compilekit.spec import (
+from compilekit.model.errors import UserError
+from compilekit.model.spec import (
     Cell,
     check_seed,
     check_timeout,
@@ -92,9 +92,9 @@ def make_cell(
     """Validate every field a user typed and fill the per-device defaults; `assignments` are
     `key=value` Inductor options (`--set`); a user's variant file must import within
     timeout_s (the cell's)."""
-    from compilekit import knobs
-    from compilekit.modes import check_mode
-    from compilekit.variant import check_variant, is_user_spec
+    from compilekit.compile import knobs
+    from compilekit.compile.modes import check_mode
+    from compilekit.compile.variant import check_variant, is_user_spec
 
     if is_user_spec(variant):  # absolute, so the cell (and its label) do not depend on the cwd
         path, fn = variant.rsplit(":", 1)
@@ -116,7 +116,7 @@ def make_cell(
         for p in passes
     ]
     if passes:
-        from compilekit.passes import load_pass
+        from compilekit.compile.passes import load_pass
 
         knobs.check_mode({"--pass": passes}, mode, "graph passes (--pass)")
         for spec in passes:
@@ -160,3 +160,15 @@ def sweep_gpus(text: str | None, devices: set) -> list[str]:
             "set GPUS= to some of those"
         )
     return gpus
+
+
+def run_cell(cell, out_dir: str, **launch_args):
+    """runner.launch, then the run's page (index.html, a view of what is saved) where the run
+    took its place (a failed rerun kept in attempts/ leaves the good run and its page)."""
+    from compilekit.launch import runner
+    from compilekit.report.pages import run_page, write_quietly
+
+    result = runner.launch(cell, out_dir, **launch_args)
+    if result.run_dir == os.path.join(out_dir, cell.label()):
+        write_quietly(run_page, result.run_dir)
+    return result

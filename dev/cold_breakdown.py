@@ -23,7 +23,9 @@ t2 = time.perf_counter()
 sys.path.insert(0, ".")
 from variants import naive
 dev = sys.argv[1]
-shape, dtype = ((8, 16, 1024, 64), torch.bfloat16) if dev == "cuda" else ((1, 8, 512, 64), torch.float32)
+cuda = dev == "cuda"
+shape = (8, 16, 1024, 64) if cuda else (1, 8, 512, 64)
+dtype = torch.bfloat16 if cuda else torch.float32
 q, k, v = (torch.randn(shape, device=dev, dtype=dtype) for _ in range(3))
 naive.attention(q, k, v)
 if dev == "cuda":
@@ -43,8 +45,9 @@ print(compile_times(repr="str", aggregate=True))
 
 def run(label, env, device):
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", CHILD, device], env=env, capture_output=True,
-                         text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, device], env=env, capture_output=True, text=True
+    )
     wall = time.perf_counter() - start
     print(f"== {label}: process wall {wall:.1f} s, rc {out.returncode}")
     print(out.stdout.strip()[-3000:])
@@ -53,15 +56,21 @@ def run(label, env, device):
 
 
 def main():
-    device = sys.argv[1] if len(sys.argv) > 1 else ("cuda" if os.path.exists("/dev/nvidia0") else "cpu")
+    device = (
+        sys.argv[1] if len(sys.argv) > 1 else ("cuda" if os.path.exists("/dev/nvidia0") else "cpu"
+    )
+    )
     cache = tempfile.mkdtemp(prefix="cold-breakdown-")
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
     env.pop("TORCH_TRACE", None)
     run("cold (empty caches)", env, device)
     run("warm (caches filled)", env, device)
     run("warm, one compile thread", {**env, "TORCHINDUCTOR_COMPILE_THREADS": "1"}, device)
-    run("recompile, FX and AOT caches off", {**env, "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
-                                             "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}, device)
+    run(
+        "recompile, FX and AOT caches off",
+        {**env, "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"},
+        device,
+    )
     print(json.dumps({"cache": cache}))
 
 

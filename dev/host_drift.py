@@ -33,9 +33,10 @@ import cpu_speed  # dev/cpu_speed.py: a script's own folder is first on sys.path
 
 
 def _build(variant_name: str, mode: str, shape: str):
-    from compilekit import inputs, modes, settings
-    from compilekit.spec import parse_shape
-    from compilekit.variant import load_variant
+    from compilekit.compile import modes, settings
+    from compilekit.compile.variant import load_variant
+    from compilekit.measure import inputs
+    from compilekit.model.spec import parse_shape
 
     variant = load_variant(variant_name)
     args = inputs.make_inputs(parse_shape(shape), "bfloat16", "cuda", 0)
@@ -49,7 +50,7 @@ def _build(variant_name: str, mode: str, shape: str):
 
 def drift(fn, args, seconds: float = 3.0) -> list[tuple[float, float, float]]:
     """(seconds under load, host ms per call, CPU ns per loop step) every ~0.1 s."""
-    from compilekit import timing
+    from compilekit.measure import timing
 
     rows, start = [], time.perf_counter()
     while (elapsed := time.perf_counter() - start) < seconds:
@@ -62,18 +63,19 @@ def drift(fn, args, seconds: float = 3.0) -> list[tuple[float, float, float]]:
 
 
 def bare_sequence(eager, fn, args) -> dict:
-    from compilekit import timing, verify
+    from compilekit.measure import timing
+    from compilekit.verify import bare
 
-    median = verify.bare_median_ms(fn, args, "cuda")
+    median = bare.bare_median_ms(fn, args, "cuda")
     return {
         "do_bench": median,
-        "loop": verify.bare_loop_ms(fn, args, 64),
+        "loop": bare.bare_loop_ms(fn, args, 64),
         "host": timing.host_ms_per_call(fn, args),
     }
 
 
 def old_order_sequence(eager, fn, args) -> dict:
-    from compilekit import timing
+    from compilekit.measure import timing
 
     eager_bench = timing.bench(eager, args, "cuda")
     steady = timing.bench(fn, args, "cuda")

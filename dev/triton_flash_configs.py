@@ -3,8 +3,8 @@
 For each shape (bf16, causal): cuDNN SDPA's time, triton-flash's (its autotuned pick), the time
 the autotuner measured for every config it tried (its own configs plus --extra ones, pruned as
 usual), and with --baseline an older copy of variants/triton_flash.py, for a before/after of a
-kernel change. Times: triton.testing.do_bench medians through compilekit.timing (L2 flushed),
-after the autotuned first call.
+kernel change. Times: triton.testing.do_bench medians through
+compilekit.measure.timing (L2 flushed), after the autotuned first call.
 
 Usage (GPU): python3 dev/triton_flash_configs.py [--shapes 1x32x8192x128,...]
              [--extra 128x64x4x4,...] [--baseline old_triton_flash.py]
@@ -23,9 +23,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from compilekit import timing  # noqa: E402
-from compilekit.errors import UserError  # noqa: E402
-from compilekit.spec import parse_shape  # noqa: E402
+from compilekit.measure import timing  # noqa: E402
+from compilekit.model.errors import UserError  # noqa: E402
+from compilekit.model.spec import parse_shape  # noqa: E402
 from variants.masks import causal_flops  # noqa: E402
 
 SHAPES = "1x32x8192x128,8x16x1024x64,4x16x4096x128"

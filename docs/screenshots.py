@@ -71,7 +71,7 @@ def shoot(browser, page_path: str, png: str, click: str | None = None) -> None:
 def main() -> int:
     from playwright.sync_api import sync_playwright
 
-    from compilekit import pages, sweeppage
+    from compilekit.report import pages, sweeppage
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu-run", default=None, help="a CPU run directory to show")

@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
-from compilekit import pages
-from compilekit.spec import Cell, parse_shape
+from compilekit import usercell
+from compilekit.model.spec import Cell, parse_shape
+from compilekit.report import pages
 
 # Big enough that kernel time dominates Python overhead (the 15% sum check needs that).
 CPU_SHAPE = "1x8x512x64"
@@ -29,7 +30,7 @@ def run_cell(tmp_path_factory, cache_root):
     done = {}
 
     def run(variant, mode, shape=SMALL_SHAPE, dtype="float32", device="cpu", config=None):
-        from compilekit.knobs import name_of
+        from compilekit.compile.knobs import name_of
 
         config = config or {}
         key = (variant, mode, shape, dtype, device, repr(sorted(config.items())))
@@ -37,7 +38,7 @@ def run_cell(tmp_path_factory, cache_root):
             name = name_of(config) if config else ""
             items = tuple(sorted(config.items()))
             cell = Cell(variant, mode, parse_shape(shape), dtype, device, 0, items, name)
-            done[key] = pages.launch(cell, out, cache_root=cache_root, timeout_s=900)
+            done[key] = usercell.run_cell(cell, out, cache_root=cache_root, timeout_s=900)
         return done[key]
 
     return run

@@ -1,6 +1,7 @@
-"""The package's shape: no import circle, no edge from measuring to presenting, from the
-library to the command line, or from verify to the report; the record's modules import no
-torch; every module is named in docs/layout.md."""
+"""The package's shape: one subpackage per step of the data flow, imported in one direction
+(model <- compile <- measure <- evidence <- launch, then report and verify, then the front
+doors); no import circle between modules or between subpackages; model imports no torch;
+every module is named in docs/layout.md; tests mirror the packages."""
 
 import ast
 import os
@@ -10,15 +11,21 @@ import sys
 from tests.conftest import ROOT
 
 PACKAGE = os.path.join(ROOT, "compilekit")
-MEASURING = {"cell", "failures", "steady", "evidence", "runner", "timing", "inputs", "profiling",
-             "kernelmap", "capture", "settings", "sweep", "raysweep", "locks", "reaper",
-             "cpuwatch", "verify"}  # fmt: skip
-PRESENTING = {"report", "sweepreport", "cellview", "pages", "publish", "cli"}
-NO_TORCH = ("spec", "experiment", "result", "store", "kernelfile", "errors")
+# The subpackages, and those each may import (a front door may import any of them).
+MAY_IMPORT = {
+    "model": set(),
+    "compile": {"model"},
+    "measure": {"model", "compile"},
+    "evidence": {"model", "compile", "measure"},
+    "launch": {"model", "compile", "measure", "evidence"},
+    "report": {"model", "compile", "evidence"},
+    "verify": {"model", "compile", "measure", "launch"},
+}
+FRONT_DOORS = {"cli", "usercell", "userexperiment", "__init__", "__main__"}
 
 
 def modules() -> dict[str, str]:
-    """{module name under compilekit (passlib.naive_to_sdpa): its file}."""
+    """{module name under compilekit (compile.passlib.naive_to_sdpa): its file}."""
     found = {}
     for folder, _, names in os.walk(PACKAGE):
         for name in names:
@@ -40,47 +47,74 @@ def imports(path: str, known) -> set[str]:
             names = [base] + [f"{base}.{a.name}".lstrip(".") for a in node.names]
         elif isinstance(node, ast.Import):
             names = [a.name.removeprefix("compilekit.") for a in node.names]
-        out |= {n for n in names if n in known}
+        out |= {n or "__init__" for n in names if (n or "__init__") in known}
     return out
 
 
 def graph() -> dict[str, set[str]]:
-    known = modules()
-    return {m: imports(path, known) - {m, "__init__"} for m, path in known.items()}
+    known = modules() | {"__init__": ""}
+    return {m: imports(path, known) - {m} for m, path in modules().items()}
 
 
-def test_no_import_circle():
-    edges, state, stack = graph(), {}, []
+def package_of(module: str) -> str:
+    return module.split(".")[0]
 
-    def visit(module):
-        state[module] = "open"
-        stack.append(module)
-        for other in sorted(edges[module]):
+
+def _assert_no_circle(edges: dict[str, set[str]]) -> None:
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for other in sorted(edges.get(node, ())):
             assert state.get(other) != "open", " -> ".join(stack[stack.index(other) :] + [other])
             if other not in state:
                 visit(other)
         stack.pop()
-        state[module] = "done"
+        state[node] = "done"
 
-    for module in sorted(edges):
-        if module not in state:
-            visit(module)
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
 
 
-def test_measuring_never_imports_presenting_nor_the_library_the_cli():
-    edges = graph()
-    for module in MEASURING:
-        assert not edges[module] & PRESENTING, (module, edges[module] & PRESENTING)
-    assert "cli" not in edges.get("__init__", set()) | imports(
-        os.path.join(PACKAGE, "__init__.py"), modules()
+def test_no_import_circle_between_modules():
+    _assert_no_circle({m: e - {"__init__"} for m, e in graph().items()})
+
+
+def test_each_subpackage_imports_only_those_below_it():
+    """No circle between subpackages either: measuring never imports presenting, model imports
+    nothing of compilekit but itself, verify never the report, no subpackage a front door."""
+    for module, edges in graph().items():
+        package = package_of(module)
+        if package in FRONT_DOORS:
+            continue
+        assert package in MAY_IMPORT, f"{module}: a module outside every subpackage"
+        reached = {package_of(e) for e in edges} - {package}
+        extra = reached - MAY_IMPORT[package]
+        # ROOT and __version__ are the names taken from the package itself
+        extra -= {"__init__"} if _only_root(module) else set()
+        assert not extra, f"compilekit.{module} imports {sorted(extra)}"
+
+
+def _only_root(module: str) -> bool:
+    tree = ast.parse(open(modules()[module]).read())
+    return all(
+        {a.name for a in node.names} <= {"ROOT", "__version__"}
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "compilekit"
     )
-    assert not edges["verify"] & {"report", "sweepreport", "cellview", "pages"}
 
 
-def test_the_records_modules_import_no_torch():
+def test_the_library_never_imports_the_command_line():
+    assert "cli" not in graph()["__init__"]
+
+
+def test_importing_the_model_imports_no_torch():
+    model = [m for m in modules() if package_of(m) == "model"]
     code = (
         "import sys\n"
-        + "".join(f"import compilekit.{m}\n" for m in NO_TORCH)
+        + "".join(f"import compilekit.{m}\n" for m in model)
         + "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton')))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
@@ -91,10 +125,27 @@ def test_every_module_is_named_in_the_layout_page():
     with open(os.path.join(ROOT, "docs", "layout.md")) as f:
         page = f.read()
     for module in modules():
-        name = module.split(".")[0] if module.startswith("passlib") else module
-        if name in ("__init__", "__main__"):
+        if module.startswith("compile.passlib."):
+            module = "compile.passlib"
+        if module in ("__init__", "__main__") or module in MAY_IMPORT:
             continue
-        assert f"`{name}.py`" in page or f"`{name}/`" in page, module
+        path = module.replace(".", "/")
+        assert f"`{path}.py`" in page or f"`{path}/`" in page, module
+
+
+def test_tests_live_in_folders_that_mirror_the_packages():
+    """tests/<subpackage>/ for each subpackage that has tests; no other test folder but the
+    front doors' (tests/frontdoor/) and the variants' (tests/variants/)."""
+    folders = {
+        name
+        for name in os.listdir(os.path.join(ROOT, "tests"))
+        if os.path.isdir(os.path.join(ROOT, "tests", name)) and not name.startswith("__")
+    }
+    assert folders <= set(MAY_IMPORT) | {"frontdoor", "variants"}, folders
+    loose = [
+        n for n in os.listdir(os.path.join(ROOT, "tests")) if n.startswith("test_")
+    ]
+    assert loose == ["test_layout.py"], loose
 
 
 def test_modules_and_functions_stay_short_enough_to_read_in_one_sitting():

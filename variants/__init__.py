@@ -1,7 +1,7 @@
 """Attention variants: one implementation per file, `attention(q, k, v) -> Tensor` in [B, H, S, D].
 
 A module may also define `reference(q, k, v)` (the float64 truth it is checked against; without
-one the built-ins use `compilekit.inputs.causal_reference`) and `DESCRIPTION` (one line).
+one the built-ins use `compilekit.measure.inputs.causal_reference`) and `DESCRIPTION` (one line).
 """
 
 # name -> module; a new variant is one line here and one file beside this one.

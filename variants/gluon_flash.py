@@ -32,7 +32,7 @@ import math
 
 import torch
 
-from compilekit.errors import Unsupported
+from compilekit.model.errors import Unsupported
 from variants.launch import direct_launcher
 from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from variants.masks import (

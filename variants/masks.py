@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from compilekit.errors import Unsupported
+from compilekit.model.errors import Unsupported
 
 GQA_GROUP = 4  # query heads per K/V head
 WINDOW = 256  # a query sees itself and the WINDOW - 1 keys before it

@@ -17,7 +17,7 @@ import threading
 import torch
 from torch.autograd import profiler as _autograd_profiler
 
-from compilekit.errors import Unsupported
+from compilekit.model.errors import Unsupported
 from variants.launch import direct_launcher
 from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from variants.masks import (

@@ -1,0 +1,1 @@
+"""What shapes the compiled code: variants, modes, knobs, passes, settings, capture."""

@@ -1,0 +1,145 @@
+"""Inductor knobs per cell: `--set key=value` on the command line, `[configs]` in an experiment.
+
+A config is a flat {Inductor config key: value} dict. It is validated against the running torch
+(`torch._inductor.list_options()` and the type of each key's current value), carried by the cell
+(its run directory name and its cache key), passed to `torch.compile(options=...)` merged with the
+mode's own options (torch takes `mode` or `options`, not both), and also set in the cell's
+processes for the knobs Inductor reads at run time (some cudagraph ones). result.json records it.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import hashlib
+import re
+
+from compilekit.model.errors import UserError
+
+# Modes a config can act on: Inductor's. eager and the cudagraphs backend do not run Inductor.
+INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def parse_assignment(text: str) -> tuple[str, object]:
+    """`key=value` -> (key, value); the value read as a Python literal (true/false too), else
+    kept as a string (`max_autotune_gemm_backends=TRITON`)."""
+    if "=" not in text:
+        raise UserError(
+            f"--set {text!r}: write key=value, e.g. --set coordinate_descent_tuning=true"
+        )
+    key, raw = (part.strip() for part in text.split("=", 1))
+    words = {"true": True, "false": False, "none": None}
+    if raw.lower() in words:
+        return key, words[raw.lower()]
+    try:
+        return key, ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return key, raw
+
+
+def validate(config: dict, where: str = "") -> dict:
+    """The config, checked against the running torch: an unknown key (with the closest names)
+    or a value of another type than the key's default is a UserError."""
+    if not config:
+        return {}
+    import torch._inductor as inductor
+    import torch._inductor.config as inductor_config
+
+    known = set(inductor.list_options())
+    defaults = inductor_config.get_config_copy()
+    prefix = f"{where}: " if where else ""
+    for key, value in config.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise UserError(
+                f"{prefix}unknown Inductor option {key!r}{hint} "
+                "(torch._inductor.list_options() lists them)"
+            )
+        default = defaults.get(key)
+        if value is None:
+            continue
+        if default is None:  # nothing to compare with: the option's declared type says
+            _check_declared(key, value, prefix)
+            continue
+        expected = type(default)
+        ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            ok = True
+        if not ok:
+            raise UserError(
+                f"{prefix}Inductor option {key!r} takes {expected.__name__} (default "
+                f"{default!r}), not {type(value).__name__} {value!r}"
+            )
+    return dict(config)
+
+
+SCALARS = {"int": int, "float": float, "bool": bool, "str": str}
+
+
+def _declared_scalars(key: str) -> tuple[str, list] | None:
+    """(the option's declared type as text, the scalar types it admits), or None where torch
+    keeps no declared type for it."""
+    import torch._inductor.config as inductor_config
+
+    entry = getattr(inductor_config, "_config", {}).get(key)
+    declared = getattr(entry, "value_type", None)
+    if declared is None:
+        return None
+    text = declared if isinstance(declared, str) else getattr(declared, "__name__", "")
+    text = text if text and text != "UnionType" else str(declared)
+    names = re.findall(r"\b(int|float|bool|str)\b", text.replace("<class '", "").replace("'>", ""))
+    return text, [SCALARS[n] for n in dict.fromkeys(names)]
+
+
+def _check_declared(key: str, value, prefix: str) -> None:
+    """An option whose default is None: a function or pass object cannot come from --set, and
+    a value must be one of the scalar types the option declares (a literal otherwise)."""
+    found = _declared_scalars(key)
+    text, admits = found if found else ("", [int, float, bool, str])
+    if "Callable" in text or re.search(r"[A-Z]\w*(Pass|Fn)\b", text):
+        raise UserError(
+            f"{prefix}Inductor option {key!r} takes a function or an object ({text}), which "
+            "a command line cannot carry (a graph pass goes through --pass FILE.py:FACTORY)"
+        )
+    fits = any(
+        isinstance(value, t)
+        and not (t in (int, float) and isinstance(value, bool))
+        or (t is float and isinstance(value, int) and not isinstance(value, bool))
+        for t in admits
+    )
+    if not fits:
+        raise UserError(
+            f"{prefix}Inductor option {key!r} takes {text or 'a number, a bool or a string'}, "
+            f"not {type(value).__name__} {value!r:.60}"
+        )
+
+
+def name_of(config: dict) -> str:
+    """A short, file-system-safe name for an unnamed config (`--set`): its assignments, or a
+    hash of them when they are long."""
+    text = "_".join(f"{k}={v}" for k, v in sorted(config.items()))
+    safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
+    if len(safe) <= 40:
+        return safe
+    return safe[:24] + "-" + hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+def check_mode(config: dict, mode: str, what: str = "Inductor options") -> None:
+    """Configs and graph passes act on Inductor; on eager or the cudagraphs backend they would
+    do nothing."""
+    if config and mode not in INDUCTOR_MODES:
+        raise UserError(
+            f"{what} do nothing under mode {mode!r}: use one of {', '.join(INDUCTOR_MODES)}"
+        )
+
+
+def compile_options(mode_kwargs: dict, config: dict) -> dict:
+    """torch.compile keyword arguments: the mode's own, or its options merged with the config."""
+    if not config:
+        return mode_kwargs
+    import torch._inductor as inductor
+
+    return {
+        "options": {**inductor.list_mode_options(mode_kwargs.get("mode") or "default"), **config}
+    }

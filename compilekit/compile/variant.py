@@ -1,0 +1,265 @@
+"""Resolve a variant spec (registry name or `path/to/file.py:callable`) to something callable."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable
+
+from compilekit import ROOT
+from compilekit.compile.modes import MODES
+from compilekit.model.errors import UserError
+from variants import VARIANTS
+
+
+@dataclasses.dataclass
+class Variant:
+    name: str
+    attention: Callable
+    reference: Callable | None  # float64 truth; None means "use the built-in causal reference"
+    description: str
+    source_file: str
+    builtin: bool
+    flops: Callable | None = None  # flops(shape) -> float, as the variant declares them
+    # mode -> why: a known limitation of torch's under that mode, which turns a failure of the
+    # cell in that mode into `unsupported` with this reason (a cell that passes stays `ok`)
+    known_limits: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def has_reference(self) -> bool:
+        """Built-ins are checked against a float64 reference; a user variant only if its file
+        defines `reference` (else against itself on float64 inputs)."""
+        return self.builtin or self.reference is not None
+
+    def source_files(self) -> list[str]:
+        """The variant's file and every project file it imports, directly or not: the files
+        whose edits change what gets compiled (and the cache key covers)."""
+        return import_closure(self.source_file)
+
+
+def source_file(spec: str) -> str:
+    """The file that defines a variant, found without importing it (a user's file as given)."""
+    if is_user_spec(spec):
+        return os.path.abspath(spec.rsplit(":", 1)[0])
+    found = importlib.util.find_spec(VARIANTS[spec])
+    return os.path.abspath(found.origin)
+
+
+def source_hash(spec: str) -> str:
+    """Hash of a variant's import closure, without importing it (so the parent process of a
+    cell never pays for importing torch)."""
+    return closure_hash(source_file(spec))
+
+
+def closure_hash(path: str) -> str:
+    """Hash of a file's import closure (its name and content, and every file it imports)."""
+    digest = hashlib.sha256()
+    for path in import_closure(path):
+        digest.update(path.encode())
+        with open(path, "rb") as f:
+            digest.update(hashlib.sha256(f.read()).digest())
+    return digest.hexdigest()[:16]
+
+
+def check_variant(spec: str, import_timeout_s: float | None = None) -> None:
+    """UserError unless spec names a registered variant or a user file's callable. A registry
+    name is checked without importing it; a user file is imported (its callable must exist),
+    within import_timeout_s (the cell's timeout) when given."""
+    if is_user_spec(spec):
+        _load_user_variant(spec, import_timeout_s)
+    elif spec not in VARIANTS:
+        load_variant(spec)  # raises the registry's UserError with the list of names
+
+
+def import_closure(path: str) -> list[str]:
+    """`path` and the files of every module it imports that lives in this project or beside
+    `path` (never torch or the standard library), followed transitively; sorted."""
+    import ast
+    import importlib.util
+
+    roots = (ROOT + os.sep, os.path.dirname(os.path.abspath(path)) + os.sep)
+    # installed packages are versioned in the key, not hashed: a virtual environment inside
+    # the project (or beside the user's file) must not pull torch's sources into the closure
+    installed = _installed_dirs()
+    seen, todo = set(), [os.path.abspath(path)]
+    while todo:
+        file = todo.pop()
+        if file in seen:
+            continue
+        seen.add(file)
+        with open(file, "rb") as f:
+            tree = ast.parse(f.read(), file)
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module)
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        for name in names:
+            found = _module_file(name, os.path.dirname(file), importlib.util, roots)
+            inside = found and found.startswith(roots) and not found.startswith(installed)
+            if inside and found not in seen:
+                todo.append(found)
+    return sorted(seen)
+
+
+def _installed_dirs() -> tuple:
+    """Where installed packages and the standard library live (site-packages, the prefixes)."""
+    import site
+    import sysconfig
+
+    dirs = {sys.prefix, sys.base_prefix, sysconfig.get_paths()["stdlib"]}
+    dirs.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+    dirs.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else sys.prefix)
+    return tuple(os.path.abspath(d) + os.sep for d in dirs if d)
+
+
+def _module_file(name: str, beside: str, util, roots: tuple) -> str | None:
+    """The .py file of module `name` (beside the importing file, or in a package inside
+    `roots`), found on the file system: nothing is imported, not even the package itself."""
+    parts = name.split(".")
+    candidate = os.path.join(beside, *parts) + ".py"
+    if os.path.isfile(candidate):
+        return os.path.abspath(candidate)
+    try:
+        top = util.find_spec(parts[0])  # a top-level spec is found without importing anything
+    except (ImportError, ValueError):
+        return None
+    locations = list(getattr(top, "submodule_search_locations", None) or []) if top else []
+    if not locations or not os.path.abspath(locations[0]).startswith(roots):
+        return None
+    base = os.path.join(locations[0], *parts[1:])
+    for path in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(path):
+            return os.path.abspath(path)
+    return None
+
+
+def is_user_spec(spec: str) -> bool:
+    return ":" in spec and spec.split(":", 1)[0].endswith(".py")
+
+
+def load_variant(spec: str) -> Variant:
+    """Import a variant; unknown names, missing files and missing callables raise UserError."""
+    if is_user_spec(spec):
+        return _load_user_variant(spec)
+    if spec not in VARIANTS:
+        raise UserError(
+            f"unknown variant {spec!r}: choose one of {', '.join(VARIANTS)} "
+            "or give path/to/file.py:callable"
+        )
+    module = importlib.import_module(VARIANTS[spec])
+    return Variant(
+        spec,
+        module.attention,
+        getattr(module, "reference", None),
+        getattr(module, "DESCRIPTION", ""),
+        inspect.getfile(module),
+        True,
+        getattr(module, "flops", None),
+        known_limits(module, VARIANTS[spec]),
+    )
+
+
+def _run_module(loader, module, path: str, timeout_s: float | None) -> None:
+    """Execute a user's module, within timeout_s when given: an import that hangs is then a
+    UserError at the timeout (the thread left behind is a daemon; the process ends on the
+    error), not a wait the cell's --timeout does not cover."""
+    if timeout_s is None:
+        loader.exec_module(module)
+        return
+    import threading
+
+    raised: list[BaseException] = []
+
+    def run():
+        try:
+            loader.exec_module(module)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            raised.append(exc)
+
+    worker = threading.Thread(target=run, name="compilekit-variant-import", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise UserError(
+            f"variant file {path!r} was still importing after {timeout_s:g} s (the cell's "
+            "timeout): keep slow work out of its top level, or raise --timeout"
+        )
+    if raised:
+        raise raised[0]
+
+
+def _load_user_variant(spec: str, import_timeout_s: float | None = None) -> Variant:
+    path, name = spec.rsplit(":", 1)
+    if not os.path.isfile(path):
+        raise UserError(
+            f"variant file {path!r} not found: give an existing path/to/file.py:callable"
+        )
+    module_name = "compilekit_user_" + hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:8]
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module  # dataclasses, pickling and dynamo want it importable
+    try:
+        _run_module(module_spec.loader, module, path, import_timeout_s)
+    except UserError:
+        raise
+    except SystemExit as exc:  # sys.exit() at import would end compilekit without a word
+        raise UserError(
+            f"variant file {path!r} called sys.exit({exc.code!r}) while being imported: "
+            "keep top-level code free of exits (put it under `if __name__ == '__main__':`)"
+        ) from None
+    except Exception as exc:  # the user's file: report it, never a traceback
+        raise UserError(
+            f"variant file {path!r} failed to import ({type(exc).__name__}: {exc}): fix the file"
+        ) from None
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        found = sorted(
+            n
+            for n, v in vars(module).items()
+            if callable(v)
+            and not n.startswith("_")
+            and getattr(v, "__module__", "") == module_name
+        )
+        raise UserError(
+            f"no callable {name!r} in {path}: choose one of {', '.join(found) or '(none)'}"
+        )
+    # Without a reference of its own, a user's variant is checked against itself on float64
+    # inputs: `has_reference` False makes that cell "self-consistent" at best, never "ok".
+    return Variant(
+        spec,
+        fn,
+        getattr(module, "reference", None),
+        (module.__doc__ or "").strip().split("\n")[0],
+        os.path.abspath(path),
+        False,
+        getattr(module, "flops", None),
+        known_limits(module, path),
+    )
+
+
+def known_limits(module, where: str) -> dict:
+    """The module's KNOWN_LIMITS ({mode: why}), checked: a typo in a mode name would otherwise
+    never match and the failure it was meant to explain would stay "failed"."""
+    limits = getattr(module, "KNOWN_LIMITS", {})
+    bad = not isinstance(limits, dict) or any(
+        mode not in MODES or not isinstance(why, str) or not why for mode, why in limits.items()
+    )
+    if bad:
+        raise UserError(
+            f"KNOWN_LIMITS in {where} must map mode names ({', '.join(MODES)}) to a sentence "
+            f"saying why that mode fails: got {limits!r}"
+        )
+    return dict(limits)
+
+
+def describe_all() -> list[tuple[str, str]]:
+    """(name, description) for every registered variant."""
+    return [(name, load_variant(name).description) for name in VARIANTS]

@@ -1,0 +1,1 @@
+"""After the timed calls: profile, kernel map, roofline, diagnostics, environment."""

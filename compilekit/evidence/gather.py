@@ -1,0 +1,106 @@
+"""The measure process's evidence, after its timed calls: peak memory, the profile and op cost
+matrix, the kernel map joined with the capture, the roofline and the diagnostics."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from compilekit.measure import steady
+
+
+def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> None:
+    """After the timed calls: peak memory, profile, kernel map, diagnostics."""
+    import torch
+
+    from compilekit.model.store import read_json, write_json
+
+    if cell.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        compiled(*args)
+        torch.cuda.synchronize()
+        result.peak_memory_mb = torch.cuda.max_memory_allocated() / 2**20
+    label = f"{cell.variant}/{cell.mode}"
+    with result.step("profile"):  # the profiler's import included
+        from compilekit.compile import capture
+        from compilekit.evidence import kernelmap, profiling
+
+        prof = profiling.run_profiler(compiled, args, label, cell.device, stage_dir)
+        itemsize = getattr(torch, cell.dtype).itemsize
+        forward = profiling.forward_kernels(prof, label, cell.device, itemsize)
+        eager_lines = definitions = None
+        if cell.mode == "eager":
+            eager_lines = profiling.eager_source_lines(compiled, args)
+            definitions = profiling.raw_kernel_definitions()
+        op_rows = profiling.op_table(prof, cell.device)
+        write_json(os.path.join(stage_dir, "ops.json"), op_rows)
+    with result.step("map"):
+        graphs = {}
+        capture_dir = os.path.join(cache_dir, "capture")
+        if cell.mode != "eager":
+            graphs = read_json(os.path.join(capture_dir, "graphs.json"))
+            for name in ("depyf", "torch_trace"):  # the capture's evidence, kept with the run
+                if os.path.isdir(os.path.join(capture_dir, name)):
+                    shutil.copytree(os.path.join(capture_dir, name), os.path.join(stage_dir, name))
+        # the two inputs of the map, kept so it can be read (and rebuilt) without a GPU
+        write_json(os.path.join(stage_dir, "provenance.json"), graphs)
+        write_json(os.path.join(stage_dir, "forward.json"), forward)
+        kernel_files = capture.write_kernels(graphs, stage_dir)
+        records = kernelmap.build_map(
+            forward, graphs, kernel_files, stage_dir, cell.mode != "eager", eager_lines,
+            definitions,
+        )  # fmt: skip
+    with result.step("roofline"):  # the ceilings are measured once per machine, then kept
+        from compilekit.evidence import envinfo, roofline
+
+        # q, k, v in and the output (q's size) out: the attention's least traffic
+        io_bytes = sum(a.numel() * a.element_size() for a in (*args, args[0]))
+        roofline.annotate(
+            records,
+            envinfo.device_ceilings(cell.device, os.path.dirname(cache_dir)),
+            result.flops,
+            io_bytes,
+        )
+        result.roofline = roofline.summary(records)
+    write_json(
+        os.path.join(stage_dir, "kernels.json"),
+        {
+            "forward_device_ms": forward["forward_device_ms"],
+            "forward_host_ms": forward["forward_host_ms"],
+            "kernels_per_forward": forward["kernels_per_forward"],
+            # the dtypes behind each record's `bytes`: the profiler's, or the cell's assumed
+            "bytes_dtypes": forward["bytes_dtypes"],
+            "io_bytes": io_bytes,  # what roofline.annotate gives a raw attention kernel
+            "kernels": records,
+            "by_source_line": kernelmap.by_source_line(records),
+        },
+    )
+    _diagnose(cell, forward, records, op_rows, result)
+
+
+def _diagnose(cell, forward: dict, records: list, op_rows: list, result) -> None:
+    """The record's figures from the profile and the map: kernels and device time per forward,
+    the GPU's busy share, the SDPA backend that ran, Dynamo's counters, the CUDA-graph replay."""
+    import torch
+
+    from compilekit.evidence import diagnose
+
+    result.kernels_per_forward = forward["kernels_per_forward"]
+    result.profiled_forward_device_ms = forward["forward_device_ms"]
+    result.profiled_forward_host_ms = forward["forward_host_ms"]
+    if cell.device == "cuda" and result.compiled_loop_ms:
+        result.gpu_busy_share, result.host_bound = steady.busy_share(
+            forward["forward_device_ms"], result.compiled_loop_ms
+        )
+    result.sdpa_backend = diagnose.sdpa_backend(records, [row["name"] for row in op_rows])
+    if cell.mode != "eager":
+        result.dynamo = diagnose.dynamo_counters()
+        result.attention_rewrite = diagnose.attention_rewrite(result.dynamo, records, cell.passes)
+    if (result.cudagraphs or {}).get("applied"):
+        result.replay = diagnose.replay_breakdown(
+            records,
+            result.host_ms_per_call,
+            diagnose.cudagraph_tree_stats(torch.cuda.current_device()),
+            result.dynamo["inductor"].get("cudagraph_recorded_non_static_inputs", 0),
+        )
+        result.replay["bytes_dtypes"] = forward["bytes_dtypes"]

@@ -1,0 +1,265 @@
+"""One record per kernel of a forward, joined with its ATen ops, source lines and time.
+
+Pure functions over text and dicts, so they are testable without a compile. Source of truth, in
+order: Inductor's provenance artifacts (torch >= 2.9, a real compile), else the comments Inductor
+writes into Triton kernels joined with the FX graph's `# File:` comments. Each record says which.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import torch
+
+TORCH_DIR = os.path.dirname(torch.__file__)
+COMPILEKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STDLIB_DIR = os.path.dirname(os.__file__)
+NO_OP = "(no torch op)"  # the launcher of a kernel the profiler linked to no CPU op
+FRAME_RE = re.compile(
+    r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)'
+)
+NODE_RE = re.compile(
+    r'^\s*(?P<node>\w+): "[^"]*" = torch\.ops\.'
+    r"(?P<target>[\w.]+?)(?:\.default|\.Tensor|\.Scalar|\.\w+)?\(",
+    re.MULTILINE,
+)
+FILE_COMMENT_RE = re.compile(
+    r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<func>\S+), code: (?P<code>.*)$"
+)
+TRITON_COMMENT_RE = re.compile(
+    r"# Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\], "
+    r"Original ATen: \[(?P<aten>[^\]]*)\]"
+)
+GENERATED_PREFIXES = ("triton_", "cpp_")
+LIBRARY_RE = re.compile(r"flash|fmha|cudnn|cutlassF|efficient_attention|sdpa", re.IGNORECASE)
+
+
+def parse_graph_code(code: str) -> dict[str, dict]:
+    """{node: {"target": "aten.mul", "file", "line", "code"}} from printed FX graph code."""
+    nodes, where = {}, None
+    for line in code.splitlines():
+        comment = FILE_COMMENT_RE.match(line)
+        if comment:
+            where = {
+                "file": comment["file"],
+                "line": int(comment["line"]),
+                "code": comment["code"].strip(),
+            }
+            continue
+        node = NODE_RE.match(line)
+        if node:
+            nodes[node["node"]] = {"target": node["target"], **(where or {})}
+    return nodes
+
+
+def is_user_file(path: str) -> bool:
+    """A frame worth showing: not torch, not compilekit, not Python's own library."""
+    if path.startswith("<"):  # <frozen runpy>, <stdin>, <string>: no file to show
+        return False
+    return not os.path.abspath(path).startswith((TORCH_DIR, COMPILEKIT_DIR, STDLIB_DIR))
+
+
+def user_frames(stack_text: str) -> list[dict]:
+    """Frames of a formatted stack outside torch and compilekit, innermost first."""
+    frames = []
+    for m in FRAME_RE.finditer(stack_text):
+        if not is_user_file(m["file"]):
+            continue
+        frames.append({"file": m["file"], "line": int(m["line"]), "code": m["code"].strip()})
+    return frames[::-1]
+
+
+def _dedupe(lines: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for ln in lines:
+        if (ln["file"], ln["line"]) not in seen:
+            seen.add((ln["file"], ln["line"]))
+            out.append(ln)
+    return out
+
+
+def _key_base(key: str) -> str:
+    """`extern_kernels.bmm:3` -> `bmm`; `triton_per_fused_x_0:2` -> `triton_per_fused_x_0`."""
+    base = key.rsplit(":", 1)[0]
+    for prefix in ("extern_kernels.", "torch.ops.aten.", "aten."):
+        base = base.removeprefix(prefix)
+    return base.removesuffix(".default")
+
+
+def provenance_index(graph: dict) -> dict[str, list[dict]]:
+    """{kernel or extern op: [{"aten_ops", "source_lines"}] per call site, in graph order}.
+
+    From one graph's provenance artifacts: `extern_kernels.bmm:1` and `:3` are the first and
+    second bmm of the graph.
+    """
+    stacks = graph.get("kernel_stack_traces") or {}
+    mappings = graph.get("node_mappings") or {}
+    code_to_post = mappings.get("cppCodeToPost") or {}
+    post_nodes = parse_graph_code(graph.get("post_grad_graph", ""))
+    index: dict[str, list] = {}
+    by_number = lambda key: int(key.rsplit(":", 1)[1]) if key.rsplit(":", 1)[-1].isdigit() else 0  # noqa: E731
+    for key in sorted(set(stacks) | set(code_to_post), key=by_number):
+        rec = {"aten_ops": [], "source_lines": [], "order": by_number(key)}
+        index.setdefault(_key_base(key), []).append(rec)
+        for node in code_to_post.get(key, []):
+            target = post_nodes.get(node, {}).get("target")
+            if target and target not in rec["aten_ops"]:
+                rec["aten_ops"].append(target)
+        for stack in stacks.get(key, []):
+            frames = user_frames(stack)
+            rec["source_lines"] = _dedupe(rec["source_lines"] + frames)
+            rec["origin_lines"] = _dedupe(rec.get("origin_lines", []) + frames[:1])
+    return index
+
+
+def comment_index(graph: dict, kernel_sources: dict[str, str]) -> dict[str, list[dict]]:
+    """The fallback: Triton kernels' `Source Nodes` comments joined with the Dynamo graph's
+    `# File:` lines."""
+    dynamo_nodes = parse_graph_code(graph.get("dynamo_graph", ""))
+    index = {}
+    for name, src in kernel_sources.items():
+        m = TRITON_COMMENT_RE.search(src)
+        if not m:
+            continue
+        nodes = [n.strip() for n in m["nodes"].split(",") if n.strip()]
+        lines = [
+            {k: dynamo_nodes[n][k] for k in ("file", "line", "code")}
+            for n in nodes
+            if "file" in dynamo_nodes.get(n, {})
+        ]
+        index[name] = [
+            {
+                "aten_ops": [a.strip() for a in m["aten"].split(",") if a.strip()],
+                "source_lines": _dedupe(lines),
+                "origin_lines": _dedupe(lines),
+            }
+        ]
+    return index
+
+
+def classify(name: str, launcher: str, source: str | None, compiled: bool) -> str:
+    """generated | template | extern | library | memcpy | aten (an eager op)."""
+    if name.startswith("triton_tem_") or (source and "micro_gemm" in source.lower()):
+        return "template"
+    if name.startswith(GENERATED_PREFIXES):
+        return "generated"
+    if name.lower().startswith(("memcpy", "memset")):
+        return "memcpy"
+    if LIBRARY_RE.search(name) or LIBRARY_RE.search(launcher):
+        return "library"
+    return "extern" if compiled else "aten"
+
+
+def _compiled_site(k: dict, by_provenance: dict, by_comments: dict) -> tuple[dict | None, str]:
+    """(what the compile recorded about a profiled kernel, by its name or its launching op,
+    and where that came from), or (None, "none")."""
+    for key in (k["name"], k["launcher"].removeprefix("aten::")):
+        for index, how in (
+            (by_provenance, "inductor provenance"),
+            (by_comments, "kernel comments"),
+        ):
+            sites = index.get(key)
+            if sites:
+                # the n-th call of an op in the forward is its n-th call site in the graph
+                return sites[min(k.get("launcher_index", 0), len(sites) - 1)], how
+    return None, "none"
+
+
+def build_map(
+    forward: dict,
+    graphs: dict,
+    kernel_files: dict[str, str],
+    run_dir: str,
+    compiled: bool,
+    eager_lines: dict | None = None,
+    kernel_definitions: dict | None = None,
+) -> list[dict]:
+    """Join the profiled kernels of one forward with what the compile recorded about each
+    (or, for an eager run, with the stacks of the ops that launched them: `eager_lines`; for a
+    kernel launched outside any op, its definition: `kernel_definitions`, from
+    profiling.raw_kernel_definitions)."""
+
+    sources = {}
+    for name, path in kernel_files.items():
+        with open(os.path.join(run_dir, path)) as f:
+            sources[name] = f.read()
+    by_provenance, by_comments = {}, {}
+    for graph in graphs.values():
+        by_provenance.update(provenance_index(graph))
+        by_comments.update(comment_index(graph, sources))
+    total_ms = forward["forward_device_ms"] or 1.0
+    # Extern/library call sites in graph order. Under a CUDA-graph replay the profiler cannot tell
+    # which op launched a cuBLAS kernel (the launcher is the replay), but the replay keeps the
+    # graph's order, so the n-th unmatched extern kernel is the n-th unused extern call site.
+    extern_sites = sorted(
+        (
+            rec
+            for base, recs in by_provenance.items()
+            if not base.startswith(GENERATED_PREFIXES)
+            for rec in recs
+        ),
+        key=lambda rec: rec["order"],
+    )
+    used: list = []
+    records = []
+    for k in forward["kernels"]:
+        found, via = _compiled_site(k, by_provenance, by_comments) if compiled else (None, "none")
+        kind = classify(k["name"], k["launcher"], sources.get(k["name"]), compiled)
+        if found is None and compiled and kind in ("extern", "library"):
+            found = next((rec for rec in extern_sites if not any(rec is u for u in used)), None)
+            via = "inductor provenance (by launch order in a CUDA-graph replay)" if found else via
+        if found is not None:
+            used.append(found)
+        if found is None and not compiled:
+            frames = (eager_lines or {}).get((k["launcher"], k.get("launcher_index", 0)), [])
+            via = "call stack of the launching op (eager)"
+            if not frames and k["launcher"] == NO_OP and k["name"] in (kernel_definitions or {}):
+                frames = kernel_definitions[k["name"]]
+                via = "the kernel's definition (launched outside any torch op)"
+            found = {
+                "aten_ops": [k["launcher"]],
+                "source_lines": frames,
+                "origin_lines": frames[:1],
+            }
+        records.append(
+            {
+                "name": k["name"],
+                "kind": kind,
+                "launcher": k["launcher"],
+                "aten_ops": (found or {}).get("aten_ops")
+                or ([k["launcher"]] if k["launcher"] else []),
+                "source_lines": (found or {}).get("source_lines", []),
+                # the innermost line of each op fused into the kernel: what by_source_line charges
+                "origin_lines": (found or {}).get("origin_lines")
+                or (found or {}).get("source_lines", [])[:1],
+                "source_via": via,
+                "source_file": kernel_files.get(k["name"]),
+                "calls_per_forward": k["calls_per_forward"],
+                "device_ms": k["device_ms"],
+                "share": k["device_ms"] * k["calls_per_forward"] / total_ms,
+                "bytes": k.get("bytes"),  # of the launching op's tensors (profiling.py)
+                "flops": k.get("flops"),
+            }
+        )
+    return records
+
+
+def by_source_line(records: list[dict]) -> list[dict]:
+    """The inverse view: per source line, the kernels it landed in and the time attributed to it.
+
+    Each kernel is charged to its origin lines (the innermost user line of each op fused into
+    it), split evenly between them: there is no finer truth inside a fused kernel. Callers
+    further out (a model's forward calling the attention) are in `source_lines`, not charged.
+    """
+    lines: dict[tuple, dict] = {}
+    for rec in records:
+        per_forward_ms = rec["device_ms"] * rec["calls_per_forward"]
+        origins = rec.get("origin_lines") or rec["source_lines"][:1]
+        for ln in origins:
+            row = lines.setdefault(
+                (ln["file"], ln["line"]), {**ln, "kernels": [], "attributed_ms": 0.0}
+            )
+            row["kernels"].append(rec["name"])
+            row["attributed_ms"] += per_forward_ms / len(origins)
+    return sorted(lines.values(), key=lambda r: (r["file"], r["line"]))

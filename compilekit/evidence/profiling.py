@@ -1,0 +1,392 @@
+"""Torch.profiler over a schedule, as the blog does, reduced to what the map needs.
+
+Writes into the run directory: trace.json (chrome trace, opens in Perfetto), profile.txt (the
+profiler's own table) and returns the op cost matrix and the kernels of one forward.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import statistics
+from collections.abc import Callable
+
+import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+from compilekit.evidence.kernelmap import NO_OP, is_user_file
+
+WAIT, WARMUP, ACTIVE = 1, 2, 5
+# Frames torch.compile wraps around the real work; on CPU we descend through them to the kernels.
+WRAPPER_RE = re.compile(
+    r"^(Torch-Compiled Region|TorchDynamo Cache Lookup|## |AOTDispatcher|"
+    r"CompiledFunction|Pregraph|Inductor|cudagraph|CUDAGraph|## Call)"
+)
+CPU_KERNEL_RE = re.compile(r"^graph_\d+_(cpp_\w+)$")
+
+
+def run_profiler(
+    fn: Callable, args, label: str, device: str, run_dir: str, with_memory: bool = False
+):
+    """Profile WAIT+WARMUP+ACTIVE steps of fn(*args), each step labelled `label`."""
+    activities = [ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    steps = WAIT + WARMUP + ACTIVE
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE),
+        profile_memory=with_memory,
+        record_shapes=True,  # the launching ops' tensor sizes: bytes moved, for the roofline
+        with_flops=True,  # torch's FLOP count of the matmuls that launched kernels
+    ) as prof:
+        for _ in range(steps):
+            with record_function(label):
+                fn(*args)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            prof.step()
+    prof.export_chrome_trace(os.path.join(run_dir, "trace.json"))
+    sort_by = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
+    with open(os.path.join(run_dir, "profile.txt"), "w") as f:
+        f.write(prof.key_averages().table(sort_by=sort_by, row_limit=30))
+    return prof
+
+
+def op_table(prof, device: str) -> list[dict]:
+    """The op cost matrix per forward: self device and CPU time, calls, share of the total."""
+    rows = [a for a in prof.key_averages() if a.key != "ProfilerStep*"]
+    key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
+    total = sum(getattr(a, key) for a in rows) or 1.0
+    table = [
+        {
+            "name": a.key,
+            "calls_per_forward": a.count / ACTIVE,
+            "self_device_ms": a.self_device_time_total / 1e3 / ACTIVE,
+            "self_cpu_ms": a.self_cpu_time_total / 1e3 / ACTIVE,
+            "share": getattr(a, key) / total,
+            **(
+                {"cpu_memory_mb": a.self_cpu_memory_usage / 2**20 / ACTIVE}
+                if a.cpu_memory_usage
+                else {}
+            ),
+        }
+        for a in rows
+    ]
+    return sorted(table, key=lambda r: -r["share"])
+
+
+def _cpu_kernels(event, out: list) -> None:
+    """Leaves of the work under a step label: aten ops and Inductor's C++ kernels."""
+    for child in event.cpu_children:
+        if (
+            CPU_KERNEL_RE.match(child.name)
+            or child.name.startswith("aten::")
+            or (not child.cpu_children and not WRAPPER_RE.match(child.name))
+        ):
+            out.append(child)
+        else:
+            _cpu_kernels(child, out)
+
+
+# Bytes per element of the dtype names the profiler records (record_shapes).
+DTYPE_BYTES = {
+    "double": 8,
+    "long int": 8,
+    "c10::complex<float>": 8,
+    "float": 4,
+    "int": 4,
+    "c10::BFloat16": 2,
+    "c10::Half": 2,
+    "short int": 2,
+    "bool": 1,
+    "signed char": 1,
+    "unsigned char": 1,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
+}
+# Ops whose output the profiler does not list among the inputs: (op, inputs) -> output dims.
+MATMUL_OUT = {
+    "aten::mm": lambda a, b: a[:-1] + b[-1:],
+    "aten::bmm": lambda a, b: a[:-1] + b[-1:],
+}
+
+
+def launcher_bytes(event, default_itemsize: int) -> int | None:
+    """Bytes of the tensors the launching op reads and writes, from its recorded shapes: at
+    least the traffic of its kernel (each tensor once; a Triton launch records only some of its
+    arguments). None when nothing was recorded (a CUDA-graph replay launches its kernels without
+    per-kernel arguments). Where the profiler records no dtypes (torch 2.11's FunctionEvent has
+    none), every tensor counts `default_itemsize` bytes per element (the cell's dtype)."""
+    shapes = getattr(event, "input_shapes", None) or []
+    dtypes = getattr(event, "input_dtypes", None)
+    if dtypes is None:
+        sizes = [default_itemsize if dims else None for dims in shapes]
+    else:
+        sizes = [DTYPE_BYTES.get(dtype) for dtype in dtypes]
+    tensors = [
+        (dims, size)
+        for dims, size in zip(shapes, sizes)
+        if isinstance(dims, list) and dims and size
+    ]
+    if not tensors:
+        return None
+    out = MATMUL_OUT.get(event.name)
+    if out and len(tensors) == 2:  # eager mm/bmm: the output is allocated inside
+        tensors.append((out(tensors[0][0], tensors[1][0]), tensors[0][1]))
+    return sum(math.prod(dims) * size for dims, size in tensors)
+
+
+def _descendants(event) -> list:
+    out = []
+    for child in event.cpu_children:
+        out.append(child)
+        out += _descendants(child)
+    return out
+
+
+def _step_launches(step, device: str) -> list[tuple[str, object, float]]:
+    """(kernel, launching op event, ms) in launch order for one profiled step.
+
+    On CUDA the profiler links each kernel to the innermost CPU op that launched it (by
+    correlation id), so two bmm calls stay apart even when cuBLAS picks the same kernel.
+    """
+    if device != "cuda":
+        leaves: list = []
+        _cpu_kernels(step, leaves)
+        return [(CPU_KERNEL_RE.sub(r"\1", e.name), e, e.cpu_time_total / 1e3) for e in leaves]
+    ops = sorted((e for e in _descendants(step) if e.kernels), key=lambda e: e.time_range.start)
+    return [(k.name, e, k.duration / 1e3) for e in ops for k in e.kernels]
+
+
+def _unattached(events, label: str, attached: dict[str, int]) -> dict[str, list[float]]:
+    """{kernel: [ms, ...]} of the kernels that ran inside the GPU-side ranges of the `label`
+    steps beyond those an op claimed (`attached`: launches per kernel name in those steps).
+
+    The profiler links a kernel to the CPU op that launched it; a raw Triton launch
+    (`kernel[grid](...)`, or a compiled kernel's runner) goes through no torch op, so no op lists
+    it, and the map and the GPU-busy share would miss it. The step's `record_function` still
+    gets a GPU-side range spanning the kernels launched inside it: what ran there is counted.
+    """
+    windows = [e.time_range for e in events if e.name == label and e.device_type != DeviceType.CPU]
+    seen: dict[str, list[float]] = {}
+    for e in events:
+        if (
+            e.device_type == DeviceType.CPU
+            or e.name == label
+            or getattr(e, "is_user_annotation", False)
+            or e.name.startswith("ProfilerStep")
+            or WRAPPER_RE.match(e.name)  # Inductor's own record_function ranges
+        ):
+            continue
+        start, end = e.time_range.start, e.time_range.end
+        if any(w.start <= start and end <= w.end for w in windows):
+            seen.setdefault(e.name, []).append((end - start) / 1e3)
+    # which of a name's launches no op claimed cannot be told, only how many
+    return {
+        name: ms[: len(ms) - attached.get(name, 0)]
+        for name, ms in seen.items()
+        if len(ms) > attached.get(name, 0)
+    }
+
+
+def _indexed(launches) -> list[tuple[str, str, int, object, float]]:
+    """(kernel, launcher name, launcher_index, launcher event, ms): launcher_index counts the
+    earlier calls of an op of the same name in the step (the second bmm is 1)."""
+    instances: dict[str, list] = {}
+    out = []
+    for name, op, ms in launches:
+        seen = instances.setdefault(op.name, [])
+        if not any(op is e for e in seen):
+            seen.append(op)
+        index = next(i for i, e in enumerate(seen) if e is op)
+        out.append((name, op.name, index, op, ms))
+    return out
+
+
+def raw_kernel_definitions() -> dict[str, list[dict]]:
+    """{kernel name: [the frame of its definition]} for each @triton.jit (or Gluon) kernel,
+    autotuned or not, defined in a project or user file this process imported.
+
+    A kernel launched raw (`kernel[grid](...)`, or a cached launcher: gluon-flash and
+    triton-flash launch that way eagerly, to save host time) goes through no torch op, so no
+    op's call stack names its line (its launcher is NO_OP). The profiler names it after its
+    function, and the function's definition is where it came from."""
+    import linecache
+    import sys
+
+    jit = sys.modules.get("triton.runtime.jit")
+    if jit is None:  # Triton never imported: no kernel of it ran
+        return {}
+    found: dict[str, list[dict]] = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None) or ""
+        if not path.endswith(".py") or "-packages" in path or not is_user_file(path):
+            continue
+        for value in list(vars(module).values()):
+            for _ in range(4):  # an Autotuner or Heuristics holds its kernel in .fn
+                if isinstance(value, jit.JITFunction) or not hasattr(value, "fn"):
+                    break
+                value = value.fn
+            if not isinstance(value, jit.JITFunction):
+                continue
+            code = value.fn.__code__
+            line = code.co_firstlineno  # the first decorator's line: find the def below it
+            while line < code.co_firstlineno + 20:
+                text = linecache.getline(code.co_filename, line).strip()
+                if text.startswith("def "):
+                    break
+                line += 1
+            else:
+                line, text = code.co_firstlineno, ""
+            frame = {"file": code.co_filename, "line": line, "code": text}
+            found.setdefault(code.co_name, [frame])
+    return found
+
+
+def eager_source_lines(fn, args) -> dict[tuple[str, int], list[dict]]:
+    """{(op, n): user frames, innermost first} for the n-th call of each op in one eager
+    forward, recorded at call time (the profiler's own stacks name only the function, and
+    crash now and then on torch 2.13).
+
+    Ops are recorded twice: as ATen dispatches (`aten::bmm`, `aten::_softmax`: the ops that
+    launch GPU kernels) and as torch functions (`aten::matmul`, `aten::softmax`: the ops the CPU
+    profile shows), so either kind of launcher finds its line.
+    """
+    import traceback
+
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    lines: dict[tuple[str, int], list[dict]] = {}
+    counts: dict[str, int] = {}
+
+    def record(name: str) -> None:
+        frames = [
+            {"file": f.filename, "line": f.lineno, "code": (f.line or "").strip()}
+            for f in reversed(traceback.extract_stack())
+            if is_user_file(f.filename)
+        ]
+        index = counts.get(name, 0)
+        counts[name] = index + 1
+        lines.setdefault((name, index), frames)
+
+    class Functions(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = getattr(func, "__name__", "").strip("_")
+            if name and not name.startswith("get"):
+                record(f"aten::{name}")
+            return func(*args, **(kwargs or {}))
+
+    class Dispatches(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            record(f"aten::{func.overloadpacket.__name__}")
+            return func(*args, **(kwargs or {}))
+
+    # A dispatch mode cannot see through some higher-order ops (flex_attention): then the
+    # function level alone, then nothing; attribution must never fail the cell.
+    for modes in ((Functions, Dispatches), (Functions,)):
+        lines.clear()
+        counts.clear()
+        try:
+            with contextlib.ExitStack() as stack:
+                for mode in modes:
+                    stack.enter_context(mode())
+                fn(*args)
+            return lines
+        except Exception:  # noqa: BLE001 (a variant's own op the modes cannot pass through)
+            continue
+    return {}
+
+
+def _add_step(step, device: str, itemsize: int, per_key: dict) -> int:
+    """Add one profiled step's launches to per_key ({(name, launcher, index): record}, each
+    record's samples_ms growing by one); returns how many launches it had."""
+    launches = _indexed(_step_launches(step, device))
+    # an op's tensors and FLOPs are its main kernel's (the longest it launched), not those
+    # of the memset or split-K reduction beside it: cuDNN's 0.7 us memset was credited the
+    # attention's 50 MB (71 TB/s)
+    longest: dict[int, int] = {}  # op -> the position of its longest launch (the first)
+    for at, (_, _, _, op, ms) in enumerate(launches):
+        if id(op) not in longest or ms > launches[longest[id(op)]][4]:
+            longest[id(op)] = at
+    for at, (name, launcher, index, op, ms) in enumerate(launches):
+        main = longest[id(op)] == at
+        rec = per_key.setdefault(
+            (name, launcher, index),
+            {
+                "name": name,
+                "launcher": launcher,
+                "launcher_index": index,
+                "samples_ms": [],
+                "bytes": launcher_bytes(op, itemsize) if main else None,
+                # torch counts matmul FLOPs only; 0 means "not counted", not "none done"
+                "flops": (getattr(op, "flops", 0) or None) if main else None,
+            },
+        )
+        rec["samples_ms"].append(ms)
+    return len(launches)
+
+
+def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
+    """Kernels of one forward, in launch order, with per-call time and who launched them.
+
+    Returns {"kernels": [{"name", "launcher", "launcher_index", "calls_per_forward",
+    "device_ms", "bytes", "flops"}], "kernels_per_forward", "forward_device_ms" (busy time per
+    forward), "forward_host_ms", "bytes_dtypes"}. `launcher_index` counts earlier launches by an
+    op of the same name in the forward (the second bmm is 1). `bytes` and `flops` are the
+    launching op's, given to the longest kernel it launched (see launcher_bytes, with
+    `itemsize` bytes per element where the profiler records no dtypes, as `bytes_dtypes` says;
+    flops only where torch counts them). Device time is a kernel's duration on the GPU, or its
+    CPU time where the CPU is the device. Kernels no op launched (a raw Triton launch) come
+    last, with launcher NO_OP (see _unattached).
+    """
+    events = prof.events()
+    steps = [e for e in events if e.name == label and e.device_type == DeviceType.CPU]
+    n_steps = max(1, len(steps))
+    per_key: dict[tuple, dict] = {}
+    n_launches = sum(_add_step(step, device, itemsize, per_key) for step in steps)
+    if device == "cuda":
+        attached: dict[str, int] = {}
+        for (name, _, _), rec in per_key.items():
+            attached[name] = attached.get(name, 0) + len(rec["samples_ms"])
+        for name, samples in _unattached(events, label, attached).items():
+            per_key[(name, NO_OP, 0)] = {
+                "name": name,
+                "launcher": NO_OP,
+                "launcher_index": 0,
+                "samples_ms": samples,
+                "bytes": None,
+                "flops": None,
+            }
+            n_launches += len(samples)
+    # Medians, not means: one slow step (a page fault, a preempted core) should not own the map.
+    kernels = [
+        {
+            "name": r["name"],
+            "launcher": r["launcher"],
+            "launcher_index": r["launcher_index"],
+            "calls_per_forward": len(r["samples_ms"]) / n_steps,
+            "device_ms": statistics.median(r["samples_ms"]),
+            "bytes": r["bytes"],
+            "flops": r["flops"],
+        }
+        for r in per_key.values()
+    ]
+    return {
+        "kernels": kernels,
+        "kernels_per_forward": n_launches / n_steps,
+        "forward_device_ms": sum(k["device_ms"] * k["calls_per_forward"] for k in kernels),
+        # the same profiled steps' host time: on a CPU device the forward itself, measured in
+        # the same window as its kernels; on a GPU the time to launch it
+        "forward_host_ms": statistics.median(e.cpu_time_total / 1e3 for e in steps)
+        if steps
+        else 0.0,
+        # torch 2.11's profiler events carry shapes but no dtypes: then `itemsize` stood in
+        "bytes_dtypes": "recorded"
+        if events and hasattr(events[0], "input_dtypes")
+        else f"assumed {itemsize} bytes per element",
+    }

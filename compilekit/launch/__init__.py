@@ -1,0 +1,1 @@
+"""A cell's processes and their parent; sweeps, locally and on Ray."""

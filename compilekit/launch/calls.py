@@ -1,0 +1,117 @@
+"""The calls every process of a cell makes the same way: the eager probe, the first compiled
+call, the output checks, the cell's graph pass, the GPU turn of a compile."""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+
+from compilekit.launch import failures
+
+
+def _eager_probe(variant, args, cell):
+    """Run the variant once eagerly: its output, or failures.CellEnded with torch's words (and the
+    warnings that explain a refusal)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return variant.attention(*args)
+        except Exception as exc:
+            traceback.print_exc()
+            ended = failures.classify(exc, cell.shape)
+            why = [
+                str(w.message).splitlines()[0]
+                for w in caught
+                if any(
+                    k in str(w.message) for k in ("kernel not used", "not supported", "requires")
+                )
+            ]
+            if ended.status == "unsupported" and why:
+                ended.reason = "; ".join([ended.reason] + why[:4])
+            verb = "cannot run on" if ended.status == "unsupported" else "failed on"
+            where = f"{cell.device} {cell.dtype} at {cell.shape}"
+            ended.reason = f"{cell.variant!r} {verb} {where}: {ended.reason}"
+            raise ended from None
+
+
+def eager_first(variant, args, cell):
+    """The eager probe of a cell: (its output, None), or (None, why) where a compiled mode's
+    eager call ran out of memory. The compiled call may fit where eager's does not (flex's
+    eager path holds every score: 64 GiB at 4x16x16384): that cell goes on, compiled alone."""
+    try:
+        return _eager_probe(variant, args, cell), None
+    except failures.CellEnded as ended:
+        if cell.mode == "eager" or not ended.out_of_memory:
+            raise
+        reason = ended.reason
+        # torch's error (ended.__context__) keeps the failed call's frames, and with them every
+        # tensor it made, in a cycle through the probe's frame: on the H200 flex's 129 GiB
+        # stayed held and the float64 reference then ran out of memory
+        ended.__context__ = None
+    import gc
+
+    gc.collect()
+    if cell.device == "cuda":  # give the freed blocks back for the reference and compile
+        import torch
+
+        torch.cuda.empty_cache()
+    return None, f"eager could not run ({reason}): only the compiled call was checked and timed"
+
+
+def checked(out, q, what: str, result) -> None:
+    """CellEnded unless `out` can be the answer for q; the output's dtype goes on the record."""
+    from compilekit.measure import inputs
+
+    if hasattr(out, "dtype"):
+        result.output_dtype = str(out.dtype).removeprefix("torch.")
+    problem = inputs.output_problem(out, q)
+    if problem:
+        status = "wrong" if problem.startswith(("output shape", "output dtype")) else "failed"
+        raise failures.CellEnded(status, f"{what} {problem}")
+
+
+def compiled_first_call(cell, variant, args):
+    """A fresh torch.compile wrapper and the seconds of its first call (the compile)."""
+    from compilekit.compile import modes
+    from compilekit.measure import timing
+
+    compiled = modes.build(cell.mode, variant.attention, dict(cell.config))
+    try:
+        seconds, out = timing.first_call_s(compiled, args, cell.device)
+    except Exception as exc:
+        traceback.print_exc()
+        # Dynamo wraps the backend's error; its own first line is only "backend='inductor'
+        # raised:": name the error underneath (a user's pass, a lowering failure)
+        inner = getattr(exc, "inner_exception", None) or exc.__cause__
+        why = (
+            failures.first_line(exc)
+            if inner is None
+            else f"{failures.first_line(inner)} (inside Inductor)"
+        )
+        raise failures.CellEnded(
+            *failures.failure_in_mode(cell, f"torch.compile failed: {why}")
+        ) from None
+    return compiled, seconds, out
+
+
+def cell_pass(cell):
+    """The cell's custom graph passes as one composite pass, or None (compile/passes.py)."""
+    if not cell.passes:
+        return None
+    from compilekit.compile.passes import composite
+
+    return composite(list(cell.passes))
+
+
+def compile_gpu_turn(cell, record: dict):
+    """The GPU lock for a compile-only process, where its GPU work could change a figure:
+    max-autotune benchmarks candidate kernels on the GPU, so it waits for the GPU alone. Other
+    compiles run beside the GPU's current cell (a compile is CPU work and one first call;
+    timing never overlaps them: it holds the CPU lock, which every compile shares)."""
+    from compilekit.launch import locks
+
+    if cell.mode.startswith("max-autotune"):
+        return locks.gpu_turn(record)
+    return contextlib.nullcontext()

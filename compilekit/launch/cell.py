@@ -1,0 +1,202 @@
+"""One cell's steps, in the processes the parent (runner.py) starts for it.
+
+`python -m compilekit.launch.cell PHASE CELL_JSON STAGE_DIR CACHE_DIR TIMEOUT_S`, PHASE one of:
+- `cold` (compilekit/launch/coldphase.py): a fresh process, empty caches, nothing of the
+  toolkit's switched on: times the first call (what a user waits for) into CACHE_DIR/cold.json,
+  then recompiles with the depyf dump, Inductor provenance and TORCH_TRACE on, into
+  CACHE_DIR/capture/. Only when the cache is empty.
+- `capture`, under max-autotune only: the capture recompile in a fresh process of its own
+  (coldphase.separate_capture says why).
+- `measure`: a fresh process, caches filled: inputs, one eager call, the first compiled call
+  (the warm compile), the timed calls (before any profiler, dispatch mode, capture hook or
+  float64 reference ever ran in this process), then the reference and the error check, and
+  only then the profiler, the eager line recording and the kernel map. Writes STAGE_DIR.
+A phase that ends the cell early (a refusal, a failure, a wrong output shape) writes
+STAGE_DIR/result.json with the reason; the traceback, if any, goes to the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+import traceback
+
+from compilekit.evidence import gather as evidence
+from compilekit.launch import calls, coldphase, failures, reaper
+from compilekit.measure import steady
+
+PROCESS_START = time.perf_counter()
+
+PROCESS_NOTES = {
+    "cold": "a fresh process with empty caches and no toolkit hook: the first call, timed; "
+    "then (under max-autotune, in `capture`) a recompile with depyf, provenance and TORCH_TRACE "
+    "on (FX/AOT caches off) for the dump and the kernel -> source line mapping, nothing timed",
+    "capture": "under max-autotune, the capture recompile in a fresh process of its own "
+    "(FX/AOT caches off), which reads the cold compile's choices back; nothing timed",
+    "measure": "a fresh process, caches filled: warm first call, timed calls (no profiler, hook "
+    "or float64 reference before them), then check, profile and kernel map",
+}
+
+
+def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
+    """Warm compile, check, time, then profile and map, into `result` and stage_dir."""
+    with result.step("imports"):  # torch, and the variant's module
+        import torch
+
+        from compilekit.compile import modes, settings
+        from compilekit.evidence import envinfo
+        from compilekit.launch import locks
+        from compilekit.measure import inputs
+
+        variant = failures.cell_variant(cell)
+    result.torch_version = torch.__version__
+    if reason := modes.unsupported_reason(cell.mode, cell.device):
+        raise failures.CellEnded("unsupported", reason)
+    with contextlib.ExitStack() as stack:
+        if cell.mode != "eager":  # eager calls never read Inductor's config: spare its import
+            with result.step("inductor_import_and_settings"):
+                changes = stack.enter_context(
+                    settings.toolkit_settings(
+                        cell.device, False, dict(cell.config), calls.cell_pass(cell)
+                    )
+                )
+            result.settings = {f"torch._inductor.config.{k}": v for k, v in changes.items()}
+        # The GPU from here on, not before: the imports above are CPU work (they share the CPU
+        # lock, so no timing overlaps them), and the GPU's current cell need not wait for them.
+        stack.enter_context(locks.gpu_turn(result.steps_s))
+        with result.step("device_init"):  # the first kernel: CUDA context, dtype support
+            if reason := inputs.dtype_probe(cell.dtype, cell.device):
+                raise failures.CellEnded("unsupported", reason)
+        with result.step("inputs"):
+            args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+            eager_out, result.eager_note = calls.eager_first(variant, args, cell)
+            if eager_out is not None:
+                calls.checked(eager_out, args[0], "eager:", result)
+        compiled = variant.attention
+        if cell.mode != "eager":
+            compiled = _warm_compile(cell, variant, args, cache_dir, result)
+        with result.step("first_check"):
+            out = compiled(*args)
+            calls.checked(out, args[0], "compiled:", result)
+            del out
+        # Timed before the float64 reference and the error check, in the order a user's
+        # process (and verify's bare child) runs: inputs, one eager call, compile, time.
+        with result.step("time"), locks.cpu_alone(result.steps_s):
+            steady.time_cell(cell, variant, compiled, args, result)
+        with result.step("reference_and_check"):
+            ref, result.reference = inputs.reference_output(variant, *args)
+            if eager_out is not None:
+                result.eager_max_rel_err = inputs.max_rel_err(eager_out, ref)
+            del eager_out
+            # a fresh call, not the first check's output: a CUDA graph's output is overwritten
+            # by the timed replays (torch then refuses to read the old one)
+            result.max_rel_err = inputs.max_rel_err(compiled(*args), ref)
+            result.error_bound = inputs.ERROR_BOUNDS[cell.dtype]
+            del ref
+        from compilekit.model.result import verdict
+
+        result.status = verdict(
+            result.max_rel_err,
+            result.eager_max_rel_err,
+            result.error_bound,
+            variant.has_reference,
+        )
+        if result.status == "wrong":
+            worst = max(result.max_rel_err, result.eager_max_rel_err or 0.0)
+            result.reason = (
+                f"max_rel_err {worst:.3g} over the {cell.dtype} bound {result.error_bound}"
+            )
+        evidence.gather(cell, compiled, args, stage_dir, cache_dir, result)
+    result.env = envinfo.cell_env(cell.device)  # after the GPU work: it asks for the GPU's name
+
+
+def _warm_compile(cell, variant, args, cache_dir: str, result):
+    """The first call of a fresh wrapper with the caches filled (the warm compile), with the
+    CUDA-graph skip reasons torch logs meanwhile."""
+    from compilekit.compile import modes
+    from compilekit.evidence import diagnose
+    from compilekit.model.store import read_json
+
+    cold = read_json(os.path.join(cache_dir, "cold.json"))
+    with result.step("compile_warm"), diagnose.cudagraph_skip_reasons() as skip_reasons:
+        compiled, warm_s, _ = calls.compiled_first_call(cell, variant, args)
+    if cell.device == "cpu":
+        # Inductor's compile workers keep cores busy after the compile; on a 2-core machine
+        # they would be timed along with the kernels.
+        from torch._inductor import async_compile
+
+        if hasattr(async_compile, "shutdown_compile_workers"):
+            with result.step("compile_workers_stop"):
+                async_compile.shutdown_compile_workers()
+    from torch._dynamo.utils import counters
+
+    if cell.passes:
+        result.pass_stats = read_json(os.path.join(cache_dir, "capture", "passes.json"))
+    result.autotune = cold.get("autotune") or None
+    result.compile_cold_s = cold["compile_cold_s"]
+    result.compile_cold_measured_at = cold["measured_at"]
+    result.compile_warm_s = warm_s
+    _add_steps(result, "cold", cold.get("steps_s"))
+    capture_steps = os.path.join(cache_dir, "capture", "steps.json")
+    if os.path.isfile(capture_steps):
+        _add_steps(result, "capture", read_json(capture_steps))
+    result.compile_notes = {
+        "cold": cold["includes"] + f" (measured {cold['measured_at']}, kept with the cache)",
+        "warm": "the first call in a fresh process with the caches filled (this run)",
+    }
+    if note := coldphase.capture_note(cache_dir):
+        result.compile_notes["capture"] = note
+    result.cudagraphs = diagnose.cudagraph_status(
+        modes.uses_cudagraphs(cell.mode),
+        cell.device,
+        counters["inductor"].get("cudagraph_skips", 0),
+        skip_reasons,
+    )
+    return compiled
+
+
+def _add_steps(result, phase: str, steps) -> None:
+    """The steps another process of the cell recorded, as `phase.step` in result.steps_s (a
+    kept file's steps are only shown: what is not a number of seconds is left out)."""
+    if isinstance(steps, dict):
+        for name, seconds in steps.items():
+            if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+                result.steps_s[f"{phase}.{name}"] = seconds
+
+
+def main(argv: list[str]) -> int:
+    phase, cell_json, stage_dir, cache_dir, timeout_s = argv
+    reaper.die_with_parent_and_on_timeout(float(timeout_s), stage_dir)
+    from compilekit.launch import locks
+    from compilekit.model.result import for_cell
+    from compilekit.model.spec import Cell
+
+    locks.adopt_inherited()
+    cell = Cell.from_dict(json.loads(cell_json))
+    result = for_cell(cell, processes={phase: PROCESS_NOTES[phase]})
+    spawned_at = os.environ.get("COMPILEKIT_SPAWNED_AT")
+    if spawned_at:  # interpreter start and compilekit's imports, before this line ran
+        result.steps_s["process_start"] = round(time.time() - float(spawned_at), 3)
+    try:
+        if phase == "cold":
+            coldphase.run_cold(cell, cache_dir, result)
+        elif phase == "capture":
+            coldphase.run_capture(cell, cache_dir, result)
+        else:
+            run_measure(cell, stage_dir, cache_dir, result)
+    except failures.CellEnded as ended:
+        failures.record_end(result, ended)
+    except Exception as exc:  # the toolkit's own failure, or the user's code in a new place
+        traceback.print_exc()
+        failures.record_end(result, failures.failure_outside_probe(cell, exc))
+    if phase == "measure" or result.reason:  # measured, or the cell ended in this phase
+        result.save(stage_dir)
+    print(f"{phase} process: {time.perf_counter() - PROCESS_START:.1f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    reaper.exit_now(main(sys.argv[1:]))

@@ -1,0 +1,126 @@
+"""The cold process of a cell (`python -m compilekit.launch.cell cold ...`): a fresh process with
+empty caches and nothing of the toolkit's switched on times the first compiled call (what a user
+waits for) into CACHE_DIR/cold.json; then, in the same process and with nothing timed any more,
+it compiles again with every capture on, into CACHE_DIR/capture/.
+
+The capture recompile runs here rather than in a process of its own: a fresh process would pay
+torch's and Inductor's imports again (8-10 s on the H200) for a compile that takes seconds.
+Under max-autotune it does get a process of its own (`capture`, separate_capture): there a
+recompile in the same process names its template kernels with the next numbers of torch's
+counters, so their keys miss the autotune cache and it would tune again (on the GPU, beside
+another cell's timing), where a fresh process reads the cold compile's choices back.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+
+from compilekit.launch import calls, failures
+
+RETUNED = "retuned.json"  # in capture/: the choices the capture compile tuned again, if any
+
+
+def separate_capture(cell) -> bool:
+    """Whether the capture recompile needs a fresh process of its own (max-autotune)."""
+    return cell.mode.startswith("max-autotune")
+
+
+def run_cold(cell, cache_dir: str, result) -> None:
+    """The cold first call -> cache_dir/cold.json, then (unless separate_capture) the capture
+    -> cache_dir/capture/."""
+    from compilekit.compile import settings
+    from compilekit.evidence import diagnose
+    from compilekit.measure import inputs
+    from compilekit.model.store import write_json
+
+    with result.step("imports"):  # torch, and the variant's module
+        import torch  # noqa: F401
+
+        variant = failures.cell_variant(cell)
+    with (
+        calls.compile_gpu_turn(cell, result.steps_s),
+        settings.toolkit_settings(cell.device, False, dict(cell.config), calls.cell_pass(cell)),
+    ):
+        with result.step("inputs"):
+            args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+            # One eager call first, in every process: a variant that builds state on its
+            # first call (naive's mask) is then compiled to the same graph in each of them;
+            # it is also where a refusal of the variant itself shows.
+            calls.eager_first(variant, args, cell)
+        with result.step("compile_cold"), diagnose.autotune_choices() as tuned:
+            compiled, cold_s, out = calls.compiled_first_call(cell, variant, args)
+        del compiled, out  # a CUDA graph's memory pool goes with them
+    write_json(
+        os.path.join(cache_dir, "cold.json"),
+        {
+            "compile_cold_s": cold_s,
+            # only a compile that really autotunes (this one, caches empty) has choices to show
+            "autotune": tuned,
+            "measured_at": datetime.datetime.now().isoformat(timespec="seconds"),
+            "steps_s": dict(result.steps_s),
+            "includes": "the first compiled call in a fresh process with empty Inductor caches "
+            "(after one eager call): Dynamo trace, Inductor import and lowering, kernel "
+            "compiles, the call itself",
+        },
+    )
+    if not separate_capture(cell):
+        result.steps_s.clear()
+        _capture(cell, variant, args, os.path.join(cache_dir, "capture"), result)
+
+
+def run_capture(cell, cache_dir: str, result) -> None:
+    """The capture recompile in a fresh process of its own, after the cold one."""
+    from compilekit.measure import inputs
+
+    with result.step("imports"):  # torch, and the variant's module
+        import torch  # noqa: F401
+
+        variant = failures.cell_variant(cell)
+    with result.step("inputs"):
+        args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+        calls.eager_first(variant, args, cell)  # the same state as the other processes
+    _capture(cell, variant, args, os.path.join(cache_dir, "capture"), result)
+
+
+def _capture(cell, variant, args, capture_dir: str, result) -> None:
+    """Recompile with every capture on -> capture_dir/{depyf/, torch_trace/, graphs.json,
+    passes.json, steps.json}. Outside the GPU turn: max-autotune's choices are read back from
+    the cold compile's cache, nothing is benchmarked (should it tune again, RETUNED says so and
+    the measure process passes it on: capture_note)."""
+    from compilekit.compile import capture, settings
+    from compilekit.evidence import diagnose
+    from compilekit.model.store import write_json
+
+    graph_pass = calls.cell_pass(cell)  # a fresh one: its counts are this compile's
+    with (
+        result.step("compile_capture"),
+        settings.toolkit_settings(cell.device, True, dict(cell.config), graph_pass),
+        capture.capture_on(capture_dir),
+        diagnose.autotune_choices() as retuned,
+    ):
+        calls.compiled_first_call(cell, variant, args)
+    if retuned:
+        write_json(os.path.join(capture_dir, RETUNED), retuned)
+    if graph_pass is not None:  # counted in a compile that really ran (FX caches off here)
+        write_json(os.path.join(capture_dir, "passes.json"), graph_pass.stats)
+    with result.step("read_trace"):
+        graphs = capture.read_trace(os.path.join(capture_dir, "torch_trace"))
+    write_json(os.path.join(capture_dir, "graphs.json"), graphs)
+    write_json(os.path.join(capture_dir, "steps.json"), result.steps_s)
+
+
+def capture_note(cache_dir: str) -> str | None:
+    """What the measure process must say about the capture compile: that it tuned again, beside
+    other GPU work, so the kernel map it gave may name other choices than the timed compile's."""
+    path = os.path.join(cache_dir, "capture", RETUNED)
+    if not os.path.isfile(path):
+        return None
+    from compilekit.model.store import read_json
+
+    ops = read_json(path)
+    return (
+        f"the capture compile tuned {len(ops)} op(s) again instead of reading the cold "
+        "compile's choices, while the GPU was not its alone: the kernel map may name other "
+        "choices than the timed compile's"
+    )

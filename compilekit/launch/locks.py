@@ -1,0 +1,106 @@
+"""Taking turns between the cell processes of one sweep.
+
+- The GPU: one lock file per GPU (COMPILEKIT_GPU_LOCK); a cell process holds it for all of its
+  GPU work, so no two cells share a GPU's time.
+- The CPU: a readers-writer lock over the whole sweep (COMPILEKIT_CPU_LOCK). Starting up and
+  compiling hold it shared; the timed calls hold it alone, so no other cell process of the sweep
+  imports, starts up or compiles while a host-bound cell is timed. A second lock file (the
+  turnstile) keeps new readers out while a timer waits, so timers are never starved.
+  The parent takes the shared lock before it starts a cell process and hands the descriptor
+  down (COMPILEKIT_CPU_LOCK_FD), so even the child's imports run under it.
+
+Lock order, to rule out deadlock: never wait for the GPU while holding the CPU lock.
+Without the environment variables (a single `compilekit run`) every function here is a no-op.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+
+from compilekit.model.store import open_lock
+
+_shared_fd: int | None = None
+
+
+def _turnstile(path: str) -> str:
+    return path + ".turn"
+
+
+def shared_fd(path: str) -> int:
+    """Take the CPU lock shared (through the turnstile); returns the descriptor that holds it."""
+    turn = open_lock(_turnstile(path))
+    try:
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        fd = open_lock(path)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    finally:
+        os.close(turn)  # closing releases the turnstile
+    return fd
+
+
+def _path() -> str | None:
+    return os.environ.get("COMPILEKIT_CPU_LOCK")
+
+
+def adopt_inherited() -> None:
+    """In a cell process: remember the shared CPU lock the parent handed down, if any."""
+    global _shared_fd
+    fd = os.environ.get("COMPILEKIT_CPU_LOCK_FD")
+    if _path() and fd:
+        _shared_fd = int(fd)
+
+
+def release_shared() -> None:
+    global _shared_fd
+    if _shared_fd is not None:
+        os.close(_shared_fd)  # the only descriptor left on that lock: closing releases it
+        _shared_fd = None
+
+
+def acquire_shared() -> None:
+    global _shared_fd
+    if _path() and _shared_fd is None:
+        _shared_fd = shared_fd(_path())
+
+
+@contextlib.contextmanager
+def cpu_alone(record: dict):
+    """Hold the CPU lock exclusively for the block (the timed calls); record the wait."""
+    path = _path()
+    if not path:
+        yield
+        return
+    release_shared()
+    start = time.perf_counter()
+    turn = open_lock(_turnstile(path))
+    fd = open_lock(path)
+    try:
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        record["cpu_lock_wait_s"] = round(time.perf_counter() - start, 3)
+        yield
+    finally:
+        os.close(fd)
+        os.close(turn)
+    acquire_shared()
+
+
+@contextlib.contextmanager
+def gpu_turn(record: dict):
+    """Hold this cell's GPU alone for the block (COMPILEKIT_GPU_LOCK); record the wait."""
+    path = os.environ.get("COMPILEKIT_GPU_LOCK")
+    if not path:
+        yield
+        return
+    release_shared()  # waiting for the GPU while holding the CPU lock could deadlock a timer
+    start = time.perf_counter()
+    with os.fdopen(open_lock(path)) as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        record["gpu_lock_wait_s"] = round(
+            record.get("gpu_lock_wait_s", 0) + time.perf_counter() - start, 3
+        )
+        acquire_shared()
+        yield

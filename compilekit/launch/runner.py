@@ -1,0 +1,303 @@
+"""The parent side of one cell: its cache folder and key, the processes it starts, their kill
+and timeout, and the run directory that appears (or the good one that stays) at the end.
+
+A compiled cell's first run starts two processes (compilekit/launch/cell.py says what each
+does): `cold` (the honest cold compile, then the dump and provenance) and `measure`; later runs
+start only `measure`, which reuses the cold figure and the capture kept with the cache. An
+eager cell runs `measure` alone. Each process runs in its own session (a timeout ends its
+compile workers too), dies with its parent and enforces its own timeout.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from compilekit import ROOT
+from compilekit.launch import cache, coldphase, locks, reaper
+from compilekit.launch import cell as cell_process
+from compilekit.model import result as results
+from compilekit.model.errors import UserError
+from compilekit.model.spec import check_timeout
+from compilekit.model.store import (
+    Busy,
+    CorruptFile,
+    cap_log,
+    check_writable,
+    exclusive_lock,
+    write_json,
+)
+
+# Cell processes this process started and has not yet seen end (for Ctrl-C).
+_RUNNING: set = set()
+# The environment each process of a cell gets, beyond the caller's (see compile/settings.py
+# for what is set inside torch). TORCHINDUCTOR_CACHE_DIR is the cell's own cache everywhere.
+PHASE_ENV = {
+    "cold": {},
+    "capture": {},
+    # warm: every kernel comes from the cache, so a pool of compile workers would only cost
+    # its start-up (seconds, and CPU taken from the timed calls)
+    "measure": {"TORCHINDUCTOR_COMPILE_THREADS": "1"},
+}
+
+
+def _kill(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def stop_running() -> None:
+    """End every cell process still running (the CLI calls this on Ctrl-C)."""
+    for proc in list(_RUNNING):
+        _kill(proc)
+
+
+def _spawn(phase, cell, stage_dir, cache_dir, timeout_s, env, log) -> int | str:
+    """Run one phase process of the cell; its exit code, or "timeout"."""
+    child_env = {
+        **os.environ,
+        **(env or {}),
+        **PHASE_ENV[phase],
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_dir, "inductor"),
+        "PYTHONUNBUFFERED": "1",
+        reaper.MARK: str(os.getpid()),  # dies with it; what it leaves, reaper.py ends
+        "COMPILEKIT_SPAWNED_AT": repr(time.time()),
+    }
+    child_env.pop("TORCH_TRACE", None)  # the capture traces, after the cold figure is taken
+    child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, child_env.get("PYTHONPATH")]))
+    cmd = [
+        sys.executable,
+        "-m",
+        "compilekit.launch.cell",
+        phase,
+        json.dumps(cell.to_dict()),
+        stage_dir,
+        cache_dir,
+        str(timeout_s),
+    ]
+    lock_path, fds = child_env.get("COMPILEKIT_CPU_LOCK"), ()
+    if lock_path:  # start up under the sweep's shared CPU lock (compilekit/launch/locks.py)
+        fd = locks.shared_fd(lock_path)
+        fds, child_env["COMPILEKIT_CPU_LOCK_FD"] = (fd,), str(fd)
+    print(f"--- compilekit: {phase} process ---", file=log, flush=True)
+    reaper.become_subreaper()  # a helper the cell starts in a session of its own comes here
+    try:
+        with reaper.LOCK:
+            proc = subprocess.Popen(
+                cmd,
+                env=child_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=fds,
+            )
+            _RUNNING.add(proc)
+    finally:
+        for fd in fds:
+            os.close(fd)  # the child holds the lock now
+    try:
+        # the child ends itself at timeout_s; this is the backstop
+        return proc.wait(timeout=timeout_s + 15)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        return "timeout"
+    finally:
+        _RUNNING.discard(proc)
+        ended = reaper.end_leftovers(proc.pid, lambda: {p.pid for p in list(_RUNNING)})
+        if ended:
+            print(f"compilekit: ended {ended} process(es) the cell left running", file=log)
+
+
+def _died(cell, phase: str, code, timeout_s: float, stage_dir: str):
+    """The failed record of a process that ended without a word: its exit code or signal (or
+    the timeout: the parent's backstop, or the TIMED_OUT the process left) and the last lines
+    of its log."""
+    with open(os.path.join(stage_dir, "log.txt"), errors="replace") as f:
+        lines = [ln for ln in f.read().splitlines() if ln.strip()]
+    marker = os.path.join(stage_dir, reaper.TIMED_OUT)
+    timed_out = code == "timeout" or os.path.exists(marker)
+    if os.path.exists(marker):
+        os.remove(marker)
+    if timed_out:
+        why = f"timed out after {timeout_s:g} s"
+    elif isinstance(code, int) and code < 0:
+        why = f"killed by {signal.Signals(-code).name}"
+    else:
+        why = f"exit code {code}"
+    tail = " | ".join(ln.strip() for ln in lines[-4:] if not ln.startswith("--- compilekit"))
+    return results.for_cell(
+        cell,
+        status="failed",
+        reason=f"{phase} process died ({why}); last lines of log.txt: {tail[-600:] or '(empty)'}",
+        exit_code=code,
+        failure="timeout" if timed_out else "crash",
+    )
+
+
+def launch(
+    cell,
+    out_dir: str,
+    cache_root: str | None = None,
+    fresh: bool = False,
+    timeout_s: float = 1800,
+    env: dict | None = None,
+) -> results.CellResult:
+    """Measure one cell in fresh processes and put its run directory under out_dir.
+
+    Returns the CellResult (with run_dir set). A crash, a timeout or a CUDA error stays in its
+    process: the result records it and the caller goes on. A failed attempt never replaces a
+    good run directory, nor a noisy timing a quiet one: it is kept in <run_dir>/attempts/
+    instead (see place). Raises UserError for what the user must fix first (bad timeout,
+    unwritable or full directories, the same cell already being measured by another process).
+    """
+    check_timeout(timeout_s)
+    cache_root = cache_root or cache.default_root()
+    check_writable(out_dir, "output directory", "choose another with OUT=dir (--out)")
+    check_writable(cache_root, "compile cache", "set COMPILEKIT_CACHE to a writable directory")
+    key = cache.key_of(cell)  # once: it hashes the variant's import closure
+    cache_dir = cache.folder(cell, cache_root, key)
+    try:
+        with exclusive_lock(cache_dir + ".lock"):
+            return _launch_locked(cell, out_dir, cache_dir, key, fresh, timeout_s, env)
+    except Busy as busy:
+        raise UserError(
+            f"cell {cell.label()} is being measured by another compilekit process (PID "
+            f"{busy.pid}): wait for it to finish, then run again"
+        ) from None
+
+
+def _launch_locked(cell, out_dir, cache_dir, key, fresh, timeout_s, env) -> results.CellResult:
+    start = time.perf_counter()
+    run_dir = os.path.join(out_dir, cell.label())
+    clean_stale(out_dir, cell.label())  # what an interrupted run of this cell left
+    stage_dir = f"{run_dir}.tmp-{os.getpid()}"
+    shutil.rmtree(stage_dir, ignore_errors=True)
+    os.makedirs(stage_dir)
+    log_path = os.path.join(stage_dir, "log.txt")
+    compiles = cell.mode != "eager"
+    rebuild, cache_note = cache.state(key, cache_dir, fresh) if compiles else (False, None)
+    phases = ["measure"]
+    if rebuild:
+        # an interrupted or stale cache would make the next "cold" compile partly warm
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        os.makedirs(os.path.join(cache_dir, "capture"))
+        write_json(os.path.join(cache_dir, "key.json"), key)
+        phases = ["cold", "measure"]
+        if coldphase.separate_capture(cell):
+            phases.insert(1, "capture")
+    result, walls = None, {}
+    with open(log_path, "w") as log:
+        if cache_note:
+            print(f"compilekit: {cache_note}", file=log, flush=True)
+        for phase in phases:
+            phase_start = time.perf_counter()
+            code = _spawn(phase, cell, stage_dir, cache_dir, timeout_s, env, log)
+            walls[f"{phase}_process"] = round(time.perf_counter() - phase_start, 3)
+            if os.path.exists(os.path.join(stage_dir, "result.json")):
+                result = results.load(stage_dir)  # measured, or ended in this phase
+                break
+            if code != 0 or phase == "measure":
+                result = _died(cell, phase, code, timeout_s, stage_dir)
+                break
+    if result.status == "failed" and rebuild:
+        shutil.rmtree(cache_dir, ignore_errors=True)  # never reuse a half-built cache
+    if cache_note:
+        result.compile_notes = {**(result.compile_notes or {}), "cache": cache_note}
+    if rebuild and result.measured:
+        notes = cell_process.PROCESS_NOTES
+        result.processes = {p: notes[p] for p in phases[:-1]} | result.processes
+    result.steps_s = {**result.steps_s, **walls}  # each process's wall, as the parent saw it
+    result.wall_s = time.perf_counter() - start
+    cap_log(log_path)
+    return place(result, stage_dir, run_dir)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale(out_dir: str, label: str | None = None) -> None:
+    """Remove what a killed run or sweep left half-done (of one cell, given its label):
+    staging directories (`<cell>.tmp-<pid>`) of processes that are gone; a replaced result
+    (`<cell>.old-<pid>`) goes back into place if its successor never arrived."""
+    import re
+
+    for name in os.listdir(out_dir):
+        m = re.match(r"^(.*)\.(tmp|old)-(\d+)$", name)
+        if not m or (label is not None and m[1] != label) or _alive(int(m[3])):
+            continue
+        path, final = os.path.join(out_dir, name), os.path.join(out_dir, m[1])
+        if m[2] == "old" and not os.path.exists(final):
+            os.replace(path, final)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _worse(new, previous) -> bool:
+    """Whether a rerun should not replace the run already in place: it failed beside a run that
+    did not, or its timing was disturbed beside an undisturbed one."""
+    if previous.status == "failed":
+        return False
+    return new.status == "failed" or (new.noisy and previous.measured and not previous.noisy)
+
+
+def _attempt_entry(r, where: str) -> dict:
+    """What a result's attempts list says of a run kept in `where` (failed or noisy)."""
+    if r.status == "failed":
+        return {"dir": where, "status": "failed", "reason": r.reason}
+    return {"dir": where, "status": "noisy", "reason": r.noise_note, "compiled_ms": r.compiled_ms}
+
+
+def place(result, stage_dir: str, run_dir: str) -> results.CellResult:
+    """Move the staged run into place, keeping the other run in <run_dir>/attempts/<time>/ (and
+    listed in the kept result's attempts) when one of the two is worse: a failed rerun, or a
+    noisy timing, beside a good or quiet run leaves that run in place; a run that replaces a
+    noisy timing keeps the noisy one as evidence."""
+    previous = None
+    if os.path.isdir(run_dir):
+        try:
+            previous = results.load(run_dir)
+        except CorruptFile:
+            previous = None
+    where = os.path.join("attempts", datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
+    where += f"-{os.getpid()}"
+    if previous is not None and _worse(result, previous):
+        attempt = os.path.join(run_dir, where)
+        result.save(stage_dir)
+        os.makedirs(os.path.dirname(attempt), exist_ok=True)
+        os.replace(stage_dir, attempt)
+        previous.attempts = previous.attempts + [_attempt_entry(result, where)]
+        previous.save(run_dir)
+        previous.run_dir = run_dir
+        result.run_dir = attempt
+        return result
+    keep_previous = previous is not None and previous.noisy and result.measured
+    if keep_previous:  # the disturbed timing this run replaces, kept as evidence
+        nested = [a | {"dir": os.path.join(where, a["dir"])} for a in previous.attempts]
+        result.attempts = result.attempts + nested + [_attempt_entry(previous, where)]
+    result.save(stage_dir)
+    old = f"{run_dir}.old-{os.getpid()}"
+    if os.path.exists(run_dir):
+        os.replace(run_dir, old)
+    if keep_previous:
+        os.makedirs(os.path.join(stage_dir, "attempts"), exist_ok=True)
+        os.replace(old, os.path.join(stage_dir, where))
+    os.replace(stage_dir, run_dir)
+    shutil.rmtree(old, ignore_errors=True)
+    result.run_dir = run_dir
+    return result

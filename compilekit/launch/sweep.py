@@ -1,0 +1,287 @@
+"""A whole experiment: every cell in its own subprocess, resumable, one cell per GPU at a time.
+
+Cells already in the output directory are kept unless forced; a cell that fails or cannot run
+records why and the sweep goes on, whatever went wrong (in the cell, or in launching or
+collecting it); each cell's run directory appears atomically, so an interrupted sweep loses at
+most the cells in flight. One sweep at a time writes into an output directory.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import tempfile
+import threading
+import time
+
+from compilekit.launch import runner
+from compilekit.model import result as results
+from compilekit.model.errors import UserError
+from compilekit.model.experiment import Experiment, against_json
+from compilekit.model.store import Busy, CorruptFile, exclusive_lock, write_json
+
+# what --retry-failed and --retry-noisy ask to run again
+RETRY = ("failed", "noisy")
+
+
+def cell_done(run_dir: str, retry=(), log=sys.stdout) -> results.CellResult | None:
+    """The stored result of a finished cell, or None if it must (re)run: no result, an
+    unreadable one (said in one line), a measured one whose kernel map is missing, a failure
+    when `retry` holds "failed", a disturbed timing when it holds "noisy"."""
+    if not os.path.isdir(run_dir):
+        return None
+    try:
+        result = results.load(run_dir)
+    except CorruptFile as exc:
+        print(f"  {exc}; running the cell again", file=log, flush=True)
+        return None
+    if result.measured and not os.path.isfile(os.path.join(run_dir, "kernels.json")):
+        print(f"  {run_dir}: kernels.json is missing; running the cell again", file=log)
+        return None
+    if "failed" in retry and result.status == "failed":
+        return None
+    if "noisy" in retry and result.noisy:
+        print(f"  {run_dir}: noisy timing ({result.noise_note}); timing it again", file=log)
+        return None
+    return result
+
+
+def _status(result: results.CellResult) -> str:
+    """The cell's status for a progress line, with the latency when measured."""
+    if result.measured:  # timed: compiled_ms is a number
+        return f"{result.status} {result.compiled_ms:.3f} ms" + (
+            " (noisy)" if result.noisy else ""
+        )
+    return result.status.upper() if result.status == "failed" else result.status
+
+
+def failed_result(cell, reason: str, failure: str = "error") -> results.CellResult:
+    """A launch that raised instead of returning (or, failure "crash", a Ray task whose worker
+    died): recorded like any failed cell."""
+    return results.for_cell(cell, status="failed", reason=reason, failure=failure)
+
+
+def launch_or_record(cell, out_dir: str, **launch_args) -> results.CellResult:
+    """runner.launch, with whatever it raises recorded as this cell's failure (the sweep, local
+    or on Ray, goes on)."""
+    try:
+        return runner.launch(cell, out_dir, **launch_args)
+    except UserError as exc:
+        return failed_result(cell, str(exc))
+    except Exception as exc:  # noqa: BLE001 (a full disk, a path too long: this cell only)
+        return failed_result(
+            cell, f"compilekit could not run this cell: {type(exc).__name__}: {exc}"
+        )
+
+
+def select_cells(experiment, out_dir: str, force: bool, retry, log):
+    """({label: stored result} of the cells already done, [cells to run]), after removing what
+    a killed sweep left half-done."""
+    runner.clean_stale(out_dir)
+    done, todo = {}, []
+    for cell in experiment.cells:
+        run_dir = os.path.join(out_dir, cell.label())
+        stored = None if force else cell_done(run_dir, retry, log)
+        if stored is not None:
+            done[cell.label()] = stored
+        else:
+            todo.append(cell)
+    return done, todo
+
+
+def progress_line(
+    position: int, total: int, cell, result, failed: int, left_s: float, extra: str = ""
+) -> str:
+    """`[n/N] variant mode shape dtype: status  (k failed or wrong, ~m min left)` and `extra`,
+    then the reason on a second line when the cell did not pass."""
+    line = (
+        f"[{position}/{total}] {cell.variant} {cell.mode} {cell.shape} {cell.dtype}: "
+        f"{_status(result)}  ({failed} failed or wrong, ~{left_s / 60:.1f} min left){extra}"
+    )
+    if result.reason and result.status != "ok":
+        line += f"\n    reason: {result.reason.splitlines()[0][:300]}"
+    return line
+
+
+def run_sweep(
+    experiment: Experiment,
+    out_dir: str,
+    gpus: list[str] | None = None,
+    force: bool = False,
+    retry=(),
+    cache_root: str | None = None,
+    fresh: bool = False,
+    per_gpu: int = 4,
+    log=sys.stdout,
+) -> list[results.CellResult]:
+    """Run every missing cell of the experiment into out_dir; returns every cell's result.
+
+    gpus: CUDA device indices to spread cells over; None or [] runs one cell at a time on the
+    default device. Each GPU gets `per_gpu` cell processes at once; they take turns on the GPU
+    and on the CPU's timed phase (compilekit/launch/locks.py), so every timing has both to itself.
+    A second sweep into the same out_dir is refused (UserError naming the holder's PID).
+    """
+    if per_gpu < 1:
+        raise UserError(f"--per-gpu must be at least 1, not {per_gpu}")
+    os.makedirs(out_dir, exist_ok=True)
+    try:
+        with exclusive_lock(os.path.join(out_dir, ".compilekit-sweep.lock")):
+            return _run_locked(
+                experiment, out_dir, gpus, force, retry, cache_root, fresh, per_gpu, log
+            )
+    except Busy as busy:
+        raise UserError(
+            f"another compilekit sweep (PID {busy.pid}) is writing into {out_dir!r}: wait for "
+            "it, or choose another OUT"
+        ) from None
+
+
+def _run_locked(experiment, out_dir, gpus, force, retry, cache_root, fresh, per_gpu, log):
+    done, cells = select_cells(experiment, out_dir, force, retry, log)
+    todo: queue.Queue = queue.Queue()
+    for cell in cells:
+        todo.put(cell)
+    total, pending = len(experiment.cells), todo.qsize()
+    print(
+        f"{experiment.name}: {total} cells, {total - pending} already done, {pending} to run"
+        + (f" on GPUs {','.join(gpus)}" if gpus else ""),
+        file=log,
+        flush=True,
+    )
+    lock, start = threading.Lock(), time.perf_counter()
+    finished = 0
+    workers = [gpu for gpu in gpus for _ in range(per_gpu)] if gpus else [None]
+    shared = {}
+    if len(workers) > 1:  # several cell processes at once: the timed phase takes the CPU alone
+        shared["COMPILEKIT_CPU_LOCK"] = os.path.join(tempfile.gettempdir(), "compilekit-cpu.lock")
+
+    def launch(cell, gpu) -> results.CellResult:
+        env = dict(shared)
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpu
+            env["COMPILEKIT_GPU_LOCK"] = os.path.join(
+                tempfile.gettempdir(), f"compilekit-gpu{gpu}.lock"
+            )
+        return launch_or_record(
+            cell,
+            out_dir,
+            cache_root=cache_root,
+            fresh=fresh,
+            timeout_s=experiment.timeout_s.get(cell.label(), 900),
+            env=env,
+        )
+
+    def work(gpu):
+        nonlocal finished
+        while True:
+            try:
+                cell = todo.get_nowait()
+            except queue.Empty:
+                return
+            result = launch(cell, gpu)
+            with lock:
+                done[cell.label()] = result
+                finished += 1
+                failed = sum(1 for r in done.values() if r.status in ("failed", "wrong"))
+                left_s = (pending - finished) * (time.perf_counter() - start) / finished
+                position = total - pending + finished
+                print(
+                    progress_line(position, total, cell, result, failed, left_s),
+                    file=log,
+                    flush=True,
+                )
+
+    threads = [threading.Thread(target=work, args=(gpu,), daemon=True) for gpu in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if len(workers) > 1:  # cells timed or run out of memory beside others: once more, alone
+        run_again_alone(
+            experiment.name, cells, done, out_dir, lambda cell: launch(cell, workers[0]), log
+        )
+    for cell in experiment.cells:  # a worker that died is a bug; its cells still get a record
+        if cell.label() not in done:
+            done[cell.label()] = failed_result(
+                cell, "the sweep never ran this cell (worker ended)"
+            )
+    ordered = [done[c.label()] for c in experiment.cells]
+    summary(experiment, ordered, out_dir, gpus, time.perf_counter() - start, log)
+    return ordered
+
+
+def out_of_memory(result) -> bool:
+    """A cell that failed for want of memory (which, in a sweep, other cells may have held):
+    its record says so (failure "out_of_memory")."""
+    return result.status == "failed" and result.failure == "out_of_memory"
+
+
+def run_again_alone(name: str, cells, done: dict, out_dir: str, launch, log) -> None:
+    """Run each of these cells whose timing was noisy, or which ran out of memory, once more, one
+    at a time, with no other cell process left in the sweep; runner.place keeps the quieter
+    timing (or the run that did not fail) in place and the other in attempts/. done[label]
+    becomes the result in place."""
+    again = [c for c in cells if c.label() in done]
+    noisy = [c for c in again if done[c.label()].noisy]
+    short = [c for c in again if out_of_memory(done[c.label()])]
+    if noisy:
+        print(
+            f"{name}: {len(noisy)} noisy timing(s): each timed again, alone", file=log, flush=True
+        )
+    if short:
+        print(
+            f"{name}: {len(short)} cell(s) out of memory beside other cell processes: each run "
+            "again, alone",
+            file=log,
+            flush=True,
+        )
+    for cell in noisy + short:
+        before = done[cell.label()]
+        after = launch(cell)
+        try:
+            kept = results.load(os.path.join(out_dir, cell.label()))
+        except (OSError, CorruptFile):
+            kept = after
+        done[cell.label()] = kept
+        first = _status(before) if before.noisy else "out of memory"
+        print(
+            f"  {cell.variant} {cell.mode} {cell.shape}: {first}, "
+            f"again {_status(after)}; kept {_status(kept)}",
+            file=log,
+            flush=True,
+        )
+
+
+def summary(experiment, ordered, out_dir, gpus, wall_s, log) -> None:
+    """sweep.json, and the closing lines: counts per status, then each failed or wrong cell."""
+    counts = {s: sum(1 for r in ordered if r.status == s) for s in results.STATUSES}
+    summary = {
+        "experiment": experiment.name,
+        "path": experiment.path,
+        "cells": len(ordered),
+        "wall_s": wall_s,
+        "gpus": gpus or [],
+        "counts": counts,
+        "against": against_json(experiment.against),
+        "results": [
+            {k: getattr(r, k) for k in ("label", "variant", "mode", "shape", "dtype", "device")}
+            | {"status": r.status, "reason": r.reason}
+            for r in ordered
+        ],
+    }
+    try:
+        write_json(os.path.join(out_dir, "sweep.json"), summary)
+    except OSError as exc:
+        print(f"{experiment.name}: could not write sweep.json ({exc})", file=log, flush=True)
+    print(
+        f"{experiment.name}: done in {wall_s:.0f} s; "
+        + ", ".join(f"{n} {s}" for s, n in counts.items()),
+        file=log,
+        flush=True,
+    )
+    for r in ordered:
+        if r.status in ("failed", "wrong"):
+            print(
+                f"  {r.status.upper()} {r.label}: {(r.reason or '')[:300]}", file=log, flush=True
+            )

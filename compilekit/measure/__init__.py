@@ -1,0 +1,1 @@
+"""Inputs, timing and the one noise note."""

@@ -1,0 +1,1 @@
+"""What a measurement is: cells, experiments, result records, the store. Imports no torch."""

@@ -1,0 +1,28 @@
+"""An experiment: its cells, their timeouts and its [against] table (compilekit/userexperiment.py
+reads one from TOML, checked)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class Experiment:
+    name: str
+    description: str
+    cells: list  # list[Cell], in file order, duplicates removed
+    timeout_s: dict  # cell label -> seconds
+    path: str
+    # variant -> [(baseline variant, mode)]: the report's per-shape comparison (baselines.py)
+    against: dict = dataclasses.field(default_factory=dict)
+
+
+def parse_baseline(text: str) -> tuple[str, str]:
+    """'variant:mode' -> (variant, mode); a user variant's own colon (file.py:fn) stays."""
+    variant, _, mode = text.rpartition(":")
+    return variant, mode
+
+
+def against_json(against: dict) -> dict:
+    """As sweep.json keeps it: {variant: ["variant:mode", ...]}."""
+    return {variant: [f"{b}:{m}" for b, m in pairs] for variant, pairs in against.items()}

@@ -1,0 +1,180 @@
+"""Cells: what one measurement is (variant x mode x shape x dtype x device), parsed and validated.
+
+Everything a user can type lands here first, so bad input fails with one line that names the fix
+before any subprocess starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+
+from compilekit.model.errors import UserError
+
+DTYPES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float64": "float64",
+}
+DEVICES = ("auto", "cpu", "cuda")
+SHAPE_RE = re.compile(r"^(\d+)x(\d+)x(\d+)x(\d+)$")
+
+
+# Past these a cell cannot allocate its inputs (or its float64 reference) on any machine here.
+MAX_DIM = 1 << 20
+MAX_ELEMENTS = 1 << 34
+
+
+def pass_label(spec: str) -> str:
+    """A pass's short file-system-safe name: a shipped pass's own name, else the file's stem,
+    the factory and a hash of the file's absolute path (compile/passes.py checks the spec)."""
+    if ":" not in spec:
+        return spec
+    path, name = spec.rsplit(":", 1)
+    path = os.path.abspath(path)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return f"{stem}.{name}-{hashlib.sha1(path.encode()).hexdigest()[:6]}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """Attention problem size in the [B, H, S, D] layout."""
+
+    batch: int
+    heads: int
+    seq: int
+    head_dim: int
+
+    def __str__(self) -> str:
+        return f"{self.batch}x{self.heads}x{self.seq}x{self.head_dim}"
+
+    def causal_flop(self) -> float:
+        """FLOPs of causal attention: two matmuls of 2*B*H*S*S*D each, halved by the mask."""
+        return 4.0 * self.batch * self.heads * self.seq * self.seq * self.head_dim / 2
+
+
+def parse_shape(text: str) -> Shape:
+    """Parse `BxHxSxD` (e.g. 8x16x1024x64) into a Shape."""
+    match = SHAPE_RE.match(text.strip().lower())
+    if not match or 0 in (dims := tuple(int(g) for g in match.groups())):
+        raise UserError(
+            f"malformed shape {text!r}: write BxHxSxD with positive integers, e.g. 8x16x1024x64"
+        )
+    if max(dims) > MAX_DIM or dims[0] * dims[1] * dims[2] * dims[3] > MAX_ELEMENTS:
+        raise UserError(
+            f"shape {text!r} is too large (each of q, k, v would hold "
+            f"{dims[0] * dims[1] * dims[2] * dims[3]:,} elements; at most {MAX_ELEMENTS:,}, "
+            f"and each dimension at most {MAX_DIM:,}): pick a smaller shape"
+        )
+    return Shape(*dims)
+
+
+# torch seeds its generators with a 64-bit signed integer
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(seed: int, what: str = "--seed") -> None:
+    """A seed torch can take: 0 to MAX_SEED; one line naming the range otherwise."""
+    if not 0 <= seed <= MAX_SEED:
+        raise UserError(f"{what} must be an integer from 0 to 2**63-1, not {seed}")
+
+
+def check_timeout(timeout_s: float) -> None:
+    """A cell's timeout: a positive number of seconds."""
+    if not timeout_s > 0:
+        raise UserError(f"timeout must be a positive number of seconds, not {timeout_s:g}")
+
+
+def parse_dtype(text: str) -> str:
+    """Canonical dtype name (a torch attribute name) for a user spelling."""
+    try:
+        return DTYPES[text.strip().lower()]
+    except KeyError:
+        raise UserError(
+            f"unknown dtype {text!r}: choose one of {', '.join(sorted(set(DTYPES.values())))}"
+        ) from None
+
+
+def parse_device(text: str) -> str:
+    """Validate a device name; `auto` is resolved later, where torch is imported."""
+    name = text.strip().lower()
+    if name not in DEVICES:
+        raise UserError(f"unknown device {text!r}: choose one of {', '.join(DEVICES)}")
+    return name
+
+
+# The longest run directory name: its cache folder adds 13 characters, its lock 5 more, and
+# a staging directory ".tmp-<pid>"; every one must stay under a file name's 255 bytes.
+MAX_LABEL = 200
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One measurement. `variant` is a registry name or `path/to/file.py:callable`."""
+
+    variant: str
+    mode: str
+    shape: Shape
+    dtype: str
+    device: str
+    seed: int = 0
+    config: tuple = ()  # Inductor options, as sorted (key, value) pairs (compile/knobs.py)
+    config_name: str = ""  # its name in the experiment's [configs], or made from --set
+    passes: tuple = ()  # custom graph passes, `path.py:factory` each (compile/passes.py)
+
+    def label(self) -> str:
+        """A file-system-safe name for this cell's run directory, unique per cell: a user
+        variant carries a hash of its file's absolute path, a non-default seed its value."""
+        variant = self.variant
+        if ":" in variant and variant.split(":", 1)[0].endswith(".py"):
+            path, fn = variant.rsplit(":", 1)
+            digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:8]
+            stem = os.path.splitext(os.path.basename(path))[0]
+            variant = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{stem}.{fn}") + f"-{digest}"
+        seed = f"__seed{self.seed}" if self.seed else ""
+        config = f"__cfg-{self.config_name}" if self.config else ""
+        if self.passes:
+            config += "__pass-" + "+".join(pass_label(spec) for spec in self.passes)
+        label = f"{variant}__{self.mode}__{self.shape}__{self.dtype}__{self.device}{seed}{config}"
+        if len(label) <= MAX_LABEL:
+            return label
+        # a file name holds 255 bytes, and the cache folder and lock add a hash and a suffix
+        digest = hashlib.sha1(label.encode()).hexdigest()[:10]
+        return f"{label[: MAX_LABEL - 12]}--{digest}"
+
+    def to_dict(self) -> dict:
+        return {
+            "variant": self.variant,
+            "mode": self.mode,
+            "shape": str(self.shape),
+            "dtype": self.dtype,
+            "device": self.device,
+            "seed": self.seed,
+            "config": dict(self.config),
+            "config_name": self.config_name,
+            "passes": list(self.passes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Cell:
+        return cls(
+            data["variant"],
+            data["mode"],
+            parse_shape(data["shape"]),
+            data["dtype"],
+            data["device"],
+            int(data.get("seed", 0)),
+            tuple(sorted((data.get("config") or {}).items())),
+            data.get("config_name") or "",
+            tuple(data.get("passes") or ()),
+        )
+
+
+# ---- experiments: a TOML file that expands to cells -------------------------------------------

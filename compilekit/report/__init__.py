@@ -1,0 +1,1 @@
+"""Views of what was measured: the terminal, REPORT.md, the HTML pages."""

@@ -1,0 +1,383 @@
+"""One cell, as every view shows it: the figures derived from a record (a host-bound cell's
+speedup from a user's loop, break-even calls, the table's row) and the lines a reader must not
+miss. The terminal (report.py), REPORT.md (sweepreport.py) and the pages (pages.py) all read
+a cell through here, so they never borrow from each other."""
+
+from __future__ import annotations
+
+import math
+import os
+
+from tabulate import tabulate
+
+from compilekit.evidence.roofline import NONE_PLACED
+
+
+def _num(value, fmt):
+    return "-" if value is None else format(value, fmt)
+
+
+def variant_name(r) -> str:
+    """A user variant as file.py:fn (the label keeps the path hash); built-ins as they are."""
+    if ":" in r.variant and r.variant.split(":", 1)[0].endswith(".py"):
+        path, fn = r.variant.rsplit(":", 1)
+        return f"{os.path.basename(path)}:{fn}"
+    return r.variant
+
+
+def _has_configs(results: list) -> bool:
+    return any(r.config for r in results)
+
+
+def _has_passes(results: list) -> bool:
+    return any(r.passes for r in results)
+
+
+def passes_name(r) -> str:
+    """The cell's graph passes as its label names them ('naive-to-sdpa'); '-' for none."""
+    from compilekit.model.spec import pass_label
+
+    return "+".join(pass_label(spec) for spec in r.passes) or "-"
+
+
+def setting_name(r) -> str:
+    """What the cell changed in Inductor, '' when nothing: 'config cdt', 'pass naive-to-sdpa'."""
+    parts = [f"config {r.config_name}"] if r.config else []
+    parts += [f"pass {passes_name(r)}"] if r.passes else []
+    return ", ".join(parts)
+
+
+def cell_name(r) -> str:
+    """A cell as the report's bullets name it: variant, mode and shape, then its config and
+    passes where it has any (cells that differ only there must not read alike)."""
+    setting = setting_name(r)
+    return f"`{variant_name(r)}` / `{r.mode}` / {r.shape}" + (f" ({setting})" if setting else "")
+
+
+def hosts(results: list) -> list[str]:
+    """The machines the cells were measured on (result.json `env.host`)."""
+    return sorted({r.env["host"] for r in results if r.env and r.env.get("host")})
+
+
+def paced(r) -> tuple[dict, dict]:
+    """(eager, compiled) timings that say whether compiling was worth it: a user's loop for a
+    host-bound cell, whose do_bench figures hide host time (its L2 flush lets the host run
+    ahead), over all of its loops; do_bench's otherwise."""
+    if r.paced_by_loop:
+        return r.loop_timing["eager"], r.loop_timing["compiled"]
+    # the medians from the record's own fields (a hand-made record may carry no summaries)
+    return (
+        {**(r.eager_timing or {}), "median_ms": r.eager_ms},
+        {**(r.compiled_timing or {}), "median_ms": r.compiled_ms},
+    )
+
+
+def saves_time(r) -> bool:
+    """Compiled beats eager by more than the timing spread: its p90 under eager's p10."""
+    if r.eager_ms is None:  # eager could not run (eager_note): nothing to beat
+        return False
+    eager, compiled = paced(r)
+    if "p90_ms" in compiled and "p10_ms" in eager:
+        return compiled["p90_ms"] < eager["p10_ms"]
+    return bool(compiled["median_ms"] and eager["median_ms"]) and (
+        compiled["median_ms"] < eager["median_ms"]
+    )
+
+
+def break_even_calls(compile_s: float | None, r):
+    """Calls after which compiling has paid for itself; None when it never pays (compiled is
+    not faster than eager by more than the spread of the two timings)."""
+    if not compile_s or not saves_time(r):
+        return None
+    eager, compiled = paced(r)
+    return math.ceil(compile_s / ((eager["median_ms"] - compiled["median_ms"]) / 1e3))
+
+
+def paced_speedup(r) -> float | None:
+    """eager over compiled, from the timings `paced` picks."""
+    if r.speedup is None:
+        return None
+    eager, compiled = paced(r)
+    return eager["median_ms"] / compiled["median_ms"]
+
+
+def speedup_text(r) -> str:
+    """eager over compiled; a host-bound cell's from a user's loop, marked `loop`."""
+    if r.paced_by_loop and r.speedup is not None:
+        return f"{paced_speedup(r):.2f} loop"
+    return _num(r.speedup, ".2f")
+
+
+def busy_text(r) -> str:
+    """'38% host-bound' style: the share of each call the GPU is busy, flagged when host-bound."""
+    if r.gpu_busy_share is None:
+        return "-"
+    return f"{r.gpu_busy_share:.0%}" + (" host-bound" if r.host_bound else "")
+
+
+HEADERS = [
+    "variant",
+    "mode",
+    "shape",
+    "dtype",
+    "device",
+    "check",
+    "max_rel_err",
+    "eager_ms",
+    "compiled_ms",
+    "speedup",
+    "cold_s",
+    "warm_s",
+    "break_even_cold",
+    "break_even_warm",
+    "TFLOP/s",
+    "%peak",
+    "kernels/fwd",
+    "GPU busy",
+]
+
+
+def headers(results: list) -> list[str]:
+    """The table's columns; `config` only when some cell carries Inductor options, `pass` only
+    when some cell runs a graph pass, `node` only when the cells come from more than one
+    machine."""
+    out = list(HEADERS)
+    if _has_passes(results):
+        out.insert(2, "pass")
+    if _has_configs(results):
+        out.insert(2, "config")
+    if len(hosts(results)) > 1:
+        out.append("node")
+    return out
+
+
+def rows(results: list, peak_tflops: float | None) -> list[list]:
+    """One row per cell, in headers(results) order."""
+    with_config, with_node = _has_configs(results), len(hosts(results)) > 1
+    with_passes = _has_passes(results)
+    out = []
+    for r in results:
+        # no eager figure (eager could not run): no break-even either
+        compiled = r.measured and r.mode != "eager" and r.eager_ms is not None
+        cold = break_even_calls(r.compile_cold_s, r)
+        warm = break_even_calls(r.compile_warm_s, r)
+        out.append(
+            [
+                variant_name(r),
+                r.mode,
+                r.shape,
+                r.dtype,
+                r.device,
+                r.status,
+                _num(r.max_rel_err, ".1e"),
+                _num(r.eager_ms, ".3f"),
+                _num(r.compiled_ms, ".3f") + (" noisy" if r.noisy else ""),
+                speedup_text(r),
+                _num(r.compile_cold_s, ".1f"),
+                _num(r.compile_warm_s, ".1f"),
+                (f"{cold:,}" if cold else "never") if compiled else "-",
+                (f"{warm:,}" if warm else "never") if compiled else "-",
+                _num(r.tflops, ".3g"),
+                _num(r.tflops / peak_tflops * 100 if r.tflops and peak_tflops else None, ".1f"),
+                _num(r.kernels_per_forward, "g"),
+                busy_text(r),
+            ]
+        )
+        if with_passes:
+            out[-1].insert(2, passes_name(r))
+        if with_config:
+            out[-1].insert(2, r.config_name or "base")
+        if with_node:
+            out[-1].append((r.env or {}).get("host") or "-")
+    return out
+
+
+def cell_table(results: list) -> str:
+    """One row per cell, the same columns as a sweep's report (one table, one set of rules)."""
+    return tabulate(rows(results, None), headers=headers(results))
+
+
+def cell_summary(result) -> str:
+    """One cell as a few short lines that fit a terminal (the wide table: `run --wide`); the
+    same figures and rules as the table (rows)."""
+    row = dict(zip(headers([result]), rows([result], None)[0]))
+    lines = [
+        f"{result.variant} / {result.mode} / {result.shape} {result.dtype} {result.device}: "
+        + result.status
+        + (
+            f" (max_rel_err {row['max_rel_err']} vs {result.reference})"
+            if result.reference
+            else ""
+        )
+    ]
+    if result.measured and result.eager_ms is None:  # eager could not run: compiled alone
+        lines.append(
+            f"latency     compiled {result.compiled_ms:.3f} ms; {result.eager_note}"
+            + (" (noisy: see below)" if result.noisy else "")
+        )
+    elif result.measured:
+        lines.append(
+            f"latency     eager {result.eager_ms:.3f} ms -> compiled {result.compiled_ms:.3f} ms,"
+            + _speedup_words(row["speedup"], result)
+            + (" (noisy: see below)" if result.noisy else "")
+        )
+    if result.measured:
+        if result.mode != "eager" and result.eager_ms is not None:
+            pays = (
+                f"pays off after {row['break_even_cold']} calls (cold), "
+                f"{row['break_even_warm']} (warm)"
+                if row["break_even_warm"] != "never"
+                else "never pays off: compiled is not faster beyond the timing spread"
+            )
+            lines.append(f"compile     cold {row['cold_s']} s, warm {row['warm_s']} s; {pays}")
+        lines.append(
+            f"work        {row['TFLOP/s']} TFLOP/s, {row['kernels/fwd']} kernels per forward"
+            + (f", GPU busy {row['GPU busy']}" if result.gpu_busy_share is not None else "")
+        )
+    return "\n".join(lines)
+
+
+def _speedup_words(text: str, result) -> str:
+    """' speedup 1.23x' (text: the table's), or a host-bound cell's loop speedup beside
+    do_bench's."""
+    if not result.paced_by_loop:
+        return f" speedup {text}x"
+    return (
+        f" speedup {_num(paced_speedup(result), '.2f')}x in a loop (host-bound; do_bench's "
+        f"{_num(result.speedup, '.2f')}x hides host time)"
+    )
+
+
+def host_bound_text(result) -> str:
+    """What a host-bound cell costs in a user's loop, beside do_bench's figures."""
+    loop = result.compiled_loop_ms if result.paced_by_loop else None
+    text = (
+        f"host-bound: GPU busy {_num(result.gpu_busy_share, '.0%')} of each call "
+        + ("in a loop " if loop else "")
+        + f"({_num(result.profiled_forward_device_ms, '.3f')} of "
+        f"{_num(loop or result.compiled_ms, '.3f')} ms); the "
+        f"host spends {_num(result.host_ms_per_call, '.3f')} ms issuing a call: launches, "
+        "guards and wrappers (reduce-overhead / CUDA "
+        "graphs target this; see trace.json)"
+    )
+    if not loop:  # a run from before the loop was timed: do_bench's figure was its latency
+        return text
+    text += ". "
+    if result.mode == "eager" or result.eager_loop_ms is None:  # no eager loop beside it
+        return text + (
+            f"do_bench reads {_num(result.compiled_ms, '.3f')} ms: its L2 flush hides host time"
+        )
+    eager, compiled = paced(result)
+    return text + (
+        f"In a loop, eager {eager['median_ms']:.3f} vs compiled "
+        f"{compiled['median_ms']:.3f} ms per call "
+        f"({eager['median_ms'] / compiled['median_ms']:.2f}x); do_bench, whose L2 flush "
+        f"hides host time, reads {result.eager_ms:.3f} vs {result.compiled_ms:.3f}"
+    )
+
+
+def cell_notes(result) -> list[str]:
+    """The lines a reader must not miss: the verdict's reason, host-bound calls, disturbed
+    timings, skipped CUDA graphs, the backend that ran, graph breaks and recompiles."""
+    notes = []
+    if result.config:
+        notes.append(f"Inductor options ({result.config_name}): {result.config}")
+    for spec, stats in (result.pass_stats or {}).items():
+        matches = f", matches {stats['matches']}" if "matches" in stats else ""
+        notes.append(
+            f"pass {os.path.basename(spec)}: ran {stats['invocations']}x, changed "
+            f"{stats['graphs_changed']} graph(s){matches} (in the capture's compile)"
+        )
+    if result.status in ("failed", "unsupported", "wrong") and result.reason:
+        notes.append(f"{result.status}: {result.reason.splitlines()[0][:400]}")
+    if result.eager_note:
+        notes.append(result.eager_note)
+    if result.status == "self-consistent":
+        notes.append(
+            "self-consistent: no `reference` in the variant's file, so compiled was checked "
+            "against the same function on float64 inputs (not against a known-right answer)"
+        )
+    if result.host_bound:
+        notes.append(host_bound_text(result))
+    if result.timing_attempts:
+        notes.append(retimed_text(result))
+    if result.noisy:
+        notes.append(f"noisy timing: {result.noise_note}; run the cell again on a quiet machine")
+    cg = result.cudagraphs or {}
+    if cg.get("requested"):
+        notes.append(f"cudagraphs: {cg['note']}")
+    notes += why_slow_lines(result)
+    if result.mode != "eager" and result.compile_notes:
+        notes.append(f"cold compile: {result.compile_notes.get('cold')}")
+        if result.compile_notes.get("cache"):
+            notes.append(f"cache: {result.compile_notes['cache']}")
+        if result.compile_notes.get("capture"):
+            notes.append(f"capture: {result.compile_notes['capture']}")
+    if result.sdpa_backend:
+        notes.append(f"SDPA backend that ran: {result.sdpa_backend}")
+    if result.attention_rewrite:
+        notes.append(result.attention_rewrite)
+    dynamo = result.dynamo or {}
+    if dynamo.get("graph_breaks"):
+        notes.append(f"graph breaks: {dynamo['graph_breaks']}")
+    if dynamo.get("recompiles"):
+        notes.append(
+            f"recompiles ({len(dynamo['recompiles'])}): " + "; ".join(dynamo["recompiles"][:3])
+        )
+    if result.attempts:
+        notes.append(attempts_text(result))
+    return notes
+
+
+def attempts_text(r) -> str:
+    """'kept in attempts/ beside this run: 1 failed run(s) (the last: REASON); 2 noisy
+    timing(s) (the last: 0.094 ms, NOISE NOTE)'."""
+    failed = [a for a in r.attempts if a["status"] == "failed"]
+    noisy = [a for a in r.attempts if a["status"] == "noisy"]
+    parts = []
+    if failed:
+        parts.append(f"{len(failed)} failed run(s) (the last: {failed[-1].get('reason')})")
+    if noisy:
+        last = noisy[-1]
+        parts.append(
+            f"{len(noisy)} noisy timing(s) (the last: {_num(last.get('compiled_ms'), '.4g')} "
+            f"ms, {last.get('reason')})"
+        )
+    return "kept in attempts/ beside this run: " + "; ".join(parts)
+
+
+def retimed_text(r) -> str | None:
+    """'re-timed: 3 attempts, compiled medians 0.1032, 0.064, 0.063 ms; kept the quietest', or
+    None when the timing was taken once."""
+    if not r.timing_attempts:
+        return None
+    medians = ", ".join(f"{a['compiled_ms']:.4g}" for a in r.timing_attempts)
+    return (
+        f"re-timed: {len(r.timing_attempts)} attempts, compiled medians {medians} ms; kept the "
+        "quietest"
+    )
+
+
+def why_slow_lines(result) -> list[str]:
+    """The CUDA-graph replay's costs, the roofline split of device time, and max-autotune's
+    winner per tuned op: what the run summary and REPORT.md say of why a cell was slow."""
+    lines = [result.replay["note"]] if result.replay else []
+    if result.roofline == NONE_PLACED:
+        lines.append(result.roofline)
+    elif result.roofline:
+        lines.append(f"{result.roofline} (share of device time; `compilekit kernels` per kernel)")
+    return lines + [autotune_line(op) for op in result.autotune or []]
+
+
+def autotune_line(op: dict) -> str:
+    """One tuned op: its winner, by how much, out of how many choices."""
+    if not op.get("winner"):
+        return f"max-autotune {op['op']}({op['sizes']}): no choice timed"
+    best = op["choices"][0]
+    margin = (
+        f", {op['margin']:.2f}x faster than {op['choices'][1]['name']}" if op.get("margin") else ""
+    )
+    return (
+        f"max-autotune {op['op']}({op['sizes']}): {best['name']} {best['ms']:.4f} ms won "
+        f"of {len(op['choices'])} shown{margin}"
+    )

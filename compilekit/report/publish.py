@@ -1,0 +1,122 @@
+"""`compilekit publish SWEEP DEST`: a sweep measured elsewhere (the H200), made small enough to
+commit and share, with every figure still checkable.
+
+Per cell it keeps result.json and kernels.json (and the records of the runs kept in attempts/);
+then it renders REPORT.md, the plots and the sweep page with this checkout's code. Run pages
+come only for the cells named with --page, and generated code only for those named with
+--code: traces, depyf dumps, TORCH_TRACE logs, logs and kernel sources stay behind (a reader
+regenerates every run page with `compilekit html DEST`). The figures derived from a cell's
+stored kernel map (each kernel's roofline place against the sweep's measured ceilings, the
+roofline split, the CUDA-graph replay breakdown) are derived again from the same measured
+inputs, so a fix to how they are read reaches published results without a re-run; each
+changed cell is named. DEST is emptied first, but for its README.md (prose about the results).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+
+from compilekit.evidence import diagnose, roofline
+from compilekit.model import result as results_mod
+from compilekit.model.errors import UserError
+from compilekit.model.store import read_json, write_json
+from compilekit.report import pages, sweeppage, sweepreport
+
+CELL_FILES = (
+    "result.json", "kernels.json",
+    # the other runs a result lists (a failed rerun, a noisy timing): their records only
+    "attempts/*/result.json", "attempts/*/attempts/*/result.json",
+)  # fmt: skip
+CODE_FILES = ("output_code*.py", "kernels/*")
+TOP_FILES = ("env.json", "sweep.json")
+
+
+def copy_matching(src: str, dst: str, patterns) -> None:
+    for pattern in patterns:
+        for path in glob.glob(os.path.join(src, pattern)):
+            target = os.path.join(dst, os.path.relpath(path, src))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(path, target)
+
+
+def drop_side_memsets(records: list[dict]) -> None:
+    """Kernel maps measured before the longest-kernel rule (profiling.forward_kernels) gave
+    every kernel of an op the op's bytes and FLOPs: a cuBLAS or cuDNN workspace memset read as
+    moving the whole op's tensors. Such a memset carries neither now; a fill's own memset keeps
+    its bytes."""
+    for record in records:
+        if record["name"].startswith("Memset") and not record["launcher"].endswith(
+            ("fill_", "zero_")
+        ):
+            record["bytes"] = record["flops"] = None
+
+
+def rederive(run_dir: str, ceilings: dict | None) -> bool:
+    """Derive the roofline (per kernel, against the sweep's measured ceilings), its summary line
+    and the replay breakdown again from run_dir's kernel map; True when any changed."""
+    result = results_mod.load(run_dir)
+    kmap_path = os.path.join(run_dir, "kernels.json")
+    if not result.measured or not os.path.isfile(kmap_path):
+        return False
+    kmap = read_json(kmap_path)
+    records = kmap["kernels"]
+    before = (result.replay, result.roofline, json.dumps(records, sort_keys=True))
+    drop_side_memsets(records)
+    if ceilings:
+        roofline.annotate(records, ceilings, result.flops, kmap.get("io_bytes"))
+    write_json(kmap_path, kmap)
+    result.roofline = roofline.summary(records)
+    if result.replay:
+        old = result.replay
+        tree = {k: old[k] for k in ("recordings", "rerecords") if k in old}
+        result.replay = diagnose.replay_breakdown(
+            records, old["host_ms_per_call"], tree or None, old["inputs_recorded_non_static"]
+        )
+        result.replay["bytes_dtypes"] = old.get("bytes_dtypes")
+    if (result.replay, result.roofline, json.dumps(records, sort_keys=True)) == before:
+        return False
+    result.save(run_dir)
+    return True
+
+
+def publish(
+    sweep_dir: str, dest: str, page_cells=(), code_cells=(), extras=(), log=print
+) -> list[str]:
+    """Publish sweep_dir into dest (see the module's docstring); returns the cells whose
+    derived figures changed. page_cells and code_cells: labels of cells that keep a run page,
+    and their generated code too."""
+    found = os.listdir(sweep_dir) if os.path.isdir(sweep_dir) else []
+    cells = sorted(d for d in found if os.path.isfile(os.path.join(sweep_dir, d, "result.json")))
+    if not cells:
+        raise UserError(f"no cell results under {sweep_dir!r}: give the OUT of a sweep")
+    unknown = sorted((set(page_cells) | set(code_cells)) - set(cells))
+    if unknown:
+        raise UserError(f"no cell {unknown[0]!r} in {sweep_dir}: name a run directory there")
+    readme = os.path.join(dest, "README.md")
+    prose = open(readme).read() if os.path.isfile(readme) else None
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
+    if prose is not None:
+        with open(readme, "w") as f:
+            f.write(prose)
+    copy_matching(sweep_dir, dest, TOP_FILES)
+    for extra in extras:
+        shutil.copy2(extra, dest)
+    ceilings = sweepreport.load_env(dest).get("ceilings")
+    changed = []
+    for cell in cells:
+        os.makedirs(os.path.join(dest, cell))
+        wanted = CELL_FILES + (CODE_FILES if cell in code_cells else ())
+        copy_matching(os.path.join(sweep_dir, cell), os.path.join(dest, cell), wanted)
+        if rederive(os.path.join(dest, cell), ceilings):
+            changed.append(cell)
+    for cell in changed:
+        log(f"re-derived from its kernel map: {cell}")
+    log(sweepreport.report(dest))
+    for cell in sorted(set(page_cells) | set(code_cells)):
+        pages.run_page(os.path.join(dest, cell))
+    log(f"page: {sweeppage.sweep_page(dest, run_pages=False)}")
+    return changed

@@ -1,0 +1,1 @@
+"""A cell's stored figure against a bare re-time in fresh processes."""

@@ -1,0 +1,282 @@
+"""Why a cell was slow: max-autotune's choices, each kernel on the roofline, CUDA-graph replay
+costs. CPU cells from the shared cache; the replay accounting on made-up records here (CUDA
+graphs exist only on a GPU: tests/test_gpu.py checks it on the H200)."""
+
+import json
+import os
+from types import SimpleNamespace
+
+from compilekit.evidence import diagnose, profiling, roofline
+
+CEILINGS = {"matmul_tflops": 100.0, "copy_gbps": 1000.0}  # ridge: 100 FLOP per byte
+
+
+def _kernels(result):
+    with open(os.path.join(result.run_dir, "kernels.json")) as f:
+        return json.load(f)["kernels"]
+
+
+def test_max_autotune_records_its_choices_from_the_cold_compile(run_cell, cli):
+    tuned, default = run_cell("naive", "max-autotune"), run_cell("naive", "default")
+    assert default.autotune is None  # nothing was tuned
+    ops = tuned.autotune
+    assert [op["op"] for op in ops] == ["bmm", "bmm"], ops  # q @ kT and attn @ v
+    for op in ops:
+        times = [c["ms"] for c in op["choices"]]
+        assert len(times) >= 2 and times == sorted(times)  # ATen's bmm and a C++ template
+        assert op["winner"] == op["choices"][0]["name"]
+        assert op["margin"] == times[1] / times[0]
+    proc = cli("kernels", tuned.run_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert "max-autotune bmm(" in proc.stdout and "speed vs winner" in proc.stdout
+    # the capture compile read the cold one's choices back: it need not have had the GPU alone
+    assert "capture" not in tuned.compile_notes, tuned.compile_notes
+
+
+def test_the_capture_recompile_follows_the_cold_figure_outside_the_gpu_turn(
+    tmp_path, monkeypatch
+):
+    """The capture recompile comes after cold.json is written: in the cold process itself, or
+    under max-autotune in a fresh process of its own (in the same process it would tune again).
+    Only max-autotune's cold compile holds the GPU alone (it benchmarks candidates there); the
+    capture never does (on the H200 a capture holding the GPU cost 39-100 s per max-autotune
+    cell). If it tunes again after all, the measure process says so."""
+    import contextlib
+    import fcntl
+
+    from compilekit.compile import capture
+    from compilekit.launch import calls, coldphase
+    from compilekit.model.result import for_cell
+    from compilekit.model.spec import Cell, parse_shape
+    from compilekit.model.store import write_json
+
+    lock = tmp_path / "gpu0.lock"
+    monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(lock))
+    cache = tmp_path / "cache"
+    (cache / "capture").mkdir(parents=True)
+    seen = []
+
+    def gpu_held() -> bool:
+        with open(lock, "a") as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(other, fcntl.LOCK_UN)
+            return False
+
+    def first_call(cell, variant, args):
+        seen.append({"gpu_held": gpu_held(), "cold_json": (cache / "cold.json").exists()})
+        return object(), 0.5, None
+
+    monkeypatch.setattr(calls, "compiled_first_call", first_call)
+    monkeypatch.setattr(capture, "capture_on", lambda where: contextlib.nullcontext())
+    monkeypatch.setattr(capture, "read_trace", lambda where: {})
+    plain = Cell("naive", "default", parse_shape("1x2x64x16"), "float32", "cpu")
+    coldphase.run_cold(plain, str(cache), for_cell(plain))
+    assert seen == [
+        {"gpu_held": False, "cold_json": False},  # the cold compile
+        {"gpu_held": False, "cold_json": True},  # the capture, in the same process, after it
+    ]
+    (cache / "cold.json").unlink()
+    seen.clear()
+    tuned = Cell("naive", "max-autotune", parse_shape("1x2x64x16"), "float32", "cpu")
+    coldphase.run_cold(tuned, str(cache), for_cell(tuned))
+    assert seen == [{"gpu_held": True, "cold_json": False}]  # the GPU alone; no capture here
+    assert "gpu_lock_wait_s" in json.loads((cache / "cold.json").read_text())["steps_s"]
+    coldphase.run_capture(tuned, str(cache), for_cell(tuned))  # its own process's work
+    assert seen[1:] == [{"gpu_held": False, "cold_json": True}]
+    assert coldphase.capture_note(str(cache)) is None
+    write_json(str(cache / "capture" / coldphase.RETUNED), [{"op": "bmm"}, {"op": "bmm"}])
+    assert "tuned 2 op(s) again" in coldphase.capture_note(str(cache))
+
+
+def test_matmul_kernels_carry_their_bytes_and_flops_from_the_profile(run_cell):
+    # 1x4x128x32 float32, compiled: bmm(q, kT, out=scores) reads 2 x [4,128,32], writes [4,128,128]
+    result = run_cell("naive", "default")
+    first_bmm = next(k for k in _kernels(result) if k["launcher"].endswith("bmm"))
+    assert first_bmm["bytes"] == (2 * 4 * 128 * 32 + 4 * 128 * 128) * 4
+    assert first_bmm["flops"] == 2 * 4 * 128 * 128 * 32
+    roof = first_bmm["roofline"]
+    assert roof["gbps"] == first_bmm["bytes"] / (first_bmm["device_ms"] * 1e-3) / 1e9
+    assert roof["bound"] in ("compute", "memory", "launch")
+    assert result.roofline.startswith("roofline: ")
+
+
+def _record(name, kind, ms, nbytes=None, flops=None, launcher="aten::bmm", calls=1.0):
+    return {
+        "name": name,
+        "kind": kind,
+        "launcher": launcher,
+        "device_ms": ms,
+        "calls_per_forward": calls,
+        "bytes": nbytes,
+        "flops": flops,
+    }
+
+
+def test_roofline_classes():
+    place = roofline.place
+    # 1 GFLOP over 1 MB: 1000 FLOP/B, above the ridge of 100
+    assert place(_record("gemm", "extern", 0.02, 1e6, 1e9), CEILINGS)["bound"] == "compute"
+    # 1 GFLOP over 100 MB: 10 FLOP/B, below it; 100 MB in 0.2 ms is 500 GB/s, half the ceiling
+    memory = place(_record("gemm", "extern", 0.2, 1e8, 1e9), CEILINGS)
+    assert memory["bound"] == "memory" and memory["bandwidth_share"] == 0.5
+    assert memory["tflops"] == 5.0 and memory["compute_share"] == 0.05
+    # a fused softmax: bytes, no FLOP count: memory-side; the same in 2 us: launch-bound
+    assert (
+        place(_record("triton_per_fused", "generated", 0.05, 1e6), CEILINGS)["bound"] == "memory"
+    )
+    assert (
+        place(_record("triton_per_fused", "generated", 0.002, 1e6), CEILINGS)["bound"] == "launch"
+    )
+    # a template or library kernel without FLOPs, a graph replay without bytes: no claim
+    assert place(_record("triton_tem_fused_bmm", "template", 0.05, 1e6), CEILINGS)["bound"] is None
+    assert place(_record("nvjet", "extern", 0.05), CEILINGS)["bound"] is None
+
+
+def test_roofline_summary_splits_device_time_and_claims_nothing_unplaced():
+    records = [
+        _record("cudnn_sdpa", "library", 0.06),
+        _record("triton_per_fused", "generated", 0.03, 1e6),
+        _record("triton_poi_fused", "generated", 0.01, 1e6),
+    ]
+    roofline.annotate(records, CEILINGS)
+    line = roofline.summary(records)
+    assert line == "roofline: 60% not placed (no bytes or FLOPs recorded), 40% memory", line
+    alone = records[:1]
+    assert (
+        roofline.summary(alone)
+        == "roofline: no kernel placed (no bytes or FLOPs recorded for any)"
+    )
+
+
+def test_replay_breakdown_separates_copies_graph_work_and_host_time():
+    mib16 = 16 * 2**20
+    records = [
+        _record("Memcpy DtoD", "memcpy", 0.007, 2 * mib16, launcher="aten::copy_")
+        for _ in range(3)
+    ] + [
+        _record("Memcpy DtoD", "memcpy", 0.001, 2 * 2**20, launcher="aten::copy_"),
+        _record("nvjet_a", "extern", 0.02),
+        _record("triton_per_fused", "generated", 0.03),
+        _record("nvjet_b", "extern", 0.02),
+    ]
+    out = diagnose.replay_breakdown(records, 0.1, {"recordings": 1, "rerecords": 0}, 4)
+    assert out["input_copy_launches_per_call"] == 4 and out["inputs_recorded_non_static"] == 4
+    assert out["input_copy_mib"] == 49.0
+    assert abs(out["input_copy_ms"] - 0.022) < 1e-12
+    assert abs(out["graph_gpu_ms"] - 0.07) < 1e-12
+    assert abs(out["graph_share"] - 0.07 / 0.092) < 1e-12
+    assert "49.0 MiB" in out["note"] and "more host time than the graph's GPU work" in out["note"]
+    fast_host = diagnose.replay_breakdown(records, 0.01, None, 4)
+    assert "GPU work outlasts" in fast_host["note"] and "recording" not in fast_host["note"]
+
+
+def test_replay_breakdown_counts_inputs_copied_by_one_foreach_kernel():
+    """As compiled SDPA's graph pays on the H200: q, k and v copied by two multi-tensor
+    kernels launched from aten::_foreach_copy_, which records no shapes (no MiB claimed)."""
+    records = [
+        _record("cudnn_generated_fort_native_sdpa", "library", 0.057),
+        _record("multi_tensor_apply_kernel", "extern", 0.0207, launcher="aten::_foreach_copy_"),
+        _record("multi_tensor_apply_kernel", "extern", 0.0207, launcher="aten::_foreach_copy_"),
+    ]
+    out = diagnose.replay_breakdown(records, 0.124, {"recordings": 1, "rerecords": 0}, 3)
+    assert out["input_copy_launches_per_call"] == 2 and out["input_copy_mib"] is None
+    assert abs(out["input_copy_ms"] - 0.0414) < 1e-12
+    assert abs(out["graph_gpu_ms"] - 0.057) < 1e-12
+    assert "3 input(s) copied per call by 2 kernel launch(es) (_foreach_copy_," in out["note"]
+    none = diagnose.replay_breakdown(records[:1], 0.05, None, 0)
+    assert none["input_copy_ms"] == 0 and "no input copies seen" in none["note"]
+
+
+def test_autotune_tables_parse_as_torch_prints_them():
+    text = (
+        "AUTOTUNE bmm(128x1024x64, 128x64x1024)\n"
+        "strides: [65536, 64, 1], [65536, 1, 64]\n"
+        "dtypes: torch.bfloat16, torch.bfloat16\n"
+        "  bmm 0.0210 ms 100.0% \n"
+        "  triton_bmm_3 0.0250 ms 84.0% ACC_TYPE='tl.float32', BLOCK_K=64, num_warps=4\n"
+        "  triton_bmm_9 inf ms 0.0% ACC_TYPE='tl.float32'\n"
+        "SingleProcess AUTOTUNE benchmarking takes 1.2 seconds and 0.3 seconds precompiling\n"
+        "unrelated line\n"
+    )
+    (op,) = diagnose.parse_autotune(text)
+    assert op["op"] == "bmm" and op["sizes"] == "128x1024x64, 128x64x1024"
+    assert [c["name"] for c in op["choices"]] == ["bmm", "triton_bmm_3", "triton_bmm_9"]
+    assert op["choices"][1]["description"].startswith("ACC_TYPE='tl.float32', BLOCK_K=64")
+    assert op["winner"] == "bmm" and abs(op["margin"] - 0.025 / 0.021) < 1e-12
+
+
+def test_launcher_bytes_with_and_without_recorded_dtypes():
+    shapes = [[4, 128, 32], [4, 32, 128], []]  # bmm(a, b): the output is allocated inside
+    with_dtypes = SimpleNamespace(
+        name="aten::bmm", input_shapes=shapes, input_dtypes=["c10::BFloat16", "c10::BFloat16"]
+    )
+    out = 4 * 128 * 128
+    assert profiling.launcher_bytes(with_dtypes, 4) == (2 * 4 * 128 * 32 + out) * 2
+    # torch 2.11: shapes but no dtypes; the cell's itemsize stands in
+    no_dtypes = SimpleNamespace(name="aten::copy_", input_shapes=[[64, 64], [64, 64], []])
+    assert profiling.launcher_bytes(no_dtypes, 2) == 2 * 64 * 64 * 2
+    assert profiling.launcher_bytes(SimpleNamespace(name="x", input_shapes=[]), 2) is None
+
+
+def test_the_attention_kernel_gets_the_variants_flops_when_torch_counted_none():
+    """cuDNN SDPA at the blog's shape, as the H200 recorded it (50 MB of q, k, v; no FLOPs):
+    with the variant's 17.2 GFLOP it is placed, compute-side of a ridge of 100 FLOP/B."""
+    flops = 4 * 8 * 16 * 64 * 1024 * 1025 / 2
+    cudnn = [
+        _record("Memset (Device)", "memcpy", 0.0006, 50331648, launcher="aten::_cudnn_attention"),
+        _record("cudnn_generated_sdpa", "library", 0.0572, 50331648, launcher="aten::_cudnn"),
+    ]
+    roofline.annotate(cudnn, CEILINGS, flops)
+    assert cudnn[1]["flops"] == flops and cudnn[0].get("flops") is None
+    assert cudnn[1]["roofline"]["bound"] == "compute"
+    assert abs(cudnn[1]["roofline"]["tflops"] - flops / 0.0572e-3 / 1e12) < 1e-9
+    # torch counted the matmuls' FLOPs (naive): nothing is attributed
+    naive = [_record("nvjet", "extern", 0.08, 1e8, 2e10), _record("cudnn_x", "library", 0.1)]
+    assert roofline.attribute_variant_flops(naive, flops) is None and naive[1]["flops"] is None
+    # no kernel holds half the time, or the variant declares no FLOPs: nothing either
+    split = [
+        _record("a", "library", 0.05),
+        _record("b", "extern", 0.04),
+        _record("c", "generated", 0.03),
+    ]
+    assert roofline.attribute_variant_flops(split, flops) is None
+    assert (
+        roofline.attribute_variant_flops(cudnn[:1] + [_record("d", "library", 1.0)], None) is None
+    )
+
+
+def test_a_raw_attention_kernel_is_placed_with_the_calls_least_traffic():
+    """gluon-flash's eager kernel, as the H200 recorded it at 1x32x8192x128: launched outside
+    any op, so no tensor sizes and no bytes, and it was left off the roofline. Given the call's
+    q, k, v and output (each moved once: 268 MB) it is placed, compute-side; a kernel whose
+    op's sizes gave its bytes keeps them."""
+    flops = 4 * 32 * 128 * 8192 * 8193 / 2
+    io_bytes = 4 * 32 * 8192 * 128 * 2
+    raw = [_record("_gluon_attn_fwd_ws", "aten", 0.8995, launcher="(no torch op)")]
+    roofline.annotate(raw, CEILINGS, flops)  # as before: no bytes, not placed
+    assert raw[0]["bytes"] is None and raw[0]["roofline"]["bound"] is None
+    roofline.annotate(raw, CEILINGS, flops, io_bytes)
+    assert raw[0]["bytes"] == io_bytes and raw[0]["bytes_from"] == roofline.IO_BYTES_FROM
+    assert raw[0]["roofline"]["bound"] == "compute"
+    cudnn = [_record("cudnn_generated_sdpa", "library", 0.0572, 50331648, launcher="aten::_cudnn")]
+    roofline.annotate(cudnn, CEILINGS, flops, io_bytes)
+    assert cudnn[0]["bytes"] == 50331648 and "bytes_from" not in cudnn[0]
+
+
+def test_collecting_cudagraph_skip_reasons_leaves_the_logger_as_it_was():
+    """Inside, torch's cudagraphs logger answers DEBUG; after, it must answer as before, cache
+    included (a stale cache would keep emitting debug records in the timed process)."""
+    import logging
+
+    import torch._inductor.cudagraph_utils as cg
+
+    logger = cg.cudagraphs_log
+    before = (logger.disabled, logger.level, logger.isEnabledFor(logging.DEBUG))
+    with diagnose.cudagraph_skip_reasons() as messages:
+        assert logger.isEnabledFor(logging.DEBUG)
+        logger.debug("skipping cudagraphs due to a test")
+    assert messages == ["skipping cudagraphs due to a test"]
+    assert (logger.disabled, logger.level, logger.isEnabledFor(logging.DEBUG)) == before

@@ -1,0 +1,185 @@
+"""gluon-flash without a GPU: what it refuses, and the schedule its kernel compiles to for sm90.
+
+The kernel needs a Hopper GPU to run (tests/test_gpu.py runs it there); here Triton compiles it
+for sm90 ahead of time, which needs no GPU, and the PTX is read for the overlap the variant
+exists for. Skipped, with the reason, where Triton or its Gluon is not installed.
+"""
+
+import re
+
+import pytest
+import torch
+
+from compilekit.model.errors import Unsupported
+
+
+def _fake_cuda(*shape, dtype=torch.bfloat16):
+    return torch.empty(*shape, device="cuda", dtype=dtype)
+
+
+@pytest.fixture
+def gluon_flash(monkeypatch):
+    from variants import gluon_flash
+
+    if gluon_flash.gl is None:
+        pytest.skip(f"no Gluon here: {gluon_flash._NO_GLUON}")
+    return gluon_flash
+
+
+def test_refuses_a_cpu_tensor_with_the_reason(gluon_flash):
+    q = torch.randn(1, 2, 64, 64, dtype=torch.bfloat16)
+    with pytest.raises(Unsupported, match="needs a Hopper GPU"):
+        gluon_flash.attention(q, q, q)
+
+
+def test_refuses_what_its_kernel_does_not_compute(gluon_flash, monkeypatch):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    capability = [(9, 0)]
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability[0])
+    with FakeTensorMode():
+        good = _fake_cuda(2, 8, 333, 128)
+        gluon_flash.check_inputs(good, _fake_cuda(2, 2, 333, 128), _fake_cuda(2, 2, 333, 128))
+        cases = {
+            "head dims 64 and 128": (_fake_cuda(1, 2, 64, 96),) * 3,
+            "bfloat16 or float16": (_fake_cuda(1, 2, 64, 64, dtype=torch.float32),) * 3,
+            "must divide query heads": (
+                _fake_cuda(1, 4, 64, 64),
+                _fake_cuda(1, 3, 64, 64),
+                _fake_cuda(1, 3, 64, 64),
+            ),
+            "last dim must be contiguous": (_fake_cuda(1, 2, 64, 64).transpose(2, 3),) * 3,
+        }
+        for reason, (q, k, v) in cases.items():
+            with pytest.raises(Unsupported, match=reason):
+                gluon_flash.check_inputs(q, k, v)
+        capability[0] = (10, 0)  # Blackwell has no wgmma
+        with pytest.raises(Unsupported, match=r"Hopper \(sm90\) only.*sm10x"):
+            gluon_flash.check_inputs(good, good, good)
+
+
+def _schedule(ptx: str, n_scores: int, n_out: int) -> str:
+    """The kernel's wgmma groups and waits in the PTX's text order: 'S' (a group of q kT
+    wgmmas, instruction width n_scores), 'O' (P V, width n_out), 'wait N' (wgmma.wait_group N),
+    'arrive' (an mbarrier arrive that expects no bytes)."""
+    steps, width = [], None
+    pattern = (
+        r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k|wgmma\.commit_group"
+        r"|wait_group\.sync\.aligned (\d+)|(mbarrier\.arrive\.shared)"
+    )
+    for m in re.finditer(pattern, ptx):
+        if m[1]:
+            width = int(m[1])
+        elif m[2]:
+            steps.append(f"wait {m[2]}")
+        elif m[3]:
+            steps.append("arrive")
+        else:
+            steps.append({n_scores: "S", n_out: "O"}[width])
+    return " ".join(steps)
+
+
+def _sm90_ptx(gluon_flash, fn, q_rows: int, **consts) -> str:
+    """The PTX Triton compiles `fn` (a gluon-flash kernel) to for sm90, ahead of time, bf16,
+    D = 128, with `consts` (its constexprs); skips where this Triton compiles no Gluon."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.jit import mangle_type
+
+    try:
+        from triton.experimental.gluon._runtime import GluonASTSource
+    except ImportError as exc:
+        pytest.skip(f"this Triton compiles no Gluon ahead of time: {exc}")
+    names = fn.arg_names
+    consts = dict(SM_SCALE=128**-0.5, HEAD_DIM=128, CAUSAL=True, **consts)
+    signature = {n: "constexpr" if n in consts else "i32" for n in names}
+    # the launcher's own names for the descriptors' types (block shape and layout included)
+    qkv = torch.empty(2, 4, 256, 128, dtype=torch.bfloat16)
+    signature["q_desc"] = mangle_type(gluon_flash._descriptor(qkv, q_rows))
+    kv = mangle_type(gluon_flash._descriptor(qkv, consts["BLOCK_N"]))
+    signature["k_desc"] = signature["v_desc"] = kv
+    signature["Out"] = "*bf16"
+    src = GluonASTSource(
+        fn=fn,
+        signature=signature,
+        constexprs={(names.index(n),): value for n, value in consts.items()},
+        attrs={
+            (names.index(n),): [["tt.divisibility", 16]]
+            for n in ("Out", "stride_oz", "stride_oh", "stride_om")
+        },
+    )
+    options = {"num_warps": consts["num_warps"]}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+
+
+def test_sm90_schedule_overlaps_softmax_with_the_tensor_cores(gluon_flash):
+    """The main loop issues S_j, then O += P_{j-1} V_{j-1} behind it, and waits for S_j alone
+    (one wgmma group, O's, left in flight) before block j's softmax: FA3's overlap. (The PTX
+    places the loop's blocks out of program order, so the test reads the loop's head.)"""
+    ptx = _sm90_ptx(
+        gluon_flash, gluon_flash._gluon_attn_fwd, 128,
+        BLOCK_M=128, BLOCK_N=64, STAGES=3, num_warps=8,
+    )  # fmt: skip
+    assert not re.search(r"\b(ld|st)\.local", ptx), "registers spill to local memory"
+    steps = _schedule(ptx, n_scores=64, n_out=128)
+    assert "S O wait 1" in steps, steps
+
+
+def test_sm90_warp_specialized_schedule_takes_turns(gluon_flash):
+    """The warp-specialized kernel: 12 warps (consumer 0, consumer 1, the loader warp padded to
+    a warpgroup), registers moved from the loader to the consumers (setmaxnreg), and in each
+    consumer's loop S_j and P_{j-1} V_{j-1} issued, the turn handed over, then the wait for
+    S_j alone."""
+    ptx = _sm90_ptx(
+        gluon_flash, gluon_flash._gluon_attn_fwd_ws, 64,
+        BLOCK_M=128, BLOCK_N=64, STAGES=3, num_warps=4,
+    )  # fmt: skip
+    assert not re.search(r"\b(ld|st)\.local", ptx), "registers spill to local memory"
+    assert ".reqntid 384" in ptx
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40;", ptx), "loader keeps its regs"
+    steps = _schedule(ptx, n_scores=64, n_out=128)
+    assert steps.count("S O arrive wait 1") == 2, steps  # one loop per consumer
+
+
+def test_the_fast_launch_key_tells_apart_what_the_kernel_is_specialized_on(gluon_flash):
+    """A known key's calls skip check_inputs and Triton's dispatch: inputs that differ in
+    anything the compiled kernel or those checks depend on must not share a key; the same
+    layout with other values must."""
+    q, k, v = (torch.randn(2, 4, 96, 64, dtype=torch.bfloat16) for _ in "qkv")
+
+    def key(q=q, k=k, v=v, causal=True, overrides=None):
+        return gluon_flash.launch_key(q, k, v, causal, overrides or {})
+
+    assert key() == key(q=torch.randn_like(q), k=torch.randn_like(k), v=torch.randn_like(v))
+    strided = torch.randn(2, 96, 3, 4, 64, dtype=torch.bfloat16).unbind(2)[0].transpose(1, 2)
+    misaligned = torch.randn(2 * 4 * 96 * 64 + 1, dtype=torch.bfloat16)[1:].view(2, 4, 96, 64)
+    others = [
+        key(q=torch.randn(2, 4, 97, 64, dtype=torch.bfloat16)),  # S
+        key(k=k[:, :1], v=v[:, :1]),  # GQA: the K/V heads
+        key(q=q.half(), k=k.half(), v=v.half()),  # dtype
+        key(v=v.half()),  # one dtype off: check_inputs refuses it, so it must miss
+        key(q=strided),  # strides
+        key(q=misaligned),  # 2-byte offset: TMA needs 16-byte aligned rows
+        key(causal=False),
+        key(overrides=gluon_flash.WS_TILES),
+    ]
+    assert len(set(others + [key()])) == len(others) + 1, others
+
+
+def test_compiled_gluon_flash_calls_its_op_on_every_call(gluon_flash, monkeypatch):
+    """Under torch.compile the kernel is an opaque op (compilekit::gluon_flash_attention, on a
+    Library): Inductor calls it as a fallback, and every compiled call runs the module's
+    launch. Here on CPU, the launch stood in for."""
+    calls = []
+
+    def launch_known(q, k, v, causal, overrides):
+        calls.append(causal)
+        return q * 2
+
+    monkeypatch.setattr(gluon_flash, "_launch_known", launch_known)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda q, k, v: gluon_flash._gluon_op(q, k, v, True) + 1)
+    q = torch.ones(1, 1, 4, 64)
+    for _ in range(2):
+        assert compiled(q, q, q).unique().tolist() == [3.0]
+    assert calls == [True, True]

@@ -1,0 +1,114 @@
+"""On a CUDA GPU (the H200): our kernels at awkward shapes, against float64. Skipped, with
+the reason, on CPU."""
+
+import functools
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+@pytest.fixture(params=["autotuned", "pointers", "tma"])
+def flash_loads(request, monkeypatch):
+    """triton-flash with its autotuned configs, or forced to one config that loads K and V
+    through pointers, or through TMA descriptors (whichever the autotuner would pick, both
+    must be right)."""
+    import triton
+
+    from variants import triton_flash as tf
+
+    if request.param != "autotuned":
+        config = triton.Config(
+            {"BLOCK_M": 64, "BLOCK_N": 64, "TMA": request.param == "tma"},
+            num_warps=4,
+            num_stages=3,
+        )
+        monkeypatch.setattr(tf._attn_fwd, "configs", [config])
+    monkeypatch.setattr(tf, "_TUNED", {})
+    tf._attn_fwd.cache.clear()
+    tf._FAST_LAUNCH.clear()
+    yield request.param
+    tf._attn_fwd.cache.clear()
+    tf._FAST_LAUNCH.clear()
+
+
+@pytest.mark.parametrize("shape", ["2x3x1000x64", "1x8x333x128", "3x5x77x64"])
+def test_triton_flash_bf16_awkward_shapes(shape, flash_loads):
+    from compilekit.measure.inputs import max_rel_err
+    from compilekit.model.spec import parse_shape
+    from variants.masks import reference
+    from variants.triton_flash import flash_attention
+
+    b, h, s, d = (getattr(parse_shape(shape), f) for f in ("batch", "heads", "seq", "head_dim"))
+    for kv_heads, window in ((h, 0), (1, 0), (h, 7)):
+        q = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(b, kv_heads, s, d, device="cuda", dtype=torch.bfloat16) for _ in "kv")
+        for _ in range(2):  # the autotuned launch, then the key's fast launch
+            out = flash_attention(q, k, v, causal=True, window=window)
+            assert max_rel_err(out, reference(q, k, v, causal=True, window=window)) < 3e-2
+    # q, k, v as views of one (B, S, 3, H, D) tensor: strided, TMA-readable rows
+    q, k, v = torch.randn(b, s, 3, h, d, device="cuda", dtype=torch.bfloat16).unbind(2)
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    out = flash_attention(q, k, v, causal=True)
+    assert max_rel_err(out, reference(q, k, v, causal=True)) < 3e-2
+
+
+@pytest.mark.parametrize("schedule", ["single", "ws"])
+@pytest.mark.parametrize("shape", ["2x3x1000x64", "1x8x333x128", "3x5x77x64", "1x2x1x64"])
+def test_gluon_flash_awkward_shapes(shape, schedule):
+    """gluon-flash against float64: sequence lengths off the 128-row tile, GQA, non-causal,
+    float16, and strided (B, S, 3, H, D) views, each read through TMA; in both schedules: one
+    warpgroup per 64 rows ("single") and warp-specialized ("ws": a loader warp, two consumer
+    warpgroups in turn), whichever of them is the default for D."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("gluon-flash runs on Hopper (sm90) only")
+    from compilekit.measure.inputs import max_rel_err
+    from compilekit.model.spec import parse_shape
+    from variants import gluon_flash
+    from variants.masks import reference
+
+    b, h, s, d = (getattr(parse_shape(shape), f) for f in ("batch", "heads", "seq", "head_dim"))
+    single = gluon_flash.SINGLE_TILES_D128 if d == 128 else {"WS": False}
+    tiles = gluon_flash.WS_TILES if schedule == "ws" else single
+    flash_attention = functools.partial(gluon_flash.flash_attention, **tiles)
+    for kv_heads, causal, dtype in ((h, True, torch.bfloat16), (1, True, torch.bfloat16),
+                                    (h, False, torch.float16)):  # fmt: skip
+        q = torch.randn(b, h, s, d, device="cuda", dtype=dtype)
+        k, v = (torch.randn(b, kv_heads, s, d, device="cuda", dtype=dtype) for _ in "kv")
+        out = flash_attention(q, k, v, causal=causal)
+        assert max_rel_err(out, reference(q, k, v, causal=causal)) < 3e-2, (kv_heads, causal)
+    q, k, v = torch.randn(b, s, 3, h, d, device="cuda", dtype=torch.bfloat16).unbind(2)
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    assert max_rel_err(flash_attention(q, k, v), reference(q, k, v, causal=True)) < 3e-2
+
+
+def test_gluon_flash_fast_launch_runs_the_known_kernel_on_fresh_inputs():
+    """A shape's second call launches the compiled kernel it remembered, on descriptors built
+    for the new tensors: right against float64 for new values, and a misaligned view of a known
+    shape is still refused (it has a key of its own, so it is checked)."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("gluon-flash runs on Hopper (sm90) only")
+    from compilekit.measure.inputs import max_rel_err
+    from compilekit.model.errors import Unsupported
+    from variants import gluon_flash
+    from variants.masks import reference
+
+    gluon_flash._FAST_LAUNCH.clear()
+    for d in (64, 128):
+        shape = (2, 3, 1000, d)
+        gluon_flash.attention(
+            *(torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in "qkv")
+        )
+        known = len(gluon_flash._FAST_LAUNCH)
+        assert known == (1 if d == 64 else 2)
+        q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in "qkv")
+        out = gluon_flash.attention(q, k, v)
+        assert len(gluon_flash._FAST_LAUNCH) == known  # the fast path: no new key
+        assert max_rel_err(out, reference(q, k, v, causal=True)) < 3e-2
+        flat = torch.randn(q.numel() + 1, device="cuda", dtype=torch.bfloat16)
+        with pytest.raises(Unsupported, match="16-byte aligned"):
+            gluon_flash.attention(flat[1:].view(shape), k, v)
