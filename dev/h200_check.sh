@@ -39,8 +39,9 @@ for phase in ${PHASES:-S V G}; do
         $runs/sdpa__eager__${blog}__bfloat16__cuda \
         $runs/triton-flash__eager__${blog}__bfloat16__cuda 2>&1 | tee "$OUT/V_verify.txt" ;;
     G)
-      timeout "${G_S:-400}" python3 -m pytest -q -m gpu tests -p no:cacheprovider \
-        -k "${GPU_TESTS:-not awkward}" 2>&1 | tail -40 > "$OUT/G_tests.txt" ;;
+      timeout "${G_S:-400}" python3 -m pytest -q -rA -m gpu tests -p no:cacheprovider \
+        -k "${GPU_TESTS:-not awkward}" > "$OUT/G_tests.txt" 2>&1
+      tail -25 "$OUT/G_tests.txt" ;;
     B)
       start=$(date +%s)
       timeout "${B_S:-480}" python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog \
