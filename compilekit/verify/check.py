@@ -57,11 +57,7 @@ def verify(
     lines.append(
         f"  {repeat} fresh bare process{plural}: "
         + (f"{bares[0]:.4f}-{bares[-1]:.4f} ms" if repeat > 1 else f"{bares[0]:.4f} ms")
-        + (
-            f", more than {tolerance:.0%} apart: run again on a quiet machine"
-            if verdict == "inconclusive"
-            else ""
-        )  # fmt: skip
+        + _spread_note(bares, tolerance, verdict)
     )
     if by_loop:
         lines.append(
@@ -110,15 +106,33 @@ def _kept(run_dir: str, lines: list, verdict: str, tolerance: float, **data) -> 
     return "\n".join(lines), verdict
 
 
+def agreeing(bares: list[float], tolerance: float) -> int:
+    """How many of the bare figures lie within `tolerance` of their median (itself included)."""
+    middle = median(bares)
+    return sum(1 for b in bares if abs(b / middle - 1) <= tolerance)
+
+
 def _judged(toolkit: float, bares: list[float], tolerance: float) -> tuple[float, float, str]:
     """(the bare reference: the median of the sorted `bares`, toolkit over it, the verdict):
-    "inconclusive" where the bare processes themselves spread wider than `tolerance`, else
-    "within" or "outside" it."""
+    "inconclusive" unless most bare processes agree (within `tolerance` of their median: one
+    disturbed process of three leaves the median standing), else "within" or "outside" it."""
     bare = median(bares)
     ratio = toolkit / bare
-    if bares[-1] > (1 + tolerance) * bares[0]:
+    if 2 * agreeing(bares, tolerance) <= len(bares):
         return bare, ratio, "inconclusive"
     return bare, ratio, "within" if abs(ratio - 1) <= tolerance else "outside"
+
+
+def _spread_note(bares: list[float], tolerance: float, verdict: str) -> str:
+    """What the bare processes' spread means for the verdict, or nothing where they agree."""
+    if verdict == "inconclusive":
+        return (
+            f", no majority within {tolerance:.0%} of their median: run again on a quiet machine"
+        )
+    apart = len(bares) - agreeing(bares, tolerance)
+    if apart:
+        return f"; {apart} more than {tolerance:.0%} from their median (disturbed), outvoted"
+    return ""
 
 
 def _bare_method(device: str) -> str:

@@ -428,6 +428,9 @@ def test_verify_is_inconclusive_when_the_bare_retimes_disagree(run_cell, monkeyp
         ([ms, ms * 1.01, ms * 0.99], "within"),
         ([ms * 2, ms * 2.02, ms * 1.98], "outside"),
         ([ms * 0.5, ms, ms * 1.6], "inconclusive"),  # the yardstick itself moved 3x
+        ([ms * 0.9, ms, ms * 1.1], "inconclusive"),  # no two within 5% of one another's median
+        ([ms, ms * 1.01, ms * 1.46], "within"),  # one disturbed process of three, outvoted
+        ([ms * 0.7, ms * 0.71, ms], "outside"),  # the disturbed one is the toolkit's match
     ):
         times = iter(bares)
         monkeypatch.setattr(verify, "_bare_once", lambda c, env, calls: {"median_ms": next(times)})
@@ -435,7 +438,10 @@ def test_verify_is_inconclusive_when_the_bare_retimes_disagree(run_cell, monkeyp
         assert verdict == expected, report
         assert report.split(":")[0] == {"within": "within 5%", "outside": "OUTSIDE 5%",
                                         "inconclusive": "INCONCLUSIVE"}[expected]  # fmt: skip
-    assert "more than 5% apart: run again on a quiet machine" in report
+        if bares[-1] == ms * 1.46:  # the reader is told what was outvoted
+            assert "1 more than 5% from their median (disturbed), outvoted" in report, report
+        if expected == "inconclusive":
+            assert "no majority within 5% of their median: run again on a quiet machine" in report
 
 
 def test_verify_judges_a_host_bound_run_by_a_users_loop(run_cell, tmp_path, monkeypatch):
