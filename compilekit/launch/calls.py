@@ -3,7 +3,6 @@ call, the output checks, the cell's graph pass, the GPU turn of a compile."""
 
 from __future__ import annotations
 
-import contextlib
 import traceback
 
 from compilekit.launch import failures
@@ -106,12 +105,11 @@ def cell_pass(cell):
 
 
 def compile_gpu_turn(cell, record: dict):
-    """The GPU lock for a compile-only process, where its GPU work could change a figure:
-    max-autotune benchmarks candidate kernels on the GPU, so it waits for the GPU alone. Other
-    compiles run beside the GPU's current cell (a compile is CPU work and one first call;
-    timing never overlaps them: it holds the CPU lock, which every compile shares)."""
+    """The GPU lock for a cold compile: alone under max-autotune, which benchmarks candidate
+    kernels on the GPU (its choices are figures); shared otherwise (a compile is CPU work and
+    one first call, which must only keep out of another cell's figures)."""
     from compilekit.launch import locks
 
     if cell.mode.startswith("max-autotune"):
         return locks.gpu_turn(record)
-    return contextlib.nullcontext()
+    return locks.gpu_shared(record)

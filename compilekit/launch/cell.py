@@ -65,28 +65,26 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
                 )
             result.settings = {f"torch._inductor.config.{k}": v for k, v in changes.items()}
         # The GPU from here on, not before: the imports above are CPU work (they share the CPU
-        # lock, so no timing overlaps them), and the GPU's current cell need not wait for them.
-        stack.enter_context(locks.gpu_turn(result.steps_s))
-        with result.step("device_init"):  # the first kernel: CUDA context, dtype support
-            if reason := inputs.dtype_probe(cell.dtype, cell.device):
-                raise failures.CellEnded("unsupported", reason)
-        with result.step("inputs"):
-            args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
-            eager_out, result.eager_note = calls.eager_first(variant, args, cell)
-            if eager_out is not None:
-                calls.checked(eager_out, args[0], "eager:", result)
-        compiled = variant.attention
-        if cell.mode != "eager":
-            compiled = _warm_compile(cell, variant, args, cache_dir, result)
-        with result.step("first_check"):
-            out = compiled(*args)
-            calls.checked(out, args[0], "compiled:", result)
-            del out
+        # lock, so no timing overlaps them). Shared with other cells up to the timed calls: no
+        # figure is read here (compilekit/launch/locks.py).
+        with locks.gpu_shared(result.steps_s):
+            eager_out, args = _first_calls(cell, variant, result)
+            compiled = variant.attention
+            if cell.mode != "eager":
+                compiled = _warm_compile(cell, variant, args, cache_dir, result)
+            with result.step("first_check"):
+                out = compiled(*args)
+                calls.checked(out, args[0], "compiled:", result)
+                del out
         # Timed before the float64 reference and the error check, in the order a user's
         # process (and verify's bare child) runs: inputs, one eager call, compile, time.
-        with result.step("time"), locks.cpu_alone(result.steps_s):
+        with (
+            result.step("time"),
+            locks.gpu_turn(result.steps_s),
+            locks.cpu_alone(result.steps_s),
+        ):
             steady.time_cell(cell, variant, compiled, args, result)
-        with result.step("reference_and_check"):
+        with result.step("reference_and_check"), locks.gpu_shared(result.steps_s):
             ref, result.reference = inputs.reference_output(variant, *args)
             if eager_out is not None:
                 result.eager_max_rel_err = inputs.max_rel_err(eager_out, ref)
@@ -109,8 +107,25 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
             result.reason = (
                 f"max_rel_err {worst:.3g} over the {cell.dtype} bound {result.error_bound}"
             )
-        evidence.gather(cell, compiled, args, stage_dir, cache_dir, result)
+        with locks.gpu_turn(result.steps_s):  # the profile's kernel times are figures
+            evidence.gather(cell, compiled, args, stage_dir, cache_dir, result)
     result.env = envinfo.cell_env(cell.device)  # after the GPU work: it asks for the GPU's name
+
+
+def _first_calls(cell, variant, result):
+    """The device's first kernels, the inputs and the eager probe: (eager output or None, the
+    inputs)."""
+    from compilekit.measure import inputs
+
+    with result.step("device_init"):  # the first kernel: CUDA context, dtype support
+        if reason := inputs.dtype_probe(cell.dtype, cell.device):
+            raise failures.CellEnded("unsupported", reason)
+    with result.step("inputs"):
+        args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+        eager_out, result.eager_note = calls.eager_first(variant, args, cell)
+        if eager_out is not None:
+            calls.checked(eager_out, args[0], "eager:", result)
+    return eager_out, args
 
 
 def _warm_compile(cell, variant, args, cache_dir: str, result):

@@ -71,13 +71,14 @@ def run_cold(cell, cache_dir: str, result) -> None:
 
 def run_capture(cell, cache_dir: str, result) -> None:
     """The capture recompile in a fresh process of its own, after the cold one."""
+    from compilekit.launch import locks
     from compilekit.measure import inputs
 
     with result.step("imports"):  # torch, and the variant's module
         import torch  # noqa: F401
 
         variant = failures.cell_variant(cell)
-    with result.step("inputs"):
+    with locks.gpu_shared(result.steps_s), result.step("inputs"):
         args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
         calls.eager_first(variant, args, cell)  # the same state as the other processes
     _capture(cell, variant, args, os.path.join(cache_dir, "capture"), result)
@@ -85,15 +86,17 @@ def run_capture(cell, cache_dir: str, result) -> None:
 
 def _capture(cell, variant, args, capture_dir: str, result) -> None:
     """Recompile with every capture on -> capture_dir/{depyf/, torch_trace/, graphs.json,
-    passes.json, steps.json}. Outside the GPU turn: max-autotune's choices are read back from
-    the cold compile's cache, nothing is benchmarked (should it tune again, RETUNED says so and
-    the measure process passes it on: capture_note)."""
+    passes.json, steps.json}. The GPU shared, not alone: max-autotune's choices are read back
+    from the cold compile's cache, nothing is benchmarked (should it tune again, RETUNED says so
+    and the measure process passes it on: capture_note)."""
     from compilekit.compile import capture, settings
     from compilekit.evidence import diagnose
+    from compilekit.launch import locks
     from compilekit.model.store import write_json
 
     graph_pass = calls.cell_pass(cell)  # a fresh one: its counts are this compile's
     with (
+        locks.gpu_shared(result.steps_s),
         result.step("compile_capture"),
         settings.toolkit_settings(cell.device, True, dict(cell.config), graph_pass),
         capture.capture_on(capture_dir),

@@ -1,7 +1,11 @@
 """Taking turns between the cell processes of one sweep.
 
-- The GPU: one lock file per GPU (COMPILEKIT_GPU_LOCK); a cell process holds it for all of its
-  GPU work, so no two cells share a GPU's time.
+- The GPU: a readers-writer lock per GPU (COMPILEKIT_GPU_LOCK). GPU work that yields a figure
+  holds it alone: the timed calls, the profile and kernel map, max-autotune's benchmarks of its
+  candidates. GPU work that yields none shares it: the first kernels, the eager probe, a warm
+  or cold compile's first call, the float64 reference. So no figure is read while another
+  cell's kernels run, and cells wait for one another only for those. A turnstile, as for the
+  CPU, keeps new sharers out while a figure waits.
 - The CPU: a readers-writer lock over the whole sweep (COMPILEKIT_CPU_LOCK). Starting up and
   compiling hold it shared; the timed calls hold it alone, so no other cell process of the sweep
   imports, starts up or compiles while a host-bound cell is timed. A second lock file (the
@@ -88,19 +92,39 @@ def cpu_alone(record: dict):
     acquire_shared()
 
 
-@contextlib.contextmanager
 def gpu_turn(record: dict):
-    """Hold this cell's GPU alone for the block (COMPILEKIT_GPU_LOCK); record the wait."""
+    """Hold this cell's GPU alone for the block (COMPILEKIT_GPU_LOCK): work that yields a
+    figure. Records the wait. Never inside gpu_shared: one process, two descriptors, would
+    wait for itself."""
+    return _gpu(record, exclusive=True)
+
+
+def gpu_shared(record: dict):
+    """Share this cell's GPU with other cells' GPU work that yields no figure, for the block."""
+    return _gpu(record, exclusive=False)
+
+
+@contextlib.contextmanager
+def _gpu(record: dict, exclusive: bool):
     path = os.environ.get("COMPILEKIT_GPU_LOCK")
     if not path:
         yield
         return
     release_shared()  # waiting for the GPU while holding the CPU lock could deadlock a timer
     start = time.perf_counter()
-    with os.fdopen(open_lock(path)) as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    turn, fd = open_lock(_turnstile(path)), open_lock(path)
+    try:
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if not exclusive:  # a sharer lets the next one in; a figure keeps them out
+            os.close(turn)
+            turn = None
         record["gpu_lock_wait_s"] = round(
             record.get("gpu_lock_wait_s", 0) + time.perf_counter() - start, 3
         )
         acquire_shared()
         yield
+    finally:
+        os.close(fd)
+        if turn is not None:
+            os.close(turn)

@@ -57,3 +57,81 @@ def test_a_timer_waits_for_readers_and_holds_new_ones_back(tmp_path):
     t = _timeline([compile_, timer, late], events)
     assert t[("timer", "got")] >= t[("compile", "done")]  # no compile beside the timed calls
     assert t[("late compile", "got")] >= t[("timer", "done")]
+
+
+def _gpu(path, exclusive, hold_s, events, name):
+    """GPU work: a figure (the GPU alone) or none (the GPU shared), for hold_s."""
+    os.environ["COMPILEKIT_GPU_LOCK"] = path
+    os.environ.pop("COMPILEKIT_CPU_LOCK", None)
+    take = locks.gpu_turn if exclusive else locks.gpu_shared
+    with take({}):
+        events.put((name, "got", time.monotonic()))
+        time.sleep(hold_s)
+        events.put((name, "done", time.monotonic()))
+
+
+def test_gpu_work_without_a_figure_shares_the_gpu_and_a_figure_has_it_alone(tmp_path):
+    """Two warm compiles run together; the timed calls wait for both and keep a later compile
+    out until they are done; two figures never overlap."""
+    path, events = str(tmp_path / "gpu0.lock"), CTX.Queue()
+    first = _start(_gpu, path, False, 0.6, events, "compile 1")
+    second = _start(_gpu, path, False, 0.6, events, "compile 2")
+    time.sleep(0.2)
+    timed = _start(_gpu, path, True, 0.4, events, "timed")
+    time.sleep(0.2)
+    late = _start(_gpu, path, False, 0.1, events, "late compile")
+    other = _start(_gpu, path, True, 0.2, events, "profile")
+    t = _timeline([first, second, timed, late, other], events)
+    compiles = [(t[(n, "got")], t[(n, "done")]) for n in ("compile 1", "compile 2")]
+    assert max(g for g, _ in compiles) < min(d for _, d in compiles)  # shared: side by side
+    assert t[("timed", "got")] >= max(t[("compile 1", "done")], t[("compile 2", "done")])
+    assert t[("late compile", "got")] >= t[("timed", "done")]  # kept out while a figure waits
+    figures = sorted([(t[(n, "got")], t[(n, "done")]) for n in ("timed", "profile")])
+    assert figures[1][0] >= figures[0][1]  # one figure at a time
+
+
+def test_the_measure_process_holds_the_gpu_alone_only_for_its_figures(tmp_path, monkeypatch):
+    """Timed calls and the profile: the GPU alone. The eager probe, the float64 reference:
+    shared with other cells' GPU work that yields no figure."""
+    import fcntl
+
+    from compilekit.evidence import gather
+    from compilekit.launch import calls, cell
+    from compilekit.measure import inputs, steady
+    from compilekit.model.result import for_cell
+    from compilekit.model.spec import Cell, parse_shape
+
+    lock = tmp_path / "gpu0.lock"
+    monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(lock))
+    monkeypatch.delenv("COMPILEKIT_CPU_LOCK", raising=False)
+    seen = {}
+
+    def gpu() -> str:
+        with open(lock, "a") as other:
+            for how, holds in ((fcntl.LOCK_SH, "alone"), (fcntl.LOCK_EX, "shared")):
+                try:
+                    fcntl.flock(other, how | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return holds
+                fcntl.flock(other, fcntl.LOCK_UN)
+        return "free"
+
+    def noting(name, real):
+        def wrapper(*args, **kwargs):
+            seen[name] = gpu()
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(calls, "eager_first", noting("eager probe", calls.eager_first))
+    monkeypatch.setattr(steady, "time_cell", noting("timed calls", lambda *a: None))
+    monkeypatch.setattr(inputs, "reference_output", noting("reference", inputs.reference_output))
+    monkeypatch.setattr(gather, "gather", noting("profile", lambda *a: None))
+    eager = Cell("naive", "eager", parse_shape("1x2x64x16"), "float32", "cpu")
+    cell.run_measure(eager, str(tmp_path), str(tmp_path), for_cell(eager))
+    assert seen == {
+        "eager probe": "shared",
+        "timed calls": "alone",
+        "reference": "shared",
+        "profile": "alone",
+    }

@@ -56,7 +56,34 @@ def cluster(cache_root):
              "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"]  # fmt: skip
     subprocess.run(start, env=env, check=True, capture_output=True, timeout=120)
     yield f"127.0.0.1:{port}"
-    subprocess.run([ray_bin, "stop", "--force"], capture_output=True, timeout=120)
+    _end_cluster(temp)
+
+
+def _end_cluster(temp: str) -> None:
+    """SIGKILL the cluster's processes (those naming its temp dir) and their children: `ray stop
+    --force` took 23 s here, polling in rounds."""
+    parents, named = {}, set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents[int(pid)] = ppid
+        if temp.encode() in cmdline:
+            named.add(int(pid))
+    doomed, grew = set(named), True
+    while grew:  # the workers name no temp dir: they are the named ones' children
+        more = {pid for pid, ppid in parents.items() if ppid in doomed} - doomed
+        doomed |= more
+        grew = bool(more)
+    for pid in doomed:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _done(out):
