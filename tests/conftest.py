@@ -155,3 +155,25 @@ def pytest_unconfigure(config):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(_EXIT["status"])
+
+
+USER_VARIANT = '''"""Soft-capped causal attention (Gemma-2 style), an op no built-in variant uses."""
+import math
+import torch
+
+
+def capped_attention(q, k, v):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    scores = 30.0 * torch.tanh(scores / 30.0)
+    mask = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool, device=q.device).triu(1)
+    scores = scores.masked_fill(mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+'''
+
+
+@pytest.fixture(scope="session")
+def user_variant(tmp_path_factory):
+    """A user's variant file (`path.py`), one for the session: its cells compile once."""
+    path = tmp_path_factory.mktemp("user") / "capped.py"
+    path.write_text(USER_VARIANT)
+    return str(path)

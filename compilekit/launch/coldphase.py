@@ -29,13 +29,14 @@ def separate_capture(cell) -> bool:
 def run_cold(cell, cache_dir: str, result) -> None:
     """The cold first call -> cache_dir/cold.json, then (unless separate_capture) the capture
     -> cache_dir/capture/."""
-    from compilekit.compile import settings
-    from compilekit.evidence import diagnose
-    from compilekit.measure import inputs
-    from compilekit.model.store import write_json
-
-    with result.step("imports"):  # torch, and the variant's module
+    with result.step("imports"):  # torch, Inductor's config, and the variant's module
         import torch  # noqa: F401
+        import torch._inductor.config  # noqa: F401  (toolkit_settings would import it)
+
+        from compilekit.compile import settings
+        from compilekit.evidence import diagnose
+        from compilekit.measure import inputs
+        from compilekit.model.store import write_json
 
         variant = failures.cell_variant(cell)
     with (

@@ -183,13 +183,8 @@ def test_kernel_times_add_up_to_the_forward(run_cell):
     assert 0.85 <= max(covered) <= 1.0, covered
 
 
-def test_user_variant_maps_to_its_own_lines(run_cell, tmp_path_factory):
-    from tests.launch.test_cells import USER_VARIANT
-
-    path = tmp_path_factory.getbasetemp() / "user0" / "capped.py"
-    if not path.exists():
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(USER_VARIANT)
+def test_user_variant_maps_to_its_own_lines(run_cell, user_variant):
+    path = user_variant
     result = run_cell(f"{path}:capped_attention", "default")
     kmap = _kernels(result)
     tanh_line = _line_of(path, "torch.tanh")

@@ -227,27 +227,6 @@ def test_cudnn_on_cpu_is_refused_with_torchs_reason(cli):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-USER_VARIANT = '''"""Soft-capped causal attention (Gemma-2 style), an op no built-in variant uses."""
-import math
-import torch
-
-
-def capped_attention(q, k, v):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    scores = 30.0 * torch.tanh(scores / 30.0)
-    mask = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool, device=q.device).triu(1)
-    scores = scores.masked_fill(mask, float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
-'''
-
-
-@pytest.fixture(scope="session")
-def user_variant(tmp_path_factory):
-    path = tmp_path_factory.mktemp("user") / "capped.py"
-    path.write_text(USER_VARIANT)
-    return str(path)
-
-
 def test_user_variant_runs_checked_against_itself(run_cell, user_variant):
     result = run_cell(f"{user_variant}:capped_attention", "default")
     assert result.status == "self-consistent", result.reason
