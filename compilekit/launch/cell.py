@@ -7,10 +7,12 @@
   CACHE_DIR/capture/. Only when the cache is empty.
 - `capture`, under max-autotune only: the capture recompile in a fresh process of its own
   (coldphase.separate_capture says why).
-- `measure`: a fresh process, caches filled: inputs, one eager call, the first compiled call
-  (the warm compile), the timed calls (before any profiler, dispatch mode, capture hook or
-  float64 reference ever ran in this process), then the reference and the error check, and
-  only then the profiler, the eager line recording and the kernel map. Writes STAGE_DIR.
+- `measure`: a fresh process, caches filled (on a first run it starts beside `cold` and waits,
+  after its imports, for it to end: coldphase.wait_for_cold): inputs, one eager call, the
+  first compiled call (the warm compile), the timed calls (before any profiler, dispatch mode,
+  capture hook or float64 reference ever ran in this process), then the reference and the
+  error check, and only then the profiler, the eager line recording and the kernel map.
+  Writes STAGE_DIR.
 A phase that ends the cell early (a refusal, a failure, a wrong output shape) writes
 STAGE_DIR/result.json with the reason; the traceback, if any, goes to the log.
 """
@@ -64,6 +66,7 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
                     )
                 )
             result.settings = {f"torch._inductor.config.{k}": v for k, v in changes.items()}
+        coldphase.wait_for_cold(cache_dir, result)  # a first run: after the cold process
         # The GPU from here on, not before: the imports above are CPU work (they share the CPU
         # lock, so no timing overlaps them). Shared with other cells up to the timed calls: no
         # figure is read here (compilekit/launch/locks.py).
@@ -202,6 +205,8 @@ def main(argv: list[str]) -> int:
             coldphase.run_capture(cell, cache_dir, result)
         else:
             run_measure(cell, stage_dir, cache_dir, result)
+    except coldphase.ColdEnded:
+        return 0  # the cold process ended the cell; the parent says how
     except failures.CellEnded as ended:
         failures.record_end(result, ended)
     except Exception as exc:  # the toolkit's own failure, or the user's code in a new place

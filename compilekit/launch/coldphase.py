@@ -15,10 +15,61 @@ from __future__ import annotations
 
 import datetime
 import os
+import time
 
 from compilekit.launch import calls, failures
 
 RETUNED = "retuned.json"  # in capture/: the choices the capture compile tuned again, if any
+# A first run's cold and measure processes start together (runner._cold_beside_measure):
+BESIDE_ENV = "COMPILEKIT_COLD_BESIDE_MEASURE"
+COLD_LOCK = "cold.lock"  # in the cache folder: held by the cold process from birth to death
+IMPORTED = "measure.imported"  # in the cache folder: the measure process has done its imports
+
+
+class ColdEnded(Exception):
+    """The measure process found no cold compile to follow: the cold process ended the cell,
+    and the parent reports how."""
+
+
+def wait_for_measure_imports(cache_dir: str, result) -> None:
+    """In the cold process, started beside the measure process: wait for its imports to be done
+    before the cold compile, so the cold figure has no other process's work beside it. The CPU
+    lock is let go meanwhile (a sweep's timer may be waiting for it, and the measure process
+    for that timer)."""
+    from compilekit.launch import locks
+
+    if not os.environ.get(BESIDE_ENV):
+        return
+    with result.step("wait_for_measure_imports"):
+        locks.release_shared()
+        while not os.path.exists(os.path.join(cache_dir, IMPORTED)):
+            time.sleep(0.01)
+        locks.acquire_shared()
+
+
+def wait_for_cold(cache_dir: str, result) -> None:
+    """In the measure process, started beside the cold process: say its imports are done, then
+    wait (without the CPU lock) for the cold process to end, with its cache filled. ColdEnded
+    where it left no cold figure or capture."""
+    import fcntl
+
+    from compilekit.launch import locks
+    from compilekit.model.store import open_lock
+
+    if not os.environ.get(BESIDE_ENV):
+        return
+    with result.step("wait_for_cold"):
+        open(os.path.join(cache_dir, IMPORTED), "w").close()
+        locks.release_shared()
+        fd = open_lock(os.path.join(cache_dir, COLD_LOCK))
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)  # free once the cold process has ended
+        finally:
+            os.close(fd)
+        locks.acquire_shared()
+    needed = ("cold.json", os.path.join("capture", "graphs.json"))
+    if not all(os.path.isfile(os.path.join(cache_dir, f)) for f in needed):
+        raise ColdEnded
 
 
 def separate_capture(cell) -> bool:
@@ -39,6 +90,7 @@ def run_cold(cell, cache_dir: str, result) -> None:
         from compilekit.model.store import write_json
 
         variant = failures.cell_variant(cell)
+    wait_for_measure_imports(cache_dir, result)
     with (
         calls.compile_gpu_turn(cell, result.steps_s),
         settings.toolkit_settings(cell.device, False, dict(cell.config), calls.cell_pass(cell)),

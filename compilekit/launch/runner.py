@@ -2,15 +2,18 @@
 and timeout, and the run directory that appears (or the good one that stays) at the end.
 
 A compiled cell's first run starts two processes (compilekit/launch/cell.py says what each
-does): `cold` (the honest cold compile, then the dump and provenance) and `measure`; later runs
-start only `measure`, which reuses the cold figure and the capture kept with the cache. An
-eager cell runs `measure` alone. Each process runs in its own session (a timeout ends its
-compile workers too), dies with its parent and enforces its own timeout.
+does), together so their imports overlap: `cold` (the honest cold compile, then the dump and
+provenance) and `measure`, which waits for it (_cold_beside_measure); under max-autotune a
+`capture` process comes between, one after another. Later runs start only `measure`, which
+reuses the cold figure and the capture kept with the cache. An eager cell runs `measure` alone.
+Each process runs in its own session (a timeout ends its compile workers too), dies with its
+parent and enforces its own timeout.
 """
 
 from __future__ import annotations
 
 import datetime
+import fcntl
 import json
 import os
 import shutil
@@ -63,6 +66,11 @@ def stop_running() -> None:
 
 def _spawn(phase, cell, stage_dir, cache_dir, timeout_s, env, log) -> int | str:
     """Run one phase process of the cell; its exit code, or "timeout"."""
+    return _finish(_start(phase, cell, stage_dir, cache_dir, timeout_s, env, log), timeout_s, log)
+
+
+def _start(phase, cell, stage_dir, cache_dir, timeout_s, env, log, pass_fds=()):
+    """Start one phase process of the cell (Popen), in its own session, marked as the cell's."""
     child_env = {
         **os.environ,
         **(env or {}),
@@ -98,12 +106,18 @@ def _spawn(phase, cell, stage_dir, cache_dir, timeout_s, env, log) -> int | str:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                pass_fds=fds,
+                pass_fds=fds + tuple(pass_fds),
             )
             _RUNNING.add(proc)
     finally:
         for fd in fds:
             os.close(fd)  # the child holds the lock now
+    return proc
+
+
+def _finish(proc, timeout_s: float, log) -> int | str:
+    """Wait for a phase process; its exit code, or "timeout" (then it is killed). What it left
+    running is ended either way."""
     try:
         # the child ends itself at timeout_s; this is the backstop
         return proc.wait(timeout=timeout_s + 15)
@@ -115,6 +129,58 @@ def _spawn(phase, cell, stage_dir, cache_dir, timeout_s, env, log) -> int | str:
         ended = reaper.end_leftovers(proc.pid, lambda: {p.pid for p in list(_RUNNING)})
         if ended:
             print(f"compilekit: ended {ended} process(es) the cell left running", file=log)
+
+
+def _cold_beside_measure(cell, stage_dir, cache_dir, timeout_s, env, log, walls):
+    """The cold and measure processes of a first run, started together so their imports overlap
+    (8-10 s each on the H200); the cold compile waits for the measure process's imports, and
+    the measure process for the cold process's end, so neither figure has the other beside it
+    (coldphase.wait_for_measure_imports, coldphase.wait_for_cold). Returns the exit codes
+    (cold, measure); measure's is None where the cold process ended the cell."""
+    from compilekit.model.store import open_lock
+
+    start = time.perf_counter()
+    # Held by the cold process from birth to death, and here until what it left running (its
+    # compile workers, still starting up) is ended: the measure process waits for it.
+    held = open_lock(os.path.join(cache_dir, coldphase.COLD_LOCK))
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        beside = {**(env or {}), coldphase.BESIDE_ENV: "1"}
+        cold = _start("cold", cell, stage_dir, cache_dir, timeout_s, beside, log, (held,))
+    except BaseException:
+        os.close(held)
+        raise
+    measure_log = open(os.path.join(stage_dir, "log.measure.txt"), "w")
+    measure = _start("measure", cell, stage_dir, cache_dir, 2 * timeout_s, beside, measure_log)
+    imported = os.path.join(cache_dir, coldphase.IMPORTED)
+    while cold.poll() is None and time.perf_counter() - start < timeout_s + 15:
+        if measure.poll() is not None and not os.path.exists(imported):
+            open(imported, "w").close()  # it died: the cold compile need not wait for it
+        time.sleep(0.05)
+    cold_code = _finish(cold, max(0.0, timeout_s + 15 - (time.perf_counter() - start)), log)
+    os.close(held)
+    walls["cold_process"] = round(time.perf_counter() - start, 3)
+    ended = cold_code != 0 or os.path.exists(os.path.join(stage_dir, "result.json"))
+    if ended:
+        _kill(measure)
+    measure_code = _finish(measure, 2 * timeout_s, measure_log)
+    walls["measure_process"] = round(time.perf_counter() - start, 3)
+    measure_log.close()
+    with open(measure_log.name, errors="replace") as f:
+        log.write(f.read())  # one log, each process's lines together
+    os.remove(measure_log.name)
+    return cold_code, None if ended else measure_code
+
+
+def _after_pair(cell, codes, timeout_s: float, stage_dir: str, log):
+    """The record of a cold and measure pair: the measure process's, or how one of them ended."""
+    log.flush()
+    cold_code, measure_code = codes
+    if os.path.exists(os.path.join(stage_dir, "result.json")):
+        return results.load(stage_dir)  # measured, or ended in the cold process
+    if cold_code != 0:
+        return _died(cell, "cold", cold_code, timeout_s, stage_dir)
+    return _died(cell, "measure", measure_code, 2 * timeout_s, stage_dir)
 
 
 def _died(cell, phase: str, code, timeout_s: float, stage_dir: str):
@@ -198,7 +264,11 @@ def _launch_locked(cell, out_dir, cache_dir, key, fresh, timeout_s, env) -> resu
     with open(log_path, "w") as log:
         if cache_note:
             print(f"compilekit: {cache_note}", file=log, flush=True)
-        for phase in phases:
+        one_by_one = phases
+        if phases == ["cold", "measure"]:
+            codes = _cold_beside_measure(cell, stage_dir, cache_dir, timeout_s, env, log, walls)
+            result, one_by_one = _after_pair(cell, codes, timeout_s, stage_dir, log), []
+        for phase in one_by_one:
             phase_start = time.perf_counter()
             code = _spawn(phase, cell, stage_dir, cache_dir, timeout_s, env, log)
             walls[f"{phase}_process"] = round(time.perf_counter() - phase_start, 3)

@@ -267,3 +267,52 @@ def test_python_api_runs_and_loads(tmp_path, cache_root, monkeypatch):
     result = compilekit.run(variant="sdpa", mode="eager", shape="1x2x64x16", out=str(tmp_path))
     assert result.status == "ok"
     assert compilekit.load(result.run_dir).to_dict() == result.to_dict()
+
+
+# A variant that notes, in a file beside it, when each cell process imported it and when each
+# of its calls ran (outside the compiled graph), with the process's phase.
+NOTING_VARIANT = """
+import json, os, sys, time
+import torch
+
+NOTES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.jsonl")
+
+
+def note(what):
+    with open(NOTES, "a") as f:
+        f.write(json.dumps([sys.argv[1], what, time.time()]) + "\\n")
+
+
+note("import")
+
+
+@torch.compiler.disable
+def called():
+    note("call")
+
+
+def attention(q, k, v):
+    called()
+    return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+"""
+
+
+def test_a_first_run_overlaps_the_imports_but_never_the_cold_compile_and_the_measure(tmp_path):
+    """The cold and measure processes of a first run start together: the measure process has
+    imported before the cold process makes its first call, and makes none of its own until
+    the cold process is done."""
+    from compilekit.launch import runner
+    from compilekit.model.spec import Cell, parse_shape
+
+    (tmp_path / "noting.py").write_text(NOTING_VARIANT)
+    cell = Cell(f"{tmp_path / 'noting.py'}:attention", "default", parse_shape("1x2x32x16"),
+                "float32", "cpu")  # fmt: skip
+    result = runner.launch(cell, str(tmp_path / "out"), cache_root=str(tmp_path / "cache"))
+    assert result.measured, result.reason
+    notes = [json.loads(ln) for ln in (tmp_path / "notes.jsonl").read_text().splitlines()]
+    at = {(phase, what): [t for p, w, t in notes if (p, w) == (phase, what)]
+          for phase in ("cold", "measure") for what in ("import", "call")}  # fmt: skip
+    assert all(at.values()), at
+    assert max(at["measure", "import"]) < min(at["cold", "call"])
+    assert max(at["cold", "call"]) < min(at["measure", "call"])
+    assert {"wait_for_cold", "cold.wait_for_measure_imports"} <= set(result.steps_s)
