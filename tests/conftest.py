@@ -171,6 +171,21 @@ def capped_attention(q, k, v):
 '''
 
 
+def gpu_lock_state(path) -> str:
+    """What holds the GPU lock at path: "alone" (no other process may share it), "shared"
+    (others may share it, not take it alone) or "free"."""
+    import fcntl
+
+    with open(path, "a") as other:
+        for how, holds in ((fcntl.LOCK_SH, "alone"), (fcntl.LOCK_EX, "shared")):
+            try:
+                fcntl.flock(other, how | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return holds
+            fcntl.flock(other, fcntl.LOCK_UN)
+    return "free"
+
+
 @pytest.fixture(scope="session")
 def user_variant(tmp_path_factory):
     """A user's variant file (`path.py`), one for the session: its cells compile once."""

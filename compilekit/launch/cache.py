@@ -93,6 +93,8 @@ def folder(cell, cache_root: str, key: dict | None = None) -> str:
     )
 
 
+# What a first run's cold process leaves in the cache, for every later measure process.
+COLD_FILES = ("cold.json", os.path.join("capture", "graphs.json"))
 # What the measure process reads of cold.json (compilekit/launch/cell.py writes it).
 COLD_FIELDS = {"compile_cold_s": (int, float), "measured_at": (str,), "includes": (str,)}
 
@@ -113,7 +115,7 @@ def state(key: dict, cache_dir: str, fresh: bool) -> tuple[bool, str | None]:
     """
     if fresh:
         return True, None
-    needed = ("key.json", "cold.json", os.path.join("capture", "graphs.json"))
+    needed = ("key.json", *COLD_FILES)
     if not all(os.path.exists(os.path.join(cache_dir, f)) for f in needed):
         return True, None
     try:

@@ -4,7 +4,7 @@ waits for) into CACHE_DIR/cold.json; then, in the same process and with nothing 
 it compiles again with every capture on, into CACHE_DIR/capture/.
 
 The capture recompile runs here rather than in a process of its own: a fresh process would pay
-torch's and Inductor's imports again (8-10 s on the H200) for a compile that takes seconds.
+torch's and Inductor's imports again (seconds each) for a compile that takes seconds.
 Under max-autotune it does get a process of its own (`capture`, separate_capture): there a
 recompile in the same process names its template kernels with the next numbers of torch's
 counters, so their keys miss the autotune cache and it would tune again (on the GPU, beside
@@ -67,8 +67,9 @@ def wait_for_cold(cache_dir: str, result) -> None:
         finally:
             os.close(fd)
         locks.acquire_shared()
-    needed = ("cold.json", os.path.join("capture", "graphs.json"))
-    if not all(os.path.isfile(os.path.join(cache_dir, f)) for f in needed):
+    from compilekit.launch.cache import COLD_FILES
+
+    if not all(os.path.isfile(os.path.join(cache_dir, f)) for f in COLD_FILES):
         raise ColdEnded
 
 

@@ -140,7 +140,7 @@ def exit_now(code: int) -> None:
     handlers, module cleanup, the CUDA context), which took about 1 s per process on a 2-core
     CPU, for nothing: every file is written and closed by now. What teardown would still have
     done that matters is done here: flush logs and streams. Inductor's compile workers are not
-    shut down, which waits for workers still starting (10 s a process on the H200): the parent
+    shut down, which waits for workers still starting (seconds a process): the parent
     ends the process group, and with it the workers (runner._spawn)."""
     import logging
 

@@ -133,7 +133,7 @@ def _finish(proc, timeout_s: float, log) -> int | str:
 
 def _cold_beside_measure(cell, stage_dir, cache_dir, timeout_s, env, log, walls):
     """The cold and measure processes of a first run, started together so their imports overlap
-    (8-10 s each on the H200); the cold compile waits for the measure process's imports, and
+    (seconds each); the cold compile waits for the measure process's imports, and
     the measure process for the cold process's end, so neither figure has the other beside it
     (coldphase.wait_for_measure_imports, coldphase.wait_for_cold). Returns the exit codes
     (cold, measure); measure's is None where the cold process ended the cell."""

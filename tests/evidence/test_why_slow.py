@@ -7,6 +7,7 @@ import os
 from types import SimpleNamespace
 
 from compilekit.evidence import diagnose, profiling, roofline
+from tests.conftest import gpu_lock_state
 
 CEILINGS = {"matmul_tflops": 100.0, "copy_gbps": 1000.0}  # ridge: 100 FLOP per byte
 
@@ -42,7 +43,6 @@ def test_the_capture_recompile_follows_the_cold_figure_outside_the_gpu_turn(
     compiles and the capture share it (on the H200 a capture holding the GPU cost 39-100 s per max-autotune
     cell). If it tunes again after all, the measure process says so."""
     import contextlib
-    import fcntl
 
     from compilekit.compile import capture
     from compilekit.launch import calls, coldphase
@@ -56,19 +56,8 @@ def test_the_capture_recompile_follows_the_cold_figure_outside_the_gpu_turn(
     (cache / "capture").mkdir(parents=True)
     seen = []
 
-    def gpu() -> str:
-        """"alone" (no other process may share it), "shared" (others may share, not take it)."""
-        with open(lock, "a") as other:
-            for how, holds in ((fcntl.LOCK_SH, "alone"), (fcntl.LOCK_EX, "shared")):
-                try:
-                    fcntl.flock(other, how | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    return holds
-                fcntl.flock(other, fcntl.LOCK_UN)
-        return "free"
-
     def first_call(cell, variant, args):
-        seen.append({"gpu": gpu(), "cold_json": (cache / "cold.json").exists()})
+        seen.append({"gpu": gpu_lock_state(lock), "cold_json": (cache / "cold.json").exists()})
         return object(), 0.5, None
 
     monkeypatch.setattr(calls, "compiled_first_call", first_call)

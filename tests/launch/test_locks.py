@@ -6,6 +6,7 @@ import os
 import time
 
 from compilekit.launch import locks
+from tests.conftest import gpu_lock_state
 
 CTX = multiprocessing.get_context("fork")
 
@@ -93,8 +94,6 @@ def test_gpu_work_without_a_figure_shares_the_gpu_and_a_figure_has_it_alone(tmp_
 def test_the_measure_process_holds_the_gpu_alone_only_for_its_figures(tmp_path, monkeypatch):
     """Timed calls and the profile: the GPU alone. The eager probe, the float64 reference:
     shared with other cells' GPU work that yields no figure."""
-    import fcntl
-
     from compilekit.evidence import gather
     from compilekit.launch import calls, cell
     from compilekit.measure import inputs, steady
@@ -106,19 +105,9 @@ def test_the_measure_process_holds_the_gpu_alone_only_for_its_figures(tmp_path, 
     monkeypatch.delenv("COMPILEKIT_CPU_LOCK", raising=False)
     seen = {}
 
-    def gpu() -> str:
-        with open(lock, "a") as other:
-            for how, holds in ((fcntl.LOCK_SH, "alone"), (fcntl.LOCK_EX, "shared")):
-                try:
-                    fcntl.flock(other, how | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    return holds
-                fcntl.flock(other, fcntl.LOCK_UN)
-        return "free"
-
     def noting(name, real):
         def wrapper(*args, **kwargs):
-            seen[name] = gpu()
+            seen[name] = gpu_lock_state(lock)
             return real(*args, **kwargs)
 
         return wrapper

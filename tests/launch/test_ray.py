@@ -61,7 +61,7 @@ def cluster(cache_root):
 
 def _end_cluster(temp: str) -> None:
     """SIGKILL the cluster's processes (those naming its temp dir) and their children: `ray stop
-    --force` took 23 s here, polling in rounds."""
+    --force` polls for them in rounds of seconds."""
     parents, named = {}, set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
