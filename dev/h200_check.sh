@@ -7,7 +7,8 @@
 #   V  sdpa eager and triton-flash eager at the blog shape, then `compilekit verify` of those
 #      and of naive default
 #   G  the GPU-marked tests (GPU_TESTS: a pytest -k expression), within G_S seconds
-#   B  the blog matrix, cold (experiments/blog_part3.toml), within B_S seconds
+#   B  the blog matrix, cold (experiments/blog_part3.toml), within B_S seconds; each cell's
+#      wall, lock waits and steps (dev/sweep_steps.py)
 # PHASES="S V G" bash dev/h200_check.sh
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
@@ -46,6 +47,7 @@ for phase in ${PHASES:-S V G}; do
       start=$(date +%s)
       timeout "${B_S:-480}" python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog \
         > "$OUT/B_sweep.txt" 2>&1
-      echo "blog sweep rc=$? wall_s $(( $(date +%s) - start ))" | tee -a "$OUT/B_sweep.txt" ;;
+      echo "blog sweep rc=$? wall_s $(( $(date +%s) - start ))" | tee -a "$OUT/B_sweep.txt"
+      python3 dev/sweep_steps.py /tmp/blog > "$OUT/B_steps.txt" 2>&1 ;;
   esac
 done

@@ -45,3 +45,41 @@ def toolkit_settings(
         cell_changes["joint_custom_pre_pass"] = graph_pass
     with config.patch({**cell_changes, **changes}):
         yield changes
+
+
+_AROUND: list = []  # the (on_start, on_end) pairs of the around_compiles blocks now open
+
+
+def _on_compile(which: int):
+    def hook(*args):  # torch >= 2.6 passes CallbackArgs; earlier versions pass nothing
+        trigger = getattr(args[0], "callback_trigger", None) if args else None
+        if trigger is None or trigger.name == "DYNAMO":
+            for pair in list(_AROUND):
+                pair[which]()
+
+    return hook
+
+
+_START, _END = _on_compile(0), _on_compile(1)
+
+
+@contextlib.contextmanager
+def around_compiles(on_start, on_end):
+    """Call on_start() when a Dynamo compile begins and on_end() when it is done, for the block.
+    Through torch's compile callbacks, registered once and left in place (torch may clear its
+    list, e.g. in torch._dynamo.reset(); they are registered again then), doing nothing outside
+    such a block. Only Dynamo's compiles: torch also signals CUDA-graph recordings this way, and
+    those run kernels."""
+    from torch._dynamo import callback
+
+    handler = callback.callback_handler
+    if _START not in handler.start_callbacks:
+        handler.register_start_callback(_START)
+    if _END not in handler.end_callbacks:
+        handler.register_end_callback(_END)
+    pair = (on_start, on_end)
+    _AROUND.append(pair)
+    try:
+        yield
+    finally:
+        _AROUND.remove(pair)

@@ -67,10 +67,10 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
                 )
             result.settings = {f"torch._inductor.config.{k}": v for k, v in changes.items()}
         coldphase.wait_for_cold(cache_dir, result)  # a first run: after the cold process
-        # The GPU from here on, not before: the imports above are CPU work (they share the CPU
-        # lock, so no timing overlaps them). Shared with other cells up to the timed calls: no
-        # figure is read here (compilekit/launch/locks.py).
-        with locks.gpu_shared(result.steps_s):
+        # The GPU from here on, not before: the imports above are CPU work. Shared with other
+        # cells up to the timed calls, no figure is read here, and let go while the warm compile
+        # compiles (compilekit/launch/locks.py).
+        with locks.gpu_shared_between_compiles(result.steps_s):
             eager_out, args = _first_calls(cell, variant, result)
             compiled = variant.attention
             if cell.mode != "eager":
@@ -81,11 +81,7 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
                 del out
         # Timed before the float64 reference and the error check, in the order a user's
         # process (and verify's bare child) runs: inputs, one eager call, compile, time.
-        with (
-            result.step("time"),
-            locks.gpu_turn(result.steps_s),
-            locks.cpu_alone(result.steps_s),
-        ):
+        with result.step("time"), locks.timed_alone(result.steps_s, cell.device):
             steady.time_cell(cell, variant, compiled, args, result)
         with result.step("reference_and_check"), locks.gpu_shared(result.steps_s):
             ref, result.reference = inputs.reference_output(variant, *args)
@@ -140,7 +136,7 @@ def _warm_compile(cell, variant, args, cache_dir: str, result):
 
     cold = read_json(os.path.join(cache_dir, "cold.json"))
     with result.step("compile_warm"), diagnose.cudagraph_skip_reasons() as skip_reasons:
-        compiled, warm_s, _ = calls.compiled_first_call(cell, variant, args)
+        compiled, warm_s, _ = calls.compiled_first_call(cell, variant, args, result.steps_s)
     if cell.device == "cpu":
         # Inductor's compile workers keep cores busy after the compile; on a 2-core machine
         # they would be timed along with the kernels.

@@ -103,7 +103,7 @@ def run_cold(cell, cache_dir: str, result) -> None:
             # it is also where a refusal of the variant itself shows.
             calls.eager_first(variant, args, cell)
         with result.step("compile_cold"), diagnose.autotune_choices() as tuned:
-            compiled, cold_s, out = calls.compiled_first_call(cell, variant, args)
+            compiled, cold_s, out = calls.compiled_first_call(cell, variant, args, result.steps_s)
         del compiled, out  # a CUDA graph's memory pool goes with them
     write_json(
         os.path.join(cache_dir, "cold.json"),
@@ -150,7 +150,7 @@ def _capture(cell, variant, args, capture_dir: str, result) -> None:
 
     graph_pass = calls.cell_pass(cell)  # a fresh one: its counts are this compile's
     with (
-        locks.gpu_shared(result.steps_s),
+        locks.gpu_shared_between_compiles(result.steps_s),
         result.step("compile_capture"),
         settings.toolkit_settings(cell.device, True, dict(cell.config), graph_pass),
         capture.capture_on(capture_dir),

@@ -3,12 +3,18 @@
 - The GPU: a readers-writer lock per GPU (COMPILEKIT_GPU_LOCK). GPU work that yields a figure
   holds it alone: the timed calls, the profile and kernel map, max-autotune's benchmarks of its
   candidates. GPU work that yields none shares it: the first kernels, the eager probe, a warm
-  or cold compile's first call, the float64 reference. So no figure is read while another
-  cell's kernels run, and cells wait for one another only for those. A turnstile, as for the
+  or cold compile's first call, the float64 reference; a compile lets it go while Dynamo and
+  Inductor work on the CPU (gpu_shared_between_compiles). So no figure is read while another
+  cell's kernels run, and a figure waits for kernels, not for compiles. A turnstile, as for the
   CPU, keeps new sharers out while a figure waits.
-- The CPU: a readers-writer lock over the whole sweep (COMPILEKIT_CPU_LOCK). Starting up and
-  compiling hold it shared; the timed calls hold it alone, so no other cell process of the sweep
-  imports, starts up or compiles while a host-bound cell is timed. A second lock file (the
+- The CPU, for a CUDA cell's timed calls, where the machine has cores to spare (core_plan):
+  each GPU of the sweep gets a physical core that no cell process runs on (QUIET_ENV), the rest
+  (BUSY_ENV) carry every cell process and its compile workers; the timing thread moves onto its
+  GPU's quiet core for the timed calls (timed_alone). Start-ups and compiles go on meanwhile.
+- The CPU otherwise (a CPU cell's timed calls, whose kernels use every core; a machine with
+  too few cores): a readers-writer lock over the whole sweep (COMPILEKIT_CPU_LOCK). Starting
+  up and compiling hold it shared; the timed calls hold it alone (cpu_alone), so no other cell
+  process of the sweep imports, starts up or compiles while they run. A second lock file (the
   turnstile) keeps new readers out while a timer waits, so timers are never starved.
   The parent takes the shared lock before it starts a cell process and hands the descriptor
   down (COMPILEKIT_CPU_LOCK_FD), so even the child's imports run under it.
@@ -92,6 +98,76 @@ def cpu_alone(record: dict):
     acquire_shared()
 
 
+QUIET_ENV = "COMPILEKIT_QUIET_CORES"  # this cell's GPU's cores for its timed calls
+BUSY_ENV = "COMPILEKIT_BUSY_CORES"  # the cores every cell process of the sweep runs on
+
+
+def _cores(text: str) -> set[int]:
+    return {int(c) for c in text.split(",")}
+
+
+def _siblings(core: int) -> set[int]:
+    """The logical CPUs of core's physical core (itself where the kernel does not say)."""
+    path = f"/sys/devices/system/cpu/cpu{core}/topology/thread_siblings_list"
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return {core}
+    out = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        out.update(range(int(low), int(high or low) + 1))
+    return out
+
+
+def core_plan(gpus: list[str]) -> dict[str, dict[str, str]] | None:
+    """For a sweep's cell processes on these GPUs: {gpu: environment} giving each GPU a
+    physical core of its own (QUIET_ENV) for its cells' timed calls and all the other cores
+    (BUSY_ENV) to every cell process's start-up and compiles. None where the machine has too
+    few cores to spare one per GPU and keep two for the rest: the timed calls then take the
+    whole CPU through the CPU lock (cpu_alone)."""
+    allowed = os.sched_getaffinity(0)
+    groups: list[set[int]] = []
+    for core in sorted(allowed, reverse=True):  # the last cores: the first carry the OS's work
+        if not any(core in g for g in groups):
+            groups.append(_siblings(core) & allowed)
+    quiet = dict(zip(gpus, groups))
+    busy = allowed - set().union(*quiet.values())
+    if len(quiet) < len(gpus) or len(busy) < 2:
+        return None
+    text = lambda cores: ",".join(map(str, sorted(cores)))  # noqa: E731
+    return {gpu: {QUIET_ENV: text(quiet[gpu]), BUSY_ENV: text(busy)} for gpu in gpus}
+
+
+def keep_off_quiet_cores(pid: int, env: dict) -> None:
+    """Put a freshly started cell process (and so the compile workers it will start) on the
+    sweep's busy cores, if the sweep has quiet ones."""
+    if env.get(BUSY_ENV):
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(pid, _cores(env[BUSY_ENV]))
+
+
+@contextlib.contextmanager
+def timed_alone(record: dict, device: str):
+    """The timed calls: this cell's GPU alone (gpu_turn), and a CPU no other cell process of the
+    sweep uses: for a CUDA cell where the sweep gave its GPU a quiet core, this thread moves
+    there for the block (the others keep to the busy cores, so start-ups and compiles go on
+    beside it); otherwise the whole CPU through the CPU lock."""
+    quiet = os.environ.get(QUIET_ENV)
+    with gpu_turn(record):
+        if device != "cuda" or not quiet:
+            with cpu_alone(record):
+                yield
+            return
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, _cores(quiet))  # this thread: the one that times
+        try:
+            yield
+        finally:
+            os.sched_setaffinity(0, before)
+
+
 def gpu_turn(record: dict):
     """Hold this cell's GPU alone for the block (COMPILEKIT_GPU_LOCK): work that yields a
     figure. Records the wait. Never inside gpu_shared: one process, two descriptors, would
@@ -105,26 +181,62 @@ def gpu_shared(record: dict):
 
 
 @contextlib.contextmanager
+def gpu_shared_between_compiles(record: dict):
+    """gpu_shared, let go while Dynamo and Inductor compile inside the block (CPU work, seconds)
+    and taken again before the compiled code runs, so a figure waits for kernels, not for a
+    compile. The waits to take it again are added to record["gpu_lock_wait_s"]."""
+    path = os.environ.get("COMPILEKIT_GPU_LOCK")
+    if not path:
+        yield
+        return
+    from compilekit.compile import settings
+
+    hold = _GpuHold(path, False, record)
+    hold.take()
+    try:
+        with settings.around_compiles(hold.let_go, hold.take):
+            yield
+    finally:
+        hold.let_go()
+
+
+class _GpuHold:
+    """One process's hold on its GPU's lock, taken and let go as often as asked."""
+
+    def __init__(self, path: str, exclusive: bool, record: dict):
+        self.path, self.exclusive, self.record = path, exclusive, record
+        self.fds: list[int] = []
+
+    def take(self) -> None:
+        if self.fds:
+            return
+        release_shared()  # waiting for the GPU while holding the CPU lock could deadlock a timer
+        start = time.perf_counter()
+        turn, fd = open_lock(_turnstile(self.path)), open_lock(self.path)
+        self.fds = [fd, turn]
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
+        if not self.exclusive:  # a sharer lets the next one in; a figure keeps them out
+            os.close(self.fds.pop())
+        self.record["gpu_lock_wait_s"] = round(
+            self.record.get("gpu_lock_wait_s", 0) + time.perf_counter() - start, 3
+        )
+        acquire_shared()
+
+    def let_go(self) -> None:
+        while self.fds:
+            os.close(self.fds.pop())
+
+
+@contextlib.contextmanager
 def _gpu(record: dict, exclusive: bool):
     path = os.environ.get("COMPILEKIT_GPU_LOCK")
     if not path:
         yield
         return
-    release_shared()  # waiting for the GPU while holding the CPU lock could deadlock a timer
-    start = time.perf_counter()
-    turn, fd = open_lock(_turnstile(path)), open_lock(path)
+    hold = _GpuHold(path, exclusive, record)
     try:
-        fcntl.flock(turn, fcntl.LOCK_EX)
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        if not exclusive:  # a sharer lets the next one in; a figure keeps them out
-            os.close(turn)
-            turn = None
-        record["gpu_lock_wait_s"] = round(
-            record.get("gpu_lock_wait_s", 0) + time.perf_counter() - start, 3
-        )
-        acquire_shared()
+        hold.take()
         yield
     finally:
-        os.close(fd)
-        if turn is not None:
-            os.close(turn)
+        hold.let_go()

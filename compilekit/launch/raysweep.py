@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections import Counter
 
-from compilekit.launch import runner, sweep
+from compilekit.launch import locks, runner, sweep
 from compilekit.model import result as results
 from compilekit.model.errors import UserError
 from compilekit.model.store import Busy, exclusive_lock
@@ -189,6 +189,17 @@ def run_cell_task(cell_data: dict, task: dict, board) -> dict:
         board.stop.remote(cell.label())
 
 
+def _host_gpus(visible: str) -> list[str]:
+    """Every GPU of this node (the driver lists one folder per GPU), so each cell's quiet core
+    is kept off by all the others (locks.core_plan); the visible ones where the driver does
+    not say."""
+    try:
+        count = len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        count = 0
+    return [str(i) for i in range(count)] or visible.split(",")
+
+
 def _measure(cell, task: dict, node: dict) -> dict:
     env = {
         # the node's cells of this sweep take turns on the CPU's timed phase
@@ -199,6 +210,7 @@ def _measure(cell, task: dict, node: dict) -> dict:
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     if cell.device == "cuda" and gpus:  # the GPU Ray gave this task, locked like a local one
         env["CUDA_VISIBLE_DEVICES"] = gpus
+        env.update((locks.core_plan(_host_gpus(gpus)) or {}).get(gpus.split(",")[0], {}))
         env["COMPILEKIT_GPU_LOCK"] = os.path.join(
             tempfile.gettempdir(), f"compilekit-gpu{gpus.split(',')[0]}.lock"
         )

@@ -109,6 +109,7 @@ def _start(phase, cell, stage_dir, cache_dir, timeout_s, env, log, pass_fds=()):
                 pass_fds=fds + tuple(pass_fds),
             )
             _RUNNING.add(proc)
+        locks.keep_off_quiet_cores(proc.pid, child_env)
     finally:
         for fd in fds:
             os.close(fd)  # the child holds the lock now

@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 
-from compilekit.launch import runner
+from compilekit.launch import locks, runner
 from compilekit.model import result as results
 from compilekit.model.errors import UserError
 from compilekit.model.experiment import Experiment, against_json
@@ -140,7 +140,9 @@ def run_sweep(
 def _run_locked(experiment, out_dir, gpus, force, retry, cache_root, fresh, per_gpu, log):
     done, cells = select_cells(experiment, out_dir, force, retry, log)
     todo: queue.Queue = queue.Queue()
-    for cell in cells:
+    # max-autotune's cold compiles first: the longest, with the GPU alone while they tune, so
+    # the other cells' start-ups and compiles fill that time instead of a sweep's tail
+    for cell in sorted(cells, key=lambda c: not c.mode.startswith("max-autotune")):
         todo.put(cell)
     total, pending = len(experiment.cells), todo.qsize()
     print(
@@ -152,13 +154,15 @@ def _run_locked(experiment, out_dir, gpus, force, retry, cache_root, fresh, per_
     lock, start = threading.Lock(), time.perf_counter()
     finished = 0
     workers = [gpu for gpu in gpus for _ in range(per_gpu)] if gpus else [None]
-    shared = {}
+    shared, cores = {}, None
     if len(workers) > 1:  # several cell processes at once: the timed phase takes the CPU alone
         shared["COMPILEKIT_CPU_LOCK"] = os.path.join(tempfile.gettempdir(), "compilekit-cpu.lock")
+        cores = locks.core_plan(gpus)  # or a core of its own, where the machine has enough
 
     def launch(cell, gpu) -> results.CellResult:
         env = dict(shared)
         if gpu is not None:
+            env.update((cores or {}).get(gpu, {}))
             env["CUDA_VISIBLE_DEVICES"] = gpu
             env["COMPILEKIT_GPU_LOCK"] = os.path.join(
                 tempfile.gettempdir(), f"compilekit-gpu{gpu}.lock"

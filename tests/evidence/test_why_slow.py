@@ -56,7 +56,7 @@ def test_the_capture_recompile_follows_the_cold_figure_outside_the_gpu_turn(
     (cache / "capture").mkdir(parents=True)
     seen = []
 
-    def first_call(cell, variant, args):
+    def first_call(cell, variant, args, record=None):
         seen.append({"gpu": gpu_lock_state(lock), "cold_json": (cache / "cold.json").exists()})
         return object(), 0.5, None
 

@@ -1,5 +1,6 @@
-"""The sweep's CPU lock (compilekit/launch/locks.py): a timer has the CPU alone, and readers that
-come while it waits wait for it. Processes, not threads: the lock is held per process."""
+"""Taking turns in a sweep (compilekit/launch/locks.py): the CPU lock (a timer has the CPU alone,
+and readers that come while it waits wait for it), the quiet cores, the GPU lock. Processes,
+not threads: the locks are held per process."""
 
 import multiprocessing
 import os
@@ -124,3 +125,82 @@ def test_the_measure_process_holds_the_gpu_alone_only_for_its_figures(tmp_path, 
         "reference": "shared",
         "profile": "alone",
     }
+
+
+def test_each_gpu_gets_a_physical_core_no_cell_process_runs_on(monkeypatch):
+    """16 logical CPUs, SMT pairs (n, n+8): two GPUs get the last two physical cores, both
+    threads each; the other 12 CPUs carry the cell processes. Two cores for one GPU: too few."""
+    monkeypatch.setattr(locks.os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setattr(locks, "_siblings", lambda core: {core % 8, core % 8 + 8})
+    plan = locks.core_plan(["0", "1"])
+    quiet = {gpu: set(map(int, env[locks.QUIET_ENV].split(","))) for gpu, env in plan.items()}
+    assert quiet == {"0": {7, 15}, "1": {6, 14}}
+    assert {env[locks.BUSY_ENV] for env in plan.values()} == {"0,1,2,3,4,5,8,9,10,11,12,13"}
+    monkeypatch.setattr(locks.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(locks, "_siblings", lambda core: {core})
+    assert locks.core_plan(["0"]) is None
+
+
+def _cuda_timer(path, quiet, busy, events):
+    """A CUDA cell's timed calls in a sweep with quiet cores, on the busy cores until then."""
+    os.environ.update({"COMPILEKIT_CPU_LOCK": path, locks.QUIET_ENV: quiet, locks.BUSY_ENV: busy})
+    os.environ.pop("COMPILEKIT_GPU_LOCK", None)
+    locks.keep_off_quiet_cores(0, os.environ)
+    with locks.timed_alone({}, "cuda"):
+        events.put(("timer", "got", time.monotonic()))
+        events.put(("timer", "on", sorted(os.sched_getaffinity(0))))
+    events.put(("timer", "after", sorted(os.sched_getaffinity(0))))
+
+
+def test_a_cuda_timer_takes_its_quiet_core_and_lets_compiles_go_on(tmp_path):
+    """The timer does not wait for a compile that holds the CPU lock; it runs on its quiet core
+    and goes back to the busy ones after."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        import pytest
+
+        pytest.skip("needs two CPUs")
+    quiet, busy = str(cores[-1]), ",".join(map(str, cores[:-1]))
+    path, events = str(tmp_path / "cpu.lock"), CTX.Queue()
+    compile_ = _start(_read, path, 1.0, events, "compile")
+    time.sleep(0.2)
+    timer = _start(_cuda_timer, path, quiet, busy, events)
+    t = _timeline([compile_, timer], events)
+    assert t[("timer", "got")] < t[("compile", "done")]
+    assert t[("timer", "on")] == [cores[-1]]
+    assert t[("timer", "after")] == cores[:-1]
+
+
+def test_a_compile_lets_the_gpu_go_while_it_compiles(tmp_path, monkeypatch):
+    """Shared before the compile, free while Dynamo and the backend work, shared again for the
+    compiled code's kernels; free after the block."""
+    import torch
+
+    lock = tmp_path / "gpu0.lock"
+    monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(lock))
+    monkeypatch.delenv("COMPILEKIT_CPU_LOCK", raising=False)
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(("compiling", gpu_lock_state(lock)))
+
+        def run(*args):
+            seen.append(("running", gpu_lock_state(lock)))
+            return gm.forward(*args)
+
+        return run
+
+    torch._dynamo.reset()
+    fn = torch.compile(lambda x: (x + 1).sin(), backend=backend)
+    record = {}
+    with locks.gpu_shared_between_compiles(record):
+        seen.append(("before", gpu_lock_state(lock)))
+        fn(torch.ones(3))
+    seen.append(("after", gpu_lock_state(lock)))
+    assert seen == [
+        ("before", "shared"),
+        ("compiling", "free"),
+        ("running", "shared"),
+        ("after", "free"),
+    ]
+    assert "gpu_lock_wait_s" in record
