@@ -30,9 +30,9 @@ export VARIANT MODE DEVICE OUT SHAPE DTYPE FRESH TIMEOUT SET PASS RUN KERNEL EXP
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
-install:  ## install compilekit, test, plot and Ray deps, triton's interpreter (CPU torch 2.13 on CPU machines)
+install:  ## install compilekit, test, plot, Ray and model deps, triton's interpreter (CPU torch 2.13 on CPU machines)
 	$(PYTHON) -m pip install -q torch==2.13.0 || $(PYTHON) -m pip install -q torch
-	$(PYTHON) -m pip install -q -e '.[dev,plot,ray]'
+	$(PYTHON) -m pip install -q -e '.[dev,plot,ray,models]'
 	@# Triton's interpreter runs triton-flash on the CPU; never replace a CUDA torch's own triton
 	$(PYTHON) -c "import triton, numpy" 2>/dev/null || $(PYTHON) -m pip install -q triton numpy
 

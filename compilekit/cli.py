@@ -29,6 +29,8 @@ def cmd_run(args) -> int:
         args.timeout,
     )
     result = run_cell(cell, args.out, fresh=args.fresh, timeout_s=args.timeout)
+    if result.failure == "bad_input":
+        raise UserError(result.reason)
     if result.status == "unsupported":
         raise UserError(
             f"{result.reason} (choose another variant, mode, dtype or device; "
@@ -55,7 +57,8 @@ def cmd_list(args) -> int:
     print(tabulate([(m, d) for m, (_, d) in MODES.items()], headers=["mode", "what it does"]))
     print(
         "\nA variant of your own: VARIANT=path/to/file.py:callable (signature (q, k, v) -> out, "
-        "[B, H, S, D])."
+        "[B, H, S, D]); a model of your own: VARIANT=path/to/file.py:factory (signature "
+        "(shape, dtype, device) -> Workload, SHAPE=BxS: docs/models.md)."
     )
     return 0
 

@@ -17,6 +17,7 @@ from compilekit.model.spec import (
 )
 
 DEFAULT_SHAPES = {"cuda": "8x16x1024x64", "cpu": "1x8x512x64"}
+MODEL_SHAPES = {"cuda": "8x128", "cpu": "1x128"}  # a model workload's batch x tokens
 DEFAULT_DTYPES = {"cuda": "bfloat16", "cpu": "float32"}
 
 
@@ -94,20 +95,22 @@ def make_cell(
     timeout_s (the cell's)."""
     from compilekit.compile import knobs
     from compilekit.compile.modes import check_mode
-    from compilekit.compile.variant import check_variant, is_user_spec
+    from compilekit.compile.variant import check_shape, check_variant, is_user_spec
 
     if is_user_spec(variant):  # absolute, so the cell (and its label) do not depend on the cwd
         path, fn = variant.rsplit(":", 1)
         variant = f"{os.path.abspath(path)}:{fn}"
     if timeout_s is not None:
         check_timeout(timeout_s)
-    check_variant(variant, timeout_s)
+    workload = check_variant(variant, timeout_s)
     check_mode(mode)
     check_seed(seed)
     # None takes the device's default; an empty string is a typo, refused by the parsers
     shape_obj = parse_shape(shape) if shape is not None else None
     dtype_name = parse_dtype(dtype) if dtype is not None else None
     device = resolve_device(device)
+    shape_obj = shape_obj or parse_shape((MODEL_SHAPES if workload else DEFAULT_SHAPES)[device])
+    check_shape(variant, shape_obj, workload)
     config = dict(knobs.parse_assignment(a) for a in assignments)
     knobs.check_mode(config, mode)
     config = knobs.validate(config, "--set")
@@ -124,7 +127,7 @@ def make_cell(
     return Cell(
         variant,
         mode,
-        shape_obj or parse_shape(DEFAULT_SHAPES[device]),
+        shape_obj,
         dtype_name or DEFAULT_DTYPES[device],
         device,
         seed,

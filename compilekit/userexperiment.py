@@ -14,9 +14,10 @@ import os
 import re
 
 from compilekit.compile.knobs import INDUCTOR_MODES
+from compilekit.compile.variant import check_shape
 from compilekit.model.errors import UserError
 from compilekit.model.experiment import Experiment, parse_baseline
-from compilekit.model.spec import Cell, check_seed, parse_device, parse_dtype, parse_shape
+from compilekit.model.spec import Cell, Tokens, check_seed, parse_device, parse_dtype, parse_shape
 
 # The most cells one experiment may hold.
 MAX_CELLS = 10_000
@@ -152,6 +153,9 @@ def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs:
     _check_names(path, text, merged, timeout_s)
     try:
         shapes = [parse_shape(s) for s in merged["shapes"]]
+        for variant, workload in merged["workloads"].items():
+            if not any(isinstance(s, Tokens) == workload for s in shapes):
+                check_shape(variant, shapes[0], workload)  # names the kind it takes
         dtype = parse_dtype(merged.get("dtype", "float32"))
         device = parse_device(merged.get("device", "auto"))
     except UserError as exc:
@@ -161,6 +165,7 @@ def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs:
         "variants": merged["variants"],
         "modes": merged["modes"],
         "shapes": shapes,
+        "workloads": merged["workloads"],
         "dtype": dtype,
         "device": device,
         "seed": int(merged.get("seed", 0)),
@@ -176,7 +181,12 @@ def _check_names(path: str, text: str, merged: dict, timeout_s: float) -> None:
     from compilekit.compile.passes import load_pass
     from compilekit.compile.variant import check_variant
 
-    checks = [(v, v, lambda v: check_variant(v, timeout_s)) for v in merged["variants"]]
+    workloads = merged["workloads"] = {}  # variant -> whether it is a model (BxS shapes)
+
+    def check(variant):
+        workloads[variant] = check_variant(variant, timeout_s)
+
+    checks = [(v, v, check) for v in merged["variants"]]
     checks += [(m, m, check_mode) for m in merged["modes"]]
     # a pass's file, factory and interface, before any cell
     written = merged.get("passes", [])
@@ -194,6 +204,8 @@ def _cells(matrix: dict, device: str):
     for (config_name, config), variant, mode, shape in itertools.product(
         matrix["configs"].items(), matrix["variants"], matrix["modes"], matrix["shapes"]
     ):
+        if isinstance(shape, Tokens) != matrix["workloads"][variant]:
+            continue  # a matrix of models and attention variants: each takes its own shapes
         inductor = mode in INDUCTOR_MODES
         if not inductor:
             config_name, config = "", {}

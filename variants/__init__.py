@@ -1,4 +1,6 @@
-"""Attention variants: one implementation per file, `attention(q, k, v) -> Tensor` in [B, H, S, D].
+"""Attention variants: one implementation per file, `attention(q, k, v) -> Tensor` in [B, H, S, D];
+and model workloads (MODELS): `workload(shape, dtype, device) -> Workload` for a BxS shape
+(compilekit/measure/workload.py says what a factory returns).
 
 A module may also define `reference(q, k, v)` (the float64 truth it is checked against; without
 one the built-ins use `compilekit.measure.inputs.causal_reference`) and `DESCRIPTION` (one line).
@@ -22,4 +24,9 @@ VARIANTS = {
     "sdpa-gqa": "variants.sdpa_gqa",
     "flex-gqa": "variants.flex_gqa",
     "flex-window": "variants.flex_window",
+}
+
+# name -> module of a model workload (transformers: the `models` extra)
+MODELS = {
+    "bert-base": "variants.bert_base",
 }

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from compilekit import ROOT
 from compilekit.compile.modes import MODES
 from compilekit.model.errors import UserError
-from variants import VARIANTS
+from variants import MODELS, VARIANTS
 
 
 @dataclasses.dataclass
@@ -29,12 +29,17 @@ class Variant:
     # mode -> why: a known limitation of torch's under that mode, which turns a failure of the
     # cell in that mode into `unsupported` with this reason (a cell that passes stays `ok`)
     known_limits: dict = dataclasses.field(default_factory=dict)
+    # a model workload: factory(shape, dtype, device) -> Workload (measure/workload.py); its
+    # model becomes `attention` (the callable compiled and timed) once built for a cell
+    factory: Callable | None = None
+    workload: object = None
 
     @property
     def has_reference(self) -> bool:
-        """Built-ins are checked against a float64 reference; a user variant only if its file
-        defines `reference` (else against itself on float64 inputs)."""
-        return self.builtin or self.reference is not None
+        """Built-ins and workloads (their model in float64) are checked against a float64
+        reference; a user variant only if its file defines `reference` (else against itself
+        on float64 inputs)."""
+        return self.builtin or self.reference is not None or self.factory is not None
 
     def source_files(self) -> list[str]:
         """The variant's file and every project file it imports, directly or not: the files
@@ -46,7 +51,7 @@ def source_file(spec: str) -> str:
     """The file that defines a variant, found without importing it (a user's file as given)."""
     if is_user_spec(spec):
         return os.path.abspath(spec.rsplit(":", 1)[0])
-    found = importlib.util.find_spec(VARIANTS[spec])
+    found = importlib.util.find_spec({**VARIANTS, **MODELS}[spec])
     return os.path.abspath(found.origin)
 
 
@@ -66,14 +71,27 @@ def closure_hash(path: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def check_variant(spec: str, import_timeout_s: float | None = None) -> None:
-    """UserError unless spec names a registered variant or a user file's callable. A registry
-    name is checked without importing it; a user file is imported (its callable must exist),
-    within import_timeout_s (the cell's timeout) when given."""
+def check_variant(spec: str, import_timeout_s: float | None = None) -> bool:
+    """UserError unless spec names a registered variant or model, or a user file's callable;
+    True for a model workload (its shapes are BxS). A registry name is checked without
+    importing it; a user file is imported (its callable must exist), within import_timeout_s
+    (the cell's timeout) when given."""
     if is_user_spec(spec):
-        _load_user_variant(spec, import_timeout_s)
-    elif spec not in VARIANTS:
+        return _load_user_variant(spec, import_timeout_s).factory is not None
+    if spec not in VARIANTS and spec not in MODELS:
         load_variant(spec)  # raises the registry's UserError with the list of names
+    return spec in MODELS
+
+
+def check_shape(spec: str, shape, workload: bool) -> None:
+    """UserError where the shape's kind is not the variant's: BxS for a model workload,
+    BxHxSxD for an attention variant."""
+    from compilekit.model.spec import Tokens
+
+    if workload != isinstance(shape, Tokens):
+        want = "BxS (batch x tokens, e.g. 8x128)" if workload else "BxHxSxD (e.g. 8x16x1024x64)"
+        kind = "a model" if workload else "an attention variant"
+        raise UserError(f"{spec!r} is {kind}: give its shape as {want}, not {shape}")
 
 
 def import_closure(path: str) -> list[str]:
@@ -149,10 +167,12 @@ def load_variant(spec: str) -> Variant:
     """Import a variant; unknown names, missing files and missing callables raise UserError."""
     if is_user_spec(spec):
         return _load_user_variant(spec)
+    if spec in MODELS:
+        return _load_model(spec)
     if spec not in VARIANTS:
         raise UserError(
-            f"unknown variant {spec!r}: choose one of {', '.join(VARIANTS)} "
-            "or give path/to/file.py:callable"
+            f"unknown variant {spec!r}: choose one of {', '.join(VARIANTS)}, a model "
+            f"({', '.join(MODELS)}) or give path/to/file.py:callable"
         )
     module = importlib.import_module(VARIANTS[spec])
     return Variant(
@@ -165,6 +185,42 @@ def load_variant(spec: str) -> Variant:
         getattr(module, "flops", None),
         known_limits(module, VARIANTS[spec]),
     )
+
+
+def _load_model(spec: str) -> Variant:
+    """A built-in model workload (variants.MODELS); transformers is the `models` extra."""
+    try:
+        module = importlib.import_module(MODELS[spec])
+    except ImportError as exc:
+        raise UserError(
+            f"model {spec!r} needs {exc.name or 'transformers'}: pip install 'compilekit[models]'"
+        ) from None
+    return _workload_variant(spec, module.workload, module, inspect.getfile(module), True)
+
+
+def _workload_variant(spec, factory, module, source: str, builtin: bool) -> Variant:
+    description = getattr(module, "DESCRIPTION", "") or (module.__doc__ or "").strip()
+    return Variant(
+        spec,
+        None,
+        None,
+        description.split("\n")[0],
+        source,
+        builtin,
+        None,
+        known_limits(module, source),
+        factory=factory,
+    )
+
+
+def is_factory(fn) -> bool:
+    """A user's callable is a workload factory when its first parameter is named `shape`
+    (an attention function takes q, k, v)."""
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return False
+    return bool(params) and params[0] == "shape"
 
 
 def _run_module(loader, module, path: str, timeout_s: float | None) -> None:
@@ -231,6 +287,8 @@ def _load_user_variant(spec: str, import_timeout_s: float | None = None) -> Vari
         raise UserError(
             f"no callable {name!r} in {path}: choose one of {', '.join(found) or '(none)'}"
         )
+    if is_factory(fn):  # its workloads are checked against their own model in float64
+        return _workload_variant(spec, fn, module, os.path.abspath(path), False)
     # Without a reference of its own, a user's variant is checked against itself on float64
     # inputs: `has_reference` False makes that cell "self-consistent" at best, never "ok".
     return Variant(
@@ -262,4 +320,17 @@ def known_limits(module, where: str) -> dict:
 
 def describe_all() -> list[tuple[str, str]]:
     """(name, description) for every registered variant."""
-    return [(name, load_variant(name).description) for name in VARIANTS]
+    return [(name, load_variant(name).description) for name in VARIANTS] + [
+        (name, _model_description(name)) for name in MODELS
+    ]
+
+
+def _model_description(name: str) -> str:
+    """A model's DESCRIPTION, read without importing it (transformers is optional)."""
+    import ast
+
+    tree = ast.parse(open(source_file(name)).read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "DESCRIPTION":
+            return ast.literal_eval(node.value)
+    return ""

@@ -59,13 +59,14 @@ def eager_first(variant, args, cell):
     return None, f"eager could not run ({reason}): only the compiled call was checked and timed"
 
 
-def checked(out, q, what: str, result) -> None:
-    """CellEnded unless `out` can be the answer for q; the output's dtype goes on the record."""
+def checked(out, expected: tuple, what: str, result) -> None:
+    """CellEnded unless `out` can be the cell's answer (expected: inputs.expected_output); the
+    output's dtype goes on the record."""
     from compilekit.measure import inputs
 
     if hasattr(out, "dtype"):
         result.output_dtype = str(out.dtype).removeprefix("torch.")
-    problem = inputs.output_problem(out, q)
+    problem = inputs.output_problem(out, *expected)
     if problem:
         status = "wrong" if problem.startswith(("output shape", "output dtype")) else "failed"
         raise failures.CellEnded(status, f"{what} {problem}")

@@ -72,12 +72,13 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
         # compiles (compilekit/launch/locks.py).
         with locks.gpu_shared_between_compiles(result.steps_s):
             eager_out, args = _first_calls(cell, variant, result)
+            expected = inputs.expected_output(variant, args, cell.dtype)
             compiled = variant.attention
             if cell.mode != "eager":
                 compiled = _warm_compile(cell, variant, args, cache_dir, result)
             with result.step("first_check"):
                 out = compiled(*args)
-                calls.checked(out, args[0], "compiled:", result)
+                calls.checked(out, expected, "compiled:", result)
                 del out
         # Timed before the float64 reference and the error check, in the order a user's
         # process (and verify's bare child) runs: inputs, one eager call, compile, time.
@@ -91,7 +92,7 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
             # a fresh call, not the first check's output: a CUDA graph's output is overwritten
             # by the timed replays (torch then refuses to read the old one)
             result.max_rel_err = inputs.max_rel_err(compiled(*args), ref)
-            result.error_bound = inputs.ERROR_BOUNDS[cell.dtype]
+            result.error_bound = inputs.error_bound(variant, cell.dtype)
             del ref
         from compilekit.model.result import verdict
 
@@ -120,10 +121,11 @@ def _first_calls(cell, variant, result):
         if reason := inputs.dtype_probe(cell.dtype, cell.device):
             raise failures.CellEnded("unsupported", reason)
     with result.step("inputs"):
-        args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+        args = inputs.cell_inputs(variant, cell)
         eager_out, result.eager_note = calls.eager_first(variant, args, cell)
         if eager_out is not None:
-            calls.checked(eager_out, args[0], "eager:", result)
+            expected = inputs.expected_output(variant, args, cell.dtype)
+            calls.checked(eager_out, expected, "eager:", result)
     return eager_out, args
 
 
@@ -185,6 +187,7 @@ def main(argv: list[str]) -> int:
     phase, cell_json, stage_dir, cache_dir, timeout_s = argv
     reaper.die_with_parent_and_on_timeout(float(timeout_s), stage_dir)
     from compilekit.launch import locks
+    from compilekit.model.errors import UserError
     from compilekit.model.result import for_cell
     from compilekit.model.spec import Cell
 
@@ -205,6 +208,9 @@ def main(argv: list[str]) -> int:
         return 0  # the cold process ended the cell; the parent says how
     except failures.CellEnded as ended:
         failures.record_end(result, ended)
+    except UserError as bad:  # a workload factory's refusal: the user's input, one line
+        failures.record_end(result, failures.CellEnded("failed", str(bad)))
+        result.failure = "bad_input"
     except Exception as exc:  # the toolkit's own failure, or the user's code in a new place
         traceback.print_exc()
         failures.record_end(result, failures.failure_outside_probe(cell, exc))

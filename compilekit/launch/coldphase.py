@@ -97,7 +97,7 @@ def run_cold(cell, cache_dir: str, result) -> None:
         settings.toolkit_settings(cell.device, False, dict(cell.config), calls.cell_pass(cell)),
     ):
         with result.step("inputs"):
-            args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+            args = inputs.cell_inputs(variant, cell)
             # One eager call first, in every process: a variant that builds state on its
             # first call (naive's mask) is then compiled to the same graph in each of them;
             # it is also where a refusal of the variant itself shows.
@@ -133,7 +133,7 @@ def run_capture(cell, cache_dir: str, result) -> None:
 
         variant = failures.cell_variant(cell)
     with locks.gpu_shared(result.steps_s), result.step("inputs"):
-        args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+        args = inputs.cell_inputs(variant, cell)
         calls.eager_first(variant, args, cell)  # the same state as the other processes
     _capture(cell, variant, args, os.path.join(cache_dir, "capture"), result)
 

@@ -22,6 +22,39 @@ def make_inputs(shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor
     )
 
 
+def cell_inputs(variant, cell) -> tuple:
+    """The positional inputs of a cell: q, k, v for an attention variant; for a model workload,
+    what its factory built (the model becomes variant.attention, the callable every process
+    compiles and times, and variant.workload keeps the rest)."""
+    if variant.factory is None:
+        return make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+    from compilekit.measure import workload
+
+    made = workload.build(
+        variant.factory, variant.name, cell.shape, cell.dtype, cell.device, cell.seed
+    )
+    variant.attention, variant.workload = made.fn, made
+    if made.flops is not None:
+        variant.flops = lambda shape: made.flops
+    return made.inputs
+
+
+def error_bound(variant, dtype: str) -> float:
+    """The max relative error a cell may show: a workload's own tolerance, else the dtype's."""
+    made = variant.workload
+    if made is not None and made.tolerance is not None:
+        return float(made.tolerance)
+    return ERROR_BOUNDS[dtype]
+
+
+def expected_output(variant, args, dtype: str) -> tuple[tuple | None, torch.dtype]:
+    """(shape, dtype) an output must have: q's for attention; for a workload any shape (the
+    reference check compares it), in the cell's dtype."""
+    if variant.factory is None:
+        return tuple(args[0].shape), args[0].dtype
+    return None, getattr(torch, dtype)
+
+
 def causal_reference(q, k, v) -> torch.Tensor:
     """Causal softmax(q kT / sqrt(D)) v in float64, a few heads at a time (variants.masks)."""
     from variants.masks import reference
@@ -29,9 +62,15 @@ def causal_reference(q, k, v) -> torch.Tensor:
     return reference(q, k, v, causal=True)
 
 
-def reference_output(variant, q, k, v) -> tuple[torch.Tensor, str]:
+def reference_output(variant, *args) -> tuple[torch.Tensor, str]:
     """The float64 truth for a variant and what it is: its own `reference`, causal attention
-    for a built-in without one, or (a user variant without one) itself on float64 inputs."""
+    for a built-in without one, or (a user variant without one) itself on float64 inputs; a
+    workload's own reference, or its model in float64 (measure/workload.py)."""
+    if variant.factory is not None:
+        from compilekit.measure import workload
+
+        return workload.reference_output(variant.workload, args)
+    q, k, v = args
     q64, k64, v64 = (t.to(torch.float64) for t in (q, k, v))
     if variant.reference is not None:
         return variant.reference(q64, k64, v64), "the variant's float64 reference"
@@ -40,14 +79,15 @@ def reference_output(variant, q, k, v) -> tuple[torch.Tensor, str]:
     return variant.attention(q64, k64, v64), "the same function on float64 inputs (no reference)"
 
 
-def output_problem(out, q) -> str | None:
-    """Why `out` cannot be an attention output for q ([B, H, S, D]), in the user's terms."""
+def output_problem(out, shape: tuple | None, dtype) -> str | None:
+    """Why `out` cannot be the cell's output (expected_output: its shape, None for any, and
+    dtype), in the user's terms."""
     if not isinstance(out, torch.Tensor):
         return f"returned {type(out).__name__}, expected a Tensor"
-    if tuple(out.shape) != tuple(q.shape):
-        return f"output shape {tuple(out.shape)} != expected {tuple(q.shape)}"
-    if out.dtype != q.dtype:  # a float16 output of a float32 cell is not that cell's answer
-        return f"output dtype {_name(out.dtype)} != the cell's {_name(q.dtype)}"
+    if shape is not None and tuple(out.shape) != shape:
+        return f"output shape {tuple(out.shape)} != expected {shape}"
+    if out.dtype != dtype:  # a float16 output of a float32 cell is not that cell's answer
+        return f"output dtype {_name(out.dtype)} != the cell's {_name(dtype)}"
     return None
 
 

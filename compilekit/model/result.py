@@ -20,7 +20,7 @@ import dataclasses
 import os
 import time
 
-from compilekit.model.spec import SHAPE_RE
+from compilekit.model.spec import SHAPE_RE, TOKENS_RE
 from compilekit.model.store import CorruptFile, json_fits, read_json, write_json
 
 SCHEMA_VERSION = 2
@@ -48,7 +48,8 @@ class CellResult:
     status: str = "failed"
     reason: str | None = None  # one line: why unsupported, failed or wrong
     # a failed cell's kind of end: "timeout", "out_of_memory" (a sweep runs it again alone),
-    # "crash" (a signal or an exit code without a word), "error" (an exception)
+    # "crash" (a signal or an exit code without a word), "error" (an exception), "bad_input"
+    # (a model workload's factory refused the cell's shape or returned what cannot be timed)
     failure: str | None = None
     torch_version: str | None = None
     env: dict | None = None  # where it was measured: host, compilekit/torch/triton, GPU name
@@ -224,8 +225,10 @@ def from_dict(data: dict, where: str = "result") -> CellResult:
         raise CorruptFile(f"{where} is corrupt (fields of the wrong type: {', '.join(wrong)})")
     if data["status"] in ("ok", "self-consistent") and data.get("compiled_ms") is None:
         raise CorruptFile(f"{where} is corrupt (status {data['status']} without compiled_ms)")
-    if not SHAPE_RE.match(data["shape"]):
-        raise CorruptFile(f"{where} is corrupt (shape {data['shape']!r:.40} is not BxHxSxD)")
+    if not (SHAPE_RE.match(data["shape"]) or TOKENS_RE.match(data["shape"])):
+        raise CorruptFile(
+            f"{where} is corrupt (shape {data['shape']!r:.40} is neither BxHxSxD nor BxS)"
+        )
     return CellResult(**{k: v for k, v in data.items() if k in FIELDS and k != "run_dir"})
 
 

@@ -60,12 +60,36 @@ class Shape:
         return 4.0 * self.batch * self.heads * self.seq * self.seq * self.head_dim / 2
 
 
-def parse_shape(text: str) -> Shape:
-    """Parse `BxHxSxD` (e.g. 8x16x1024x64) into a Shape."""
+@dataclasses.dataclass(frozen=True)
+class Tokens:
+    """A model workload's problem size: batch x sequence length (the model's config gives the
+    rest). heads and head_dim are 0: a model has them inside, not in its shape."""
+
+    batch: int
+    seq: int
+    heads = 0
+    head_dim = 0
+
+    def __str__(self) -> str:
+        return f"{self.batch}x{self.seq}"
+
+
+TOKENS_RE = re.compile(r"^(\d+)x(\d+)$")
+
+
+def parse_shape(text: str) -> Shape | Tokens:
+    """Parse `BxHxSxD` (e.g. 8x16x1024x64, an attention variant's q, k, v) into a Shape, or
+    `BxS` (e.g. 8x128, a model workload's batch and sequence length) into Tokens."""
+    tokens = TOKENS_RE.match(text.strip().lower())
+    if tokens and 0 not in (pair := tuple(int(g) for g in tokens.groups())):
+        if max(pair) > MAX_DIM:
+            raise UserError(f"shape {text!r} is too large: each dimension at most {MAX_DIM:,}")
+        return Tokens(*pair)
     match = SHAPE_RE.match(text.strip().lower())
     if not match or 0 in (dims := tuple(int(g) for g in match.groups())):
         raise UserError(
-            f"malformed shape {text!r}: write BxHxSxD with positive integers, e.g. 8x16x1024x64"
+            f"malformed shape {text!r}: write BxHxSxD with positive integers for an attention "
+            "variant (e.g. 8x16x1024x64), BxS for a model (e.g. 8x128)"
         )
     if max(dims) > MAX_DIM or dims[0] * dims[1] * dims[2] * dims[3] > MAX_ELEMENTS:
         raise UserError(
@@ -121,7 +145,7 @@ class Cell:
 
     variant: str
     mode: str
-    shape: Shape
+    shape: Shape | Tokens
     dtype: str
     device: str
     seed: int = 0

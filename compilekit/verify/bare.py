@@ -66,7 +66,7 @@ def _child(cell_json: str, loop_calls: int, loop_repeats: int = LOOP_REPEATS) ->
 
     cell = Cell.from_dict(json.loads(cell_json))
     variant = load_variant(cell.variant)
-    args = inputs.make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
+    args = inputs.cell_inputs(variant, cell)
     # the same Inductor settings as the run, so the cell's cache serves the same kernels
     graph_pass = None
     if cell.passes:

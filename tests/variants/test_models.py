@@ -1,0 +1,91 @@
+"""Model workloads (variants.MODELS, a user's factory) through the cell pipeline on CPU, on tiny
+configs of the same transformers classes."""
+
+import json
+import os
+
+import pytest
+
+from compilekit.measure import workload
+from compilekit.model.errors import UserError
+from compilekit.model.spec import Tokens, parse_shape
+from tests.report.test_null_figures import _cli
+
+pytest.importorskip("transformers", reason="the models extra: pip install 'compilekit[models]'")
+TINY = os.path.join(os.path.dirname(__file__), "tiny_models.py")
+
+
+def test_a_bxs_shape_is_a_models_and_each_kind_refuses_the_other(tmp_path):
+    assert parse_shape("8x128") == Tokens(8, 128)
+    for variant, shape, needle in [
+        ("bert-base", "1x2x16x8", "'bert-base' is a model: give its shape as BxS"),
+        ("naive", "8x128", "'naive' is an attention variant: give its shape as BxHxSxD"),
+    ]:
+        out = tmp_path / "out"
+        code, err = _cli("run", "--variant", variant, "--shape", shape, "--out", str(out))
+        assert code == 2 and needle in err, err
+        assert len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_a_factorys_pair_and_dict_output_become_positional_tensor_calls():
+    import torch
+
+    from tests.variants import tiny_models
+
+    made = workload.build(tiny_models.pair, "pair", Tokens(2, 3), "float32", "cpu", 0)
+    out = made.fn(*made.inputs)
+    assert torch.equal(out, made.inputs[0] * 2)
+    ref, what = workload.reference_output(made, made.inputs)
+    assert ref.dtype == torch.float64 and what == "the same model in float64"
+    with pytest.raises(UserError, match="returned list: return compilekit.Workload"):
+        workload.build(tiny_models.returns_a_list, "bad", Tokens(2, 3), "float32", "cpu", 0)
+
+
+@pytest.mark.parametrize(
+    "factory, shape, needle",
+    [
+        ("returns_a_list", "2x8", "returned list: return compilekit.Workload(fn, inputs)"),
+        ("bert", "1x65", "65 tokens exceed the model's 64 positions"),
+    ],
+)
+def test_bad_input_to_a_factory_is_one_line_exit_2(factory, shape, needle, tmp_path):
+    code, err = _cli(
+        "run", "--variant", f"{TINY}:{factory}", "--mode", "eager", "--shape", shape,
+        "--device", "cpu", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert code == 2 and needle in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_tiny_bert_compiled_is_checked_against_itself_in_float64_and_mapped_to_its_lines(
+    tmp_path,
+):
+    """The verdict, the reference, and the kernel map: most of the forward's device time on
+    lines of transformers' modeling_bert.py (the rest on the activations and SDPA helpers)."""
+    from compilekit.usercell import make_cell, run_cell
+
+    cell = make_cell(f"{TINY}:bert", "default", "2x32", "float32", "cpu")
+    result = run_cell(cell, str(tmp_path))
+    assert result.status == "ok", result.reason
+    assert result.reference == "the same model in float64"
+    assert result.max_rel_err < result.error_bound
+    with open(os.path.join(result.run_dir, "kernels.json")) as f:
+        kernels = json.load(f)
+    lines = kernels["by_source_line"]
+    on_bert = sum(r["attributed_ms"] for r in lines if "modeling_bert.py" in r["file"])
+    assert on_bert / sum(r["attributed_ms"] for r in lines) > 0.5
+
+
+def test_an_experiment_pairs_each_variant_with_shapes_of_its_kind(tmp_path):
+    from compilekit.userexperiment import load_experiment
+
+    toml = tmp_path / "mixed.toml"
+    toml.write_text(
+        'variants = ["naive", "bert-base"]\nmodes = ["eager"]\n'
+        'shapes = ["1x2x16x8", "2x16"]\ndevice = "cpu"\n'
+    )
+    cells = {(c.variant, str(c.shape)) for c in load_experiment(str(toml)).cells}
+    assert cells == {("naive", "1x2x16x8"), ("bert-base", "2x16")}
+    toml.write_text('variants = ["bert-base"]\nmodes = ["eager"]\nshapes = ["1x2x16x8"]\n')
+    with pytest.raises(UserError, match="'bert-base' is a model: give its shape as BxS"):
+        load_experiment(str(toml))

@@ -1,0 +1,34 @@
+"""Tiny configs of the built-in models (the same transformers classes), and factories a user
+could write, good and bad, for the model tests on CPU."""
+
+import torch
+
+from variants import bert_base
+
+TINY_BERT = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=128,
+    vocab_size=1000,
+    max_position_embeddings=64,
+)
+
+
+def bert(shape, dtype, device):
+    return bert_base.workload(shape, dtype, device, **TINY_BERT)
+
+
+def returns_a_list(shape, dtype, device):
+    return [torch.nn.Linear(4, 4), torch.ones(shape.batch, 4)]
+
+
+class Doubler(torch.nn.Module):
+    def forward(self, x):
+        return {"out": x * 2}
+
+
+def pair(shape, dtype, device):
+    """A user's module and its inputs as a pair; its dict output is judged by its first value."""
+    x = torch.randn(shape.batch, shape.seq, dtype=getattr(torch, dtype), device=device)
+    return Doubler(), (x,)
