@@ -97,9 +97,10 @@ def make_cell(
     from compilekit.compile.modes import check_mode
     from compilekit.compile.variant import check_shape, check_variant, is_user_spec
 
-    if is_user_spec(variant):  # absolute, so the cell (and its label) do not depend on the cwd
-        path, fn = variant.rsplit(":", 1)
-        variant = f"{os.path.abspath(path)}:{fn}"
+    model, at, attention = variant.rpartition("@")
+    if is_user_spec(attention):  # absolute, so the cell (and its label) do not depend on the cwd
+        path, fn = attention.rsplit(":", 1)
+        variant = f"{model}{at}{os.path.abspath(path)}:{fn}"
     if timeout_s is not None:
         check_timeout(timeout_s)
     workload = check_variant(variant, timeout_s)

@@ -27,6 +27,10 @@ VARIANTS = {
 }
 
 # name -> module of a model workload (transformers: the `models` extra)
+# `model@attention` picks its attention: one of the model's own (its ATTENTION) or a variant above
 MODELS = {
     "bert-base": "variants.bert_base",
+    "gpt2": "variants.gpt2",
+    "llama-block": "variants.llama_block",
+    "llama3-block": "variants.llama3_block",
 }

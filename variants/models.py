@@ -10,6 +10,12 @@ def config_with(config_class, attention: str, **overrides):
     return cfg
 
 
+def own_reference(attention: str) -> dict | None:
+    """Workload.reference_config: a plugged-in compilekit attention is checked against the
+    model's own SDPA in float64 (the kernel under test may not even run float64)."""
+    return {"_attn_implementation": "sdpa"} if attention.startswith("compilekit:") else None
+
+
 def build_inputs(shape, cfg, device: str):
     """(input_ids, attention_mask) for shape.batch x shape.seq tokens."""
     import torch
@@ -21,3 +27,81 @@ def build_inputs(shape, cfg, device: str):
     ids = torch.randint(0, cfg.vocab_size, (shape.batch, shape.seq), device=device)
     mask = torch.ones(shape.batch, shape.seq, dtype=torch.long, device=device)
     return ids, mask
+
+
+LLAMA2_7B = dict(
+    hidden_size=4096,
+    intermediate_size=11008,
+    num_attention_heads=32,
+    num_key_value_heads=32,
+    max_position_embeddings=4096,
+    rms_norm_eps=1e-5,
+)
+LLAMA3_8B = dict(
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    max_position_embeddings=8192,
+    rms_norm_eps=1e-5,
+    rope_theta=500000.0,
+)
+
+
+def decoder_block(overrides: dict, attention: str):
+    """A LlamaDecoderLayer with the rotary embedding and causal mask LlamaModel gives it."""
+    import inspect
+
+    import torch
+    from transformers import LlamaConfig
+    from transformers.masking_utils import create_causal_mask
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+    cfg = config_with(LlamaConfig, attention, num_hidden_layers=1, **overrides)
+    mask_params = inspect.signature(create_causal_mask).parameters
+    no_cache = {"cache": None} if "cache" in mask_params else {"past_key_values": None}
+
+    class LlamaBlock(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.config = cfg
+            self.rotary_emb = LlamaRotaryEmbedding(cfg)
+            self.layer = LlamaDecoderLayer(cfg, layer_idx=0)
+
+        def forward(self, hidden_states):
+            seq = hidden_states.shape[1]
+            position_ids = torch.arange(seq, device=hidden_states.device).unsqueeze(0)
+            extra = {"cache_position": position_ids[0]} if "cache_position" in mask_params else {}
+            mask = create_causal_mask(
+                config=cfg,
+                inputs_embeds=hidden_states,
+                attention_mask=None,
+                position_ids=position_ids,
+                **no_cache,
+                **extra,
+            )
+            return self.layer(
+                hidden_states,
+                attention_mask=mask,
+                position_ids=position_ids,
+                position_embeddings=self.rotary_emb(hidden_states, position_ids),
+            )
+
+    return LlamaBlock()
+
+
+def plug_in(name: str, attention) -> None:
+    """Register a compilekit attention variant (causal, [B, H, S, D], scale 1/sqrt(D)) with
+    transformers' AttentionInterface under `name`: a model whose config names it runs its
+    attention through the variant, with the model's own projections, rotary and layout. K/V
+    heads shared by several query heads (GQA) are repeated for it."""
+    from transformers import AttentionInterface
+
+    def forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kw):
+        groups = query.shape[1] // key.shape[1]
+        if groups > 1:
+            key = key.repeat_interleave(groups, dim=1)
+            value = value.repeat_interleave(groups, dim=1)
+        return attention(query, key, value).transpose(1, 2).contiguous(), None
+
+    AttentionInterface.register(name, forward)

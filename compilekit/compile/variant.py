@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -51,14 +52,19 @@ def source_file(spec: str) -> str:
     """The file that defines a variant, found without importing it (a user's file as given)."""
     if is_user_spec(spec):
         return os.path.abspath(spec.rsplit(":", 1)[0])
-    found = importlib.util.find_spec({**VARIANTS, **MODELS}[spec])
+    name = model_name(spec)
+    found = importlib.util.find_spec(MODELS[name] if name else VARIANTS[spec])
     return os.path.abspath(found.origin)
 
 
 def source_hash(spec: str) -> str:
     """Hash of a variant's import closure, without importing it (so the parent process of a
-    cell never pays for importing torch)."""
-    return closure_hash(source_file(spec))
+    cell never pays for importing torch); a model's with the attention plugged into it."""
+    digest = closure_hash(source_file(spec))
+    attention = spec.split("@", 1)[1] if model_name(spec) and "@" in spec else ""
+    if attention in VARIANTS or is_user_spec(attention):
+        digest = hashlib.sha256((digest + source_hash(attention)).encode()).hexdigest()[:16]
+    return digest
 
 
 def closure_hash(path: str) -> str:
@@ -78,9 +84,11 @@ def check_variant(spec: str, import_timeout_s: float | None = None) -> bool:
     (the cell's timeout) when given."""
     if is_user_spec(spec):
         return _load_user_variant(spec, import_timeout_s).factory is not None
-    if spec not in VARIANTS and spec not in MODELS:
+    if model_name(spec) and "@" in spec:
+        load_variant(spec)  # the attention named after @ must exist and fit the model
+    elif spec not in VARIANTS and not model_name(spec):
         load_variant(spec)  # raises the registry's UserError with the list of names
-    return spec in MODELS
+    return model_name(spec) is not None
 
 
 def check_shape(spec: str, shape, workload: bool) -> None:
@@ -160,14 +168,16 @@ def _module_file(name: str, beside: str, util, roots: tuple) -> str | None:
 
 
 def is_user_spec(spec: str) -> bool:
-    return ":" in spec and spec.split(":", 1)[0].endswith(".py")
+    """`path/to/file.py:callable` (a model's `name@file.py:fn` is the model's spec)."""
+    path = spec.split(":", 1)[0]
+    return ":" in spec and path.endswith(".py") and "@" not in path
 
 
 def load_variant(spec: str) -> Variant:
     """Import a variant; unknown names, missing files and missing callables raise UserError."""
     if is_user_spec(spec):
         return _load_user_variant(spec)
-    if spec in MODELS:
+    if model_name(spec):
         return _load_model(spec)
     if spec not in VARIANTS:
         raise UserError(
@@ -187,15 +197,47 @@ def load_variant(spec: str) -> Variant:
     )
 
 
+def model_name(spec: str) -> str | None:
+    """The registered model a spec names (`bert-base`, `llama-block@triton-flash`), or None."""
+    name = spec.split("@", 1)[0]
+    return name if name in MODELS and not is_user_spec(spec) else None
+
+
 def _load_model(spec: str) -> Variant:
-    """A built-in model workload (variants.MODELS); transformers is the `models` extra."""
+    """A built-in model workload (variants.MODELS), with `@attention` after its name: one of
+    transformers' own implementations the model offers (its ATTENTION), or a compilekit
+    attention variant plugged in through transformers' AttentionInterface. transformers is
+    the `models` extra."""
+    name, _, attention = spec.partition("@")
     try:
-        module = importlib.import_module(MODELS[spec])
+        module = importlib.import_module(MODELS[name])
     except ImportError as exc:
         raise UserError(
-            f"model {spec!r} needs {exc.name or 'transformers'}: pip install 'compilekit[models]'"
+            f"model {name!r} needs {exc.name or 'transformers'}: pip install 'compilekit[models]'"
         ) from None
-    return _workload_variant(spec, module.workload, module, inspect.getfile(module), True)
+    factory = module.workload
+    if attention:
+        factory = functools.partial(factory, attention=_attention_for(name, module, attention))
+    return _workload_variant(spec, factory, module, inspect.getfile(module), True)
+
+
+def _attention_for(name: str, module, attention: str) -> str:
+    """The attention implementation to give the model's config: transformers' own name, or a
+    compilekit variant registered under `compilekit:<variant>`."""
+    if attention in module.ATTENTION:
+        return attention
+    if not getattr(module, "CAUSAL", False):
+        raise UserError(
+            f"{name!r} attends both ways, and compilekit's attention variants are causal: "
+            f"choose one of its own ({', '.join(module.ATTENTION)})"
+        )
+    variant = load_variant(attention)
+    if variant.factory is not None:
+        raise UserError(f"{attention!r} is a model, not an attention to plug into {name!r}")
+    from variants.models import plug_in
+
+    plug_in(f"compilekit:{attention}", variant.attention)
+    return f"compilekit:{attention}"
 
 
 def _workload_variant(spec, factory, module, source: str, builtin: bool) -> Variant:

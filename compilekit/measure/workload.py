@@ -30,6 +30,9 @@ class Workload:
     reference: Callable | None = None
     tolerance: float | None = None
     flops: float | None = None
+    # attributes set on the float64 copy's config (transformers): a model with a plugged-in
+    # attention is checked against its own SDPA, not against the kernel under test
+    reference_config: dict | None = None
     # set by build(): what the factory gave, and the names of its keyword inputs
     model: Callable | None = dataclasses.field(default=None, init=False)
     input_names: list | None = dataclasses.field(default=None, init=False)
@@ -103,5 +106,8 @@ def reference_output(made: Workload, args: tuple) -> tuple[torch.Tensor, str]:
         return first_tensor(made.reference(*args64)), "the workload's float64 reference"
     if isinstance(made.model, torch.nn.Module):
         model64 = copy.deepcopy(made.model).to(torch.float64)
-        return made.call_model(model64, args64), "the same model in float64"
+        for key, value in (made.reference_config or {}).items():
+            setattr(model64.config, key, value)
+        what = f" with {made.reference_config}" if made.reference_config else ""
+        return made.call_model(model64, args64), f"the same model in float64{what}"
     return made.call_model(made.model, args64), "the same function on float64 inputs"

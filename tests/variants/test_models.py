@@ -89,3 +89,66 @@ def test_an_experiment_pairs_each_variant_with_shapes_of_its_kind(tmp_path):
     toml.write_text('variants = ["bert-base"]\nmodes = ["eager"]\nshapes = ["1x2x16x8"]\n')
     with pytest.raises(UserError, match="'bert-base' is a model: give its shape as BxS"):
         load_experiment(str(toml))
+
+
+@pytest.mark.parametrize("spec", ["bert-base", "gpt2", "llama-block", "llama3-block@eager"])
+def test_each_built_in_model_matches_itself_in_float64_on_a_tiny_config(spec):
+    """Each built-in, on a tiny config of its own transformers classes: its output against the
+    same model in float64, within the float32 bound (eager: the compiled path is the bert
+    cell's test)."""
+    from compilekit.compile.variant import load_variant
+    from compilekit.measure import inputs
+    from tests.variants.tiny_models import TINY
+
+    variant = load_variant(spec)
+    tiny = TINY[spec.split("@")[0]]
+    made = workload.build(
+        lambda s, d, dev: variant.factory(s, d, dev, **tiny), spec, Tokens(2, 16), "float32",
+        "cpu", 0,
+    )  # fmt: skip
+    out = made.fn(*made.inputs)
+    ref, what = workload.reference_output(made, made.inputs)
+    assert out.shape[:2] == (2, 16) and what == "the same model in float64"
+    assert inputs.max_rel_err(out, ref) < inputs.ERROR_BOUNDS["float32"]
+
+
+PLUGGED = r"""
+import json, sys, torch
+import variants.triton_flash as tf
+calls, real = [], tf.attention
+tf.attention = lambda q, k, v: (calls.append(tuple(q.shape)), real(q, k, v))[1]
+from compilekit.compile.variant import load_variant
+from compilekit.measure import workload
+from compilekit.model.spec import Tokens
+from tests.variants.tiny_models import TINY
+outs = {}
+for spec in ("llama3-block@sdpa", "llama3-block@triton-flash"):
+    v = load_variant(spec)
+    made = workload.build(lambda s, d, dev: v.factory(s, d, dev, **TINY["llama3-block"]),
+                          spec, Tokens(2, 40), "float32", "cpu", 0)
+    outs[spec] = made.fn(*made.inputs)
+    ref, what = workload.reference_output(made, made.inputs)
+diff = (outs["llama3-block@sdpa"] - outs["llama3-block@triton-flash"]).abs().max().item()
+print(json.dumps({"diff": diff, "calls": calls, "reference": what}))
+"""
+
+
+def test_triton_flash_plugged_into_a_tiny_llama3_block_matches_its_sdpa():
+    """Through Triton's interpreter, in a child process (the interpreter is chosen at import):
+    the block's attention runs in triton-flash (4 query heads, its 2 K/V heads repeated), and
+    the block's output matches the same block with SDPA; the reference stays SDPA's."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton", reason="triton not installed (pip install triton numpy)")
+    from tests.conftest import ROOT
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": ROOT}
+    done = subprocess.run(
+        [sys.executable, "-c", PLUGGED], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["calls"] == [[2, 4, 40, 16]]
+    assert seen["diff"] < 1e-5
+    assert seen["reference"] == "the same model in float64 with {'_attn_implementation': 'sdpa'}"

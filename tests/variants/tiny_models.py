@@ -32,3 +32,15 @@ def pair(shape, dtype, device):
     """A user's module and its inputs as a pair; its dict output is judged by its first value."""
     x = torch.randn(shape.batch, shape.seq, dtype=getattr(torch, dtype), device=device)
     return Doubler(), (x,)
+
+
+TINY = {
+    "bert-base": TINY_BERT,
+    "gpt2": dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, vocab_size=1000),
+    "llama-block": dict(
+        hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=4
+    ),
+    "llama3-block": dict(
+        hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2
+    ),
+}
