@@ -25,7 +25,7 @@ B ?=
 RAY ?=
 export VARIANT MODE DEVICE OUT SHAPE DTYPE FRESH TIMEOUT SET PASS RUN KERNEL EXPERIMENT GPUS FORCE DIR A B RAY
 
-.PHONY: help install test test-gpu experiment list kernels verify sweep report html html-diff env
+.PHONY: help install test test-gpu experiment list kernels ops verify sweep report html html-diff env
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -54,6 +54,9 @@ list:  ## variants and modes, one line each
 
 kernels:  ## kernel map of a run: RUN=runs/<cell> [KERNEL=name, or name#n where names repeat]
 	@$(PYTHON) -m compilekit kernels "$$RUN" $${KERNEL:+--kernel "$$KERNEL"}
+
+ops:  ## op cost matrix of a run: RUN=runs/<cell> [BY=time|memory]
+	@$(PYTHON) -m compilekit ops "$$RUN" --by "$${BY:-time}"
 
 verify:  ## re-time RUN=runs/<cell> with a bare do_bench / perf_counter in fresh processes
 	@$(PYTHON) -m compilekit verify "$$RUN"

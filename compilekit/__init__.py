@@ -6,6 +6,9 @@ From Python (a notebook, a script), the same as the command line:
     result = compilekit.run(variant="naive", mode="default")   # runs in its own processes
     result.status, result.compiled_ms, result.speedup, result.run_dir
     again = compilekit.load(result.run_dir)                    # a run directory read back
+    with compilekit.profile() as p:                            # any forward, as written
+        model(**inputs)
+    print(p.table(by="memory"))
 """
 
 import os
@@ -69,3 +72,12 @@ def load(run_dir: str):
     from compilekit.model import result
 
     return result.load(run_dir)
+
+
+def profile(out_dir: str | None = None, device: str | None = None, forwards: int = 1):
+    """Profile a block of the user's code as written (compilekit/userprofile.py): `with
+    compilekit.profile() as p: model(**inputs)`, then p.table(by="time" or "memory"), p.ops,
+    p.kernels; `forwards=n` where the block runs n passes."""
+    from compilekit.userprofile import profile as _profile
+
+    return _profile(out_dir, device, forwards)

@@ -63,17 +63,16 @@ def cmd_list(args) -> int:
     return 0
 
 
-def cmd_kernels(args) -> int:
-    from compilekit.report import runview as report
+def cmd_view(args) -> int:
+    """kernels, ops, diff: a view of run directories, printed."""
+    from compilekit.report import opsview, runview
 
-    print(report.kernels_view(args.run_dir, args.kernel))
-    return 0
-
-
-def cmd_diff(args) -> int:
-    from compilekit.report import runview as report
-
-    print(report.diff_view(args.run_a, args.run_b))
+    if args.view == "ops":
+        print(opsview.ops_view(args.run_dir, args.by, args.top))
+    elif args.view == "diff":
+        print(runview.diff_view(args.run_a, args.run_b))
+    else:
+        print(runview.kernels_view(args.run_dir, args.kernel))
     return 0
 
 
@@ -299,17 +298,19 @@ def _add_views(sub) -> None:
     """The commands that read runs: list, kernels, diff, verify, report, env."""
     lst = sub.add_parser("list", help="variants and modes, one line each")
     lst.set_defaults(func=cmd_list)
-
     kernels = sub.add_parser("kernels", help="the kernel map of a run directory")
     kernels.add_argument("run_dir")
     kernels.add_argument("--kernel", default=None, help="print this kernel's source and origin")
-    kernels.set_defaults(func=cmd_kernels)
-
+    kernels.set_defaults(func=cmd_view, view="kernels")
+    ops = sub.add_parser("ops", help="the op cost matrix of a run, by time or by memory")
+    ops.add_argument("run_dir")
+    ops.add_argument("--by", default="time", help="rank by time (default) or memory")
+    ops.add_argument("--top", type=int, default=20, help="how many ops (default 20)")
+    ops.set_defaults(func=cmd_view, view="ops")
     diff = sub.add_parser("diff", help="kernels that appear, vanish or change time between runs")
     diff.add_argument("run_a")
     diff.add_argument("run_b")
-    diff.set_defaults(func=cmd_diff)
-
+    diff.set_defaults(func=cmd_view, view="diff")
     ver = sub.add_parser(
         "verify", help="re-time runs with a bare do_bench / perf_counter in a fresh process"
     )
@@ -321,11 +322,9 @@ def _add_views(sub) -> None:
         "--repeat", type=int, default=3, help="fresh bare processes, their median is used (3)"
     )
     ver.set_defaults(func=cmd_verify)
-
     rep = sub.add_parser("report", help="tables, REPORT.md and plots for a sweep directory")
     rep.add_argument("dir")
     rep.set_defaults(func=cmd_report)
-
     env = sub.add_parser("env", help="versions and the device's measured ceilings (cached)")
     env.add_argument("--device", default="auto")
     env.add_argument("--remeasure", action="store_true")

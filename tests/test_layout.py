@@ -21,7 +21,7 @@ MAY_IMPORT = {
     "report": {"model", "compile", "evidence"},
     "verify": {"model", "compile", "measure", "launch"},
 }
-FRONT_DOORS = {"cli", "usercell", "userexperiment", "__init__", "__main__"}
+FRONT_DOORS = {"cli", "usercell", "userexperiment", "userprofile", "__init__", "__main__"}
 
 
 def modules() -> dict[str, str]:

@@ -23,7 +23,7 @@ def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> None
     label = f"{cell.variant}/{cell.mode}"
     with result.step("profile"):  # the profiler's import included
         from compilekit.compile import capture
-        from compilekit.evidence import kernelmap, profiling
+        from compilekit.evidence import kernelmap, opcost, profiling
 
         prof = profiling.run_profiler(compiled, args, label, cell.device, stage_dir)
         itemsize = getattr(torch, cell.dtype).itemsize
@@ -32,7 +32,9 @@ def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> None
         if cell.mode == "eager":
             eager_lines = profiling.eager_source_lines(compiled, args)
             definitions = profiling.raw_kernel_definitions()
-        op_rows = profiling.op_table(prof, cell.device)
+    with result.step("memory_profile"):  # apart: its allocator hooks cost host time
+        memory = opcost.memory_profile(compiled, args, label, cell.device)
+        op_rows = opcost.op_table(prof, cell.device, memory, label=label)
         write_json(os.path.join(stage_dir, "ops.json"), op_rows)
     with result.step("map"):
         graphs = {}

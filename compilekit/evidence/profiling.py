@@ -28,9 +28,7 @@ WRAPPER_RE = re.compile(
 CPU_KERNEL_RE = re.compile(r"^graph_\d+_(cpp_\w+)$")
 
 
-def run_profiler(
-    fn: Callable, args, label: str, device: str, run_dir: str, with_memory: bool = False
-):
+def run_profiler(fn: Callable, args, label: str, device: str, run_dir: str):
     """Profile WAIT+WARMUP+ACTIVE steps of fn(*args), each step labelled `label`."""
     activities = [ProfilerActivity.CPU]
     if device == "cuda":
@@ -39,7 +37,6 @@ def run_profiler(
     with profile(
         activities=activities,
         schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE),
-        profile_memory=with_memory,
         record_shapes=True,  # the launching ops' tensor sizes: bytes moved, for the roofline
         with_flops=True,  # torch's FLOP count of the matmuls that launched kernels
     ) as prof:
@@ -54,29 +51,6 @@ def run_profiler(
     with open(os.path.join(run_dir, "profile.txt"), "w") as f:
         f.write(prof.key_averages().table(sort_by=sort_by, row_limit=30))
     return prof
-
-
-def op_table(prof, device: str) -> list[dict]:
-    """The op cost matrix per forward: self device and CPU time, calls, share of the total."""
-    rows = [a for a in prof.key_averages() if a.key != "ProfilerStep*"]
-    key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
-    total = sum(getattr(a, key) for a in rows) or 1.0
-    table = [
-        {
-            "name": a.key,
-            "calls_per_forward": a.count / ACTIVE,
-            "self_device_ms": a.self_device_time_total / 1e3 / ACTIVE,
-            "self_cpu_ms": a.self_cpu_time_total / 1e3 / ACTIVE,
-            "share": getattr(a, key) / total,
-            **(
-                {"cpu_memory_mb": a.self_cpu_memory_usage / 2**20 / ACTIVE}
-                if a.cpu_memory_usage
-                else {}
-            ),
-        }
-        for a in rows
-    ]
-    return sorted(table, key=lambda r: -r["share"])
 
 
 def _cpu_kernels(event, out: list) -> None:

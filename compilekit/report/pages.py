@@ -144,9 +144,16 @@ def source_views(result, kmap: dict) -> list[dict]:
         for ln in rec["source_lines"]:
             feeds[(canonical(ln["file"]), ln["line"])].append(f"k{index}")
     notes = {canonical(p): note for p, (_, note) in moved.items() if note}
-    files = [f for f in [_variant_file(result.variant)] if f]
-    files += [f for f, _ in list(attributed) + list(feeds) if f not in files]
-    files = list(dict.fromkeys(files))
+    # the variant's own file first, then the others by the time attributed to them (a model's
+    # factory file, which no kernel comes from, after the modeling files that carry the time)
+    per_file = defaultdict(float)
+    for (path, _), ms in attributed.items():
+        per_file[path] += ms
+    mapped = sorted(
+        dict.fromkeys(f for f, _ in list(attributed) + list(feeds)), key=lambda f: -per_file[f]
+    )
+    own = [f for f in [_variant_file(result.variant)] if f]
+    files = list(dict.fromkeys(own + mapped if any(per_file[f] for f in own) else mapped + own))
     peak = max(attributed.values(), default=0.0) or 1.0
     views = []
     for path in files:

@@ -74,6 +74,12 @@ def test_tiny_bert_compiled_is_checked_against_itself_in_float64_and_mapped_to_i
     lines = kernels["by_source_line"]
     on_bert = sum(r["attributed_ms"] for r in lines if "modeling_bert.py" in r["file"])
     assert on_bert / sum(r["attributed_ms"] for r in lines) > 0.5
+    from compilekit.report import opsview
+
+    by_memory = [r.get("allocated_mb") or 0 for r in opsview.ops_rows(result.run_dir, "memory")]
+    assert by_memory[0] > 0 and by_memory == sorted(by_memory, reverse=True)
+    view = opsview.ops_view(result.run_dir, "memory")
+    assert "ops ranked by memory, per forward" in view and "allocated MiB" in view
 
 
 def test_an_experiment_pairs_each_variant_with_shapes_of_its_kind(tmp_path):

@@ -1,0 +1,66 @@
+"""The op cost matrix: every op a profile saw, with its time per forward and, from a profile of
+its own, the bytes it allocated (`compilekit ops`, compilekit.profile())."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+from compilekit.evidence.profiling import ACTIVE, WAIT, WARMUP
+
+
+def op_table(
+    prof, device: str, memory_prof=None, steps: int = ACTIVE, label: str | None = None
+) -> list[dict]:
+    """The op cost matrix per forward (of `steps`): self and total device time, self CPU time,
+    calls, share of the self time; with memory_prof (a profile_memory session, run apart so its
+    allocator hooks never touch the timed profile), the bytes each op allocated itself, in MiB.
+    The step markers and the `label` range around each forward are not ops."""
+    rows = [a for a in prof.key_averages() if a.key not in ("ProfilerStep*", label)]
+    key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
+    total = sum(getattr(a, key) for a in rows) or 1.0
+    memory = _memory_by_op(memory_prof, device, steps) if memory_prof is not None else {}
+    table = [
+        {
+            "name": a.key,
+            "calls_per_forward": a.count / steps,
+            "self_device_ms": a.self_device_time_total / 1e3 / steps,
+            "device_ms": a.device_time_total / 1e3 / steps,
+            "self_cpu_ms": a.self_cpu_time_total / 1e3 / steps,
+            "share": getattr(a, key) / total,
+            **({"allocated_mb": memory[a.key]} if a.key in memory else {}),
+        }
+        for a in rows
+    ]
+    return sorted(table, key=lambda r: -r["share"])
+
+
+def _memory_by_op(prof, device: str, steps: int) -> dict[str, float]:
+    """{op: MiB it allocated itself per forward} (frees are not netted out: what an op asks
+    the allocator for is what it costs)."""
+    out = {}
+    for a in prof.key_averages():
+        allocated = a.self_device_memory_usage if device == "cuda" else a.self_cpu_memory_usage
+        if a.key != "ProfilerStep*" and allocated > 0:
+            out[a.key] = allocated / 2**20 / steps
+    return out
+
+
+def memory_profile(fn: Callable, args, label: str, device: str):
+    """A profile_memory session of fn(*args) over the same schedule, for op_table's memory;
+    nothing is written."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE),
+        profile_memory=True,
+    ) as prof:
+        for _ in range(WAIT + WARMUP + ACTIVE):
+            with record_function(label):
+                fn(*args)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            prof.step()
+    return prof

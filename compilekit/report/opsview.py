@@ -1,0 +1,78 @@
+"""The op cost matrix of a run (`compilekit ops RUN`): each op's device and CPU time per forward
+and what it allocated, ranked by time or by memory, with the forward's peak memory."""
+
+from __future__ import annotations
+
+import os
+
+from tabulate import tabulate
+
+from compilekit.model import result as results
+from compilekit.model.errors import UserError
+from compilekit.model.store import CorruptFile, read_json
+
+RANKS = {"time": "self_time_ms", "memory": "allocated_mb"}
+
+
+def rank(rows: list[dict], by: str, cuda: bool) -> list[dict]:
+    """Rows of an op cost matrix with self_time_ms (device time on CUDA, CPU time on a CPU),
+    largest first by `by` (time or memory)."""
+    if by not in RANKS:
+        raise UserError(f"rank ops by {by!r}? choose one of {', '.join(RANKS)}")
+    rows = [{**r, "self_time_ms": r["self_device_ms"] if cuda else r["self_cpu_ms"]} for r in rows]
+    return sorted(rows, key=lambda r: -(r.get(RANKS[by]) or 0.0))
+
+
+def ops_rows(run_dir: str, by: str = "time") -> list[dict]:
+    """The run's ops.json rows, ranked (rank)."""
+    if by not in RANKS:
+        raise UserError(f"rank ops by {by!r}? choose one of {', '.join(RANKS)}")
+    path = os.path.join(run_dir, "ops.json")
+    if not os.path.isfile(path):
+        raise UserError(f"no ops.json in {run_dir!r}: run the cell again with this compilekit")
+    try:
+        rows = read_json(path)
+    except CorruptFile as exc:
+        raise UserError(str(exc)) from None
+    return rank(rows, by, any(r.get("self_device_ms") for r in rows))
+
+
+def ops_view(run_dir: str, by: str = "time", top: int = 20) -> str:
+    """The cost matrix of a run as a table: the `top` ops by time or memory, and the peak."""
+    result = results.read_run(run_dir)
+    rows = ops_rows(run_dir, by)
+    title = f"{result.variant} / {result.mode} / {result.shape}: ops ranked by {by}, per forward"
+    cuda = result.device == "cuda"
+    return title + "\n\n" + table(rows[:top], cuda, by, result.peak_memory_mb)
+
+
+def table(rows: list[dict], cuda: bool, by: str, peak_memory_mb: float | None) -> str:
+    """Ranked rows as text, with the peak memory line."""
+    lines = [
+        [
+            r["name"][:60],
+            f"{r['calls_per_forward']:g}",
+            f"{r['self_time_ms']:.4f}",
+            f"{r.get('device_ms', 0):.4f}" if cuda else "-",
+            f"{r['self_cpu_ms']:.4f}",
+            f"{r['share']:.0%}",
+            f"{r['allocated_mb']:.2f}" if r.get("allocated_mb") else "-",
+        ]
+        for r in rows
+    ]
+    where = "device" if cuda else "CPU"
+    head = [
+        "op",
+        "calls/fwd",
+        f"self {where} ms",
+        "total device ms",
+        "self CPU ms",
+        "share",
+        "allocated MiB",
+    ]
+    peak = (
+        f"peak memory of a forward: {peak_memory_mb:.1f} MiB"
+        if peak_memory_mb is not None
+        else "peak memory: measured on CUDA only (torch keeps no peak for the CPU allocator)"
+    )
+    return tabulate(lines, headers=head) + "\n\n" + peak

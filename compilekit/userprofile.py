@@ -1,0 +1,85 @@
+"""`with compilekit.profile() as p:` around any forward pass, as written (eager, or already
+compiled): the op cost matrix by time and memory and the kernel table of that code, without
+the cell machinery (no fresh process, no compile of ours, no timing).
+
+    import compilekit
+    with compilekit.profile("runs/my-bert") as p:
+        model(**inputs)
+    print(p.table(by="memory"))
+    p.ops, p.kernels          # rows, as in a run's ops.json and kernels.json
+
+The block runs under torch.profiler (CPU, and CUDA where the block used it) with shapes,
+FLOPs and memory recorded; its figures are the profiler's for that one pass, hooks included:
+for a latency without them, time the code with `compilekit run` or do_bench. On a CPU,
+Inductor's C++ kernels show as kernels only in code compiled with
+`torch._inductor.config.cpp.enable_kernel_profile = True` (otherwise one compiled region).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+
+LABEL = "compilekit.profile"
+
+
+@dataclasses.dataclass
+class Profile:
+    """What compilekit.profile() found, filled when the block ends."""
+
+    device: str = "cpu"
+    ops: list = dataclasses.field(default_factory=list)  # op cost matrix rows (ops.json)
+    kernels: list = dataclasses.field(default_factory=list)  # kernels of the block, in order
+    forward_device_ms: float = 0.0  # device busy time of the block (CPU time on a CPU)
+    peak_memory_mb: float | None = None  # CUDA only: the allocator's peak during the block
+    out_dir: str | None = None  # where trace.json, ops.json and kernels.json went
+
+    def table(self, by: str = "time", top: int = 20) -> str:
+        """The cost matrix as text, ranked by time or memory (compilekit ops's columns)."""
+        from compilekit.report import opsview
+
+        rows = opsview.rank(self.ops, by, self.device == "cuda")
+        return opsview.table(rows[:top], self.device == "cuda", by, self.peak_memory_mb)
+
+
+@contextlib.contextmanager
+def profile(out_dir: str | None = None, device: str | None = None, forwards: int = 1):
+    """Profile the block; yields a Profile filled on exit. forwards: how many passes the block
+    runs (a loop of the user's), every figure is per pass. out_dir (made if missing) gets
+    trace.json (Perfetto), ops.json and kernels.json. device: "cuda" or "cpu", by default cuda
+    where torch sees a GPU."""
+    import torch
+    from torch.profiler import ProfilerActivity, record_function
+
+    from compilekit.evidence import opcost, profiling
+    from compilekit.model.store import write_json
+
+    found = Profile(device=device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    cuda = found.device == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    with torch.profiler.profile(
+        activities=activities, record_shapes=True, with_flops=True, profile_memory=True
+    ) as prof:
+        with record_function(LABEL):
+            yield found
+        if cuda:
+            torch.cuda.synchronize()
+    if cuda:
+        found.peak_memory_mb = torch.cuda.max_memory_allocated() / 2**20
+    found.ops = opcost.op_table(prof, found.device, prof, steps=forwards, label=LABEL)
+    forward = profiling.forward_kernels(prof, LABEL, found.device)
+    for k in forward["kernels"]:  # one LABEL range held every pass
+        k["calls_per_forward"] /= forwards
+    forward["kernels_per_forward"] /= forwards
+    forward["forward_device_ms"] /= forwards
+    found.kernels, found.forward_device_ms = forward["kernels"], forward["forward_device_ms"]
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+        prof.export_chrome_trace(os.path.join(out_dir, "trace.json"))
+        write_json(os.path.join(out_dir, "ops.json"), found.ops)
+        write_json(os.path.join(out_dir, "kernels.json"), forward)
+        found.out_dir = out_dir

@@ -1,0 +1,42 @@
+"""`with compilekit.profile() as p:` around a user's code as written: the op cost matrix by
+time and memory, and the kernels, for eager and for already-compiled code."""
+
+import json
+
+import torch
+
+import compilekit
+
+
+def test_an_eager_block_shows_what_each_op_allocated_per_pass(tmp_path):
+    def forward(x):
+        scratch = torch.full((1 << 20,), 2.0)  # 4 MiB of float32 per pass
+        return x * scratch[: x.numel()].view_as(x)
+
+    x = torch.ones(4, 4)
+    with compilekit.profile(str(tmp_path), device="cpu", forwards=3) as p:
+        for _ in range(3):
+            forward(x)
+    by_name = {r["name"]: r for r in p.ops}
+    assert abs(by_name["aten::empty"]["allocated_mb"] - 4.0) < 0.01
+    assert by_name["aten::mul"]["calls_per_forward"] == 1
+    assert "compilekit.profile" not in by_name  # the range around the block is not an op
+    table = p.table(by="memory").splitlines()
+    assert table[2].startswith("aten::empty") or table[2].startswith("aten::full")
+    with open(tmp_path / "ops.json") as f:
+        assert json.load(f) == p.ops
+
+
+def test_already_compiled_code_shows_inductors_kernels():
+    """On a CPU, compiled with Inductor's kernel profiling on (the docstring says so)."""
+    from torch._inductor import config
+
+    compiled = torch.compile(lambda x: (x.sin() + 1) * 2)
+    x = torch.randn(64, 64)
+    with config.patch({"cpp.enable_kernel_profile": True}):
+        compiled(x)  # compiled before the block, as a user's model would be
+    with compilekit.profile(device="cpu") as p:
+        compiled(x)
+    names = [k["name"] for k in p.kernels]
+    assert any(n.startswith("cpp_fused") for n in names), names
+    assert p.forward_device_ms > 0
