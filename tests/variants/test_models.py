@@ -64,7 +64,7 @@ def test_tiny_bert_compiled_is_checked_against_itself_in_float64_and_mapped_to_i
     lines of transformers' modeling_bert.py (the rest on the activations and SDPA helpers)."""
     from compilekit.usercell import make_cell, run_cell
 
-    cell = make_cell(f"{TINY}:bert", "default", "2x32", "float32", "cpu")
+    cell = make_cell(f"{TINY}:bert_one_layer", "default", "1x16", "float32", "cpu")
     result = run_cell(cell, str(tmp_path))
     assert result.status == "ok", result.reason
     assert result.reference == "the same model in float64"
