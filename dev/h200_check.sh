@@ -9,10 +9,16 @@
 #   G  the GPU-marked tests (GPU_TESTS: a pytest -k expression), within G_S seconds
 #   B  the blog matrix, cold (experiments/blog_part3.toml), within B_S seconds; each cell's
 #      wall, lock waits and steps (dev/sweep_steps.py)
+#   M  models (needs .whl/models/: ../shared/wheels/models/*.whl): bert-base 8x128 under eager,
+#      default and reduce-overhead, verified; its top ops by time and memory and its kernel map's
+#      files; llama-block default; llama-block 1x2048 with sdpa, triton-flash and gluon-flash
 # PHASES="S V G" bash dev/h200_check.sh
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COMPILEKIT_CACHE=/tmp/ck-cache
+if ls .whl/models/*.whl > /dev/null 2>&1; then  # after the first target: torch's own deps win
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site2 .whl/models/*.whl
+fi
+export PYTHONPATH=/tmp/site:/tmp/site2:$PWD PYTHONUNBUFFERED=1 COMPILEKIT_CACHE=/tmp/ck-cache
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 nvidia-smi -L | tee "$OUT/gpu.txt"
@@ -43,6 +49,24 @@ for phase in ${PHASES:-S V G}; do
       timeout "${G_S:-400}" python3 -m pytest -q -rA -m gpu tests -p no:cacheprovider \
         -k "${GPU_TESTS:-not awkward}" > "$OUT/G_tests.txt" 2>&1
       tail -25 "$OUT/G_tests.txt" ;;
+    M)
+      bert=bert-base__MODE__8x128__bfloat16__cuda
+      for mode in eager default reduce-overhead; do
+        cell bert-base $mode --shape 8x128 > "$OUT/M_bert_$mode.txt" 2>&1
+      done
+      python3 -m compilekit verify $runs/${bert//MODE/eager} $runs/${bert//MODE/default} \
+        $runs/${bert//MODE/reduce-overhead} > "$OUT/M_verify.txt" 2>&1
+      for by in time memory; do
+        python3 -m compilekit ops $runs/${bert//MODE/default} --by $by --top 5 > "$OUT/M_ops_$by.txt" 2>&1
+      done
+      python3 -c "import json,collections,sys; k=json.load(open(sys.argv[1]+'/kernels.json')); c=collections.Counter()
+for r in k['by_source_line']: c[r['file'].rsplit('/',1)[-1]]+=r['attributed_ms']
+t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" $runs/${bert//MODE/default} > "$OUT/M_files.txt" 2>&1
+      cell llama-block default > "$OUT/M_llama_default.txt" 2>&1
+      for attn in sdpa triton-flash gluon-flash; do
+        cell llama-block@$attn default --shape 1x2048 > "$OUT/M_llama_$attn.txt" 2>&1
+      done
+      grep -h "ok\|failed\|wrong\|latency\|unsupported" "$OUT"/M_*.txt | head -40 ;;
     B)
       start=$(date +%s)
       timeout "${B_S:-480}" python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog \

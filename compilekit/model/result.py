@@ -84,6 +84,8 @@ class CellResult:
     tflops: float | None = None
     eager_tflops: float | None = None
     peak_memory_mb: float | None = None
+    # why the op cost matrix has no memory column (its profile_memory session failed)
+    memory_note: str | None = None
     # compile (step 4)
     compile_cold_s: float | None = None
     compile_warm_s: float | None = None

@@ -292,6 +292,8 @@ def cell_notes(result) -> list[str]:
         notes.append(f"{result.status}: {result.reason.splitlines()[0][:400]}")
     if result.eager_note:
         notes.append(result.eager_note)
+    if result.memory_note:
+        notes.append(result.memory_note)
     if result.status == "self-consistent":
         notes.append(
             "self-consistent: no `reference` in the variant's file, so compiled was checked "
