@@ -18,3 +18,28 @@ def test_an_op_that_allocates_a_known_tensor_shows_its_bytes(tmp_path):
     assert abs(by_name["aten::empty"]["allocated_mb"] - 4.0) < 0.01
     assert by_name["aten::full"]["calls_per_forward"] == 1
     assert abs(by_name["aten::mul"]["allocated_mb"] - 64 / 2**20) < 1e-6  # its 4x4 output
+
+
+def test_a_failed_memory_profile_leaves_the_cell_and_its_time_columns(tmp_path, monkeypatch):
+    """The memory session is evidence beside the figures: where it fails, the cell stays ok,
+    the op table keeps its times, and the run says why the memory column is missing."""
+    import json
+
+    from compilekit.evidence import opcost
+    from compilekit.launch import cell
+    from compilekit.model.result import for_cell
+    from compilekit.model.spec import Cell, parse_shape
+
+    def refuse(*args):
+        raise RuntimeError("profile_memory refused")
+
+    monkeypatch.setattr(opcost, "memory_profile", refuse)
+    monkeypatch.delenv("COMPILEKIT_GPU_LOCK", raising=False)
+    eager = Cell("naive", "eager", parse_shape("1x2x64x16"), "float32", "cpu")
+    result = for_cell(eager)
+    cell.run_measure(eager, str(tmp_path), str(tmp_path), result)
+    assert result.status == "ok"
+    assert result.memory_note.endswith("(RuntimeError: profile_memory refused)")
+    with open(tmp_path / "ops.json") as f:
+        rows = json.load(f)
+    assert rows and all("allocated_mb" not in r and "self_cpu_ms" in r for r in rows)
