@@ -70,6 +70,17 @@ def user_frames(stack_text: str) -> list[dict]:
     return frames[::-1]
 
 
+def origin(frames: list[dict]) -> list[dict]:
+    """The line an op is charged to, from its user frames (innermost first): the innermost
+    line in a model's own code (transformers' `modeling_*.py`), where the op came through one,
+    so a model's helpers (its activation, attention and mask functions) charge the model's line
+    that called them; otherwise the innermost line."""
+    for frame in frames:
+        if os.path.basename(frame["file"]).startswith("modeling_"):
+            return [frame]
+    return frames[:1]
+
+
 def _dedupe(lines: list[dict]) -> list[dict]:
     seen, out = set(), []
     for ln in lines:
@@ -109,7 +120,7 @@ def provenance_index(graph: dict) -> dict[str, list[dict]]:
         for stack in stacks.get(key, []):
             frames = user_frames(stack)
             rec["source_lines"] = _dedupe(rec["source_lines"] + frames)
-            rec["origin_lines"] = _dedupe(rec.get("origin_lines", []) + frames[:1])
+            rec["origin_lines"] = _dedupe(rec.get("origin_lines", []) + origin(frames))
     return index
 
 
@@ -220,7 +231,7 @@ def build_map(
             found = {
                 "aten_ops": [k["launcher"]],
                 "source_lines": frames,
-                "origin_lines": frames[:1],
+                "origin_lines": origin(frames),
             }
         records.append(
             {
@@ -249,8 +260,9 @@ def by_source_line(records: list[dict]) -> list[dict]:
     """The inverse view: per source line, the kernels it landed in and the time attributed to it.
 
     Each kernel is charged to its origin lines (the innermost user line of each op fused into
-    it), split evenly between them: there is no finer truth inside a fused kernel. Callers
-    further out (a model's forward calling the attention) are in `source_lines`, not charged.
+    it, or of a model, its modeling file's line: origin), split evenly between them: there is
+    no finer truth inside a fused kernel. Callers further out (a model's forward calling the
+    attention) are in `source_lines`, not charged.
     """
     lines: dict[tuple, dict] = {}
     for rec in records:

@@ -60,8 +60,8 @@ def test_bad_input_to_a_factory_is_one_line_exit_2(factory, shape, needle, tmp_p
 def test_tiny_bert_compiled_is_checked_against_itself_in_float64_and_mapped_to_its_lines(
     tmp_path,
 ):
-    """The verdict, the reference, and the kernel map: most of the forward's device time on
-    lines of transformers' modeling_bert.py (the rest on the activations and SDPA helpers)."""
+    """The verdict, the reference, and the kernel map: the forward's device time on lines of
+    transformers' modeling_bert.py (its helpers' lines stay in each kernel's stack)."""
     from compilekit.usercell import make_cell, run_cell
 
     cell = make_cell(f"{TINY}:bert_one_layer", "default", "1x16", "float32", "cpu")
@@ -73,7 +73,8 @@ def test_tiny_bert_compiled_is_checked_against_itself_in_float64_and_mapped_to_i
         kernels = json.load(f)
     lines = kernels["by_source_line"]
     on_bert = sum(r["attributed_ms"] for r in lines if "modeling_bert.py" in r["file"])
-    assert on_bert / sum(r["attributed_ms"] for r in lines) > 0.5
+    # every kernel, the attention and its mask included, charged to a modeling_bert.py line
+    assert on_bert == pytest.approx(sum(r["attributed_ms"] for r in lines))
     from compilekit.report import opsview
 
     by_memory = [r.get("allocated_mb") or 0 for r in opsview.ops_rows(result.run_dir, "memory")]
