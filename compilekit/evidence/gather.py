@@ -7,6 +7,7 @@ import os
 import shutil
 
 from compilekit.measure import steady
+from compilekit.model.spec import Tokens
 
 
 def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> None:
@@ -62,12 +63,16 @@ def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> None
     with result.step("roofline"):  # the ceilings are measured once per machine, then kept
         from compilekit.evidence import envinfo, roofline
 
-        # q, k, v in and the output (q's size) out: the attention's least traffic
-        io_bytes = sum(a.numel() * a.element_size() for a in (*args, args[0]))
+        # q, k, v in and the output (q's size) out: the attention's least traffic, and its
+        # declared FLOPs; a model's inputs and FLOPs are the whole forward's, no one kernel's
+        io_bytes, attention_flops = None, None
+        if not isinstance(cell.shape, Tokens):
+            io_bytes = sum(a.numel() * a.element_size() for a in (*args, args[0]))
+            attention_flops = result.flops
         roofline.annotate(
             records,
             envinfo.device_ceilings(cell.device, os.path.dirname(cache_dir)),
-            result.flops,
+            attention_flops,
             io_bytes,
         )
         result.roofline = roofline.summary(records)
