@@ -40,7 +40,7 @@ class Profile:
         from compilekit.report import opsview
 
         rows = opsview.rank(self.ops, by, self.device == "cuda")
-        return opsview.table(rows[:top], self.device == "cuda", by, self.peak_memory_mb)
+        return opsview.table(rows[:top], self.device == "cuda", self.peak_memory_mb)
 
 
 @contextlib.contextmanager
@@ -50,19 +50,21 @@ def profile(out_dir: str | None = None, device: str | None = None, forwards: int
     trace.json (Perfetto), ops.json and kernels.json. device: "cuda" or "cpu", by default cuda
     where torch sees a GPU."""
     import torch
-    from torch.profiler import ProfilerActivity, record_function
+    from torch.profiler import record_function
 
     from compilekit.evidence import opcost, profiling
     from compilekit.model.store import write_json
 
     found = Profile(device=device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cuda = found.device == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     with torch.profiler.profile(
-        activities=activities, record_shapes=True, with_flops=True, profile_memory=True
+        activities=profiling.activities(found.device),
+        record_shapes=True,
+        with_flops=True,
+        profile_memory=True,
     ) as prof:
         with record_function(LABEL):
             yield found

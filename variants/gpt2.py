@@ -16,7 +16,6 @@ def workload(shape, dtype: str, device: str, attention: str = "sdpa", **config) 
     from transformers import GPT2Config, GPT2Model
 
     cfg = config_with(GPT2Config, attention, **config)
-    cfg.max_position_embeddings = cfg.n_positions
     model = GPT2Model(cfg).to(device=device, dtype=getattr(torch, dtype))
     ids, mask = build_inputs(shape, cfg, device)
     inputs = {"input_ids": ids, "attention_mask": mask}

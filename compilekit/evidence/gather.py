@@ -7,6 +7,7 @@ import os
 import shutil
 
 from compilekit.measure import steady
+from compilekit.model.errors import first_line
 from compilekit.model.spec import Tokens
 
 
@@ -39,8 +40,7 @@ def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> None
             memory = opcost.memory_profile(compiled, args, label, cell.device)
         except Exception as exc:  # evidence beside the figures: it never fails the cell
             result.memory_note = (
-                f"no memory per op: the profile_memory session failed ({type(exc).__name__}: "
-                f"{str(exc).splitlines()[0][:200] if str(exc) else ''})"
+                f"no memory per op: the profile_memory session failed ({first_line(exc)})"
             )
         op_rows = opcost.op_table(prof, cell.device, memory, label=label)
         write_json(os.path.join(stage_dir, "ops.json"), op_rows)

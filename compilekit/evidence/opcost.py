@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import torch
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
-
-from compilekit.evidence.profiling import ACTIVE, WAIT, WARMUP
+from compilekit.evidence import profiling
+from compilekit.evidence.profiling import ACTIVE
 
 
 def op_table(
@@ -49,18 +47,6 @@ def _memory_by_op(prof, device: str, steps: int) -> dict[str, float]:
 
 
 def memory_profile(fn: Callable, args, label: str, device: str):
-    """A profile_memory session of fn(*args) over the same schedule, for op_table's memory;
-    nothing is written."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with profile(
-        activities=activities,
-        schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE),
-        profile_memory=True,
-    ) as prof:
-        for _ in range(WAIT + WARMUP + ACTIVE):
-            with record_function(label):
-                fn(*args)
-            if device == "cuda":
-                torch.cuda.synchronize()
-            prof.step()
-    return prof
+    """A profile_memory session of fn(*args) over the timing profile's schedule, for
+    op_table's memory; nothing is written."""
+    return profiling.profiled_steps(fn, args, label, device, profile_memory=True)

@@ -28,24 +28,39 @@ WRAPPER_RE = re.compile(
 CPU_KERNEL_RE = re.compile(r"^graph_\d+_(cpp_\w+)$")
 
 
-def run_profiler(fn: Callable, args, label: str, device: str, run_dir: str):
-    """Profile WAIT+WARMUP+ACTIVE steps of fn(*args), each step labelled `label`."""
-    activities = [ProfilerActivity.CPU]
-    if device == "cuda":
-        activities.append(ProfilerActivity.CUDA)
-    steps = WAIT + WARMUP + ACTIVE
+def activities(device: str) -> list:
+    """What the profiler records: the CPU, and the GPU's kernels on a CUDA device."""
+    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+
+
+def profiled_steps(fn: Callable, args, label: str, device: str, **options):
+    """The profile (torch.profiler.profile with `options`) of WAIT+WARMUP+ACTIVE steps of
+    fn(*args), each step labelled `label`."""
     with profile(
-        activities=activities,
+        activities=activities(device),
         schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE),
-        record_shapes=True,  # the launching ops' tensor sizes: bytes moved, for the roofline
-        with_flops=True,  # torch's FLOP count of the matmuls that launched kernels
+        **options,
     ) as prof:
-        for _ in range(steps):
+        for _ in range(WAIT + WARMUP + ACTIVE):
             with record_function(label):
                 fn(*args)
             if device == "cuda":
                 torch.cuda.synchronize()
             prof.step()
+    return prof
+
+
+def run_profiler(fn: Callable, args, label: str, device: str, run_dir: str):
+    """profiled_steps of fn(*args) with the launching ops' shapes and FLOPs; writes trace.json
+    and profile.txt into run_dir."""
+    prof = profiled_steps(
+        fn,
+        args,
+        label,
+        device,
+        record_shapes=True,  # the launching ops' tensor sizes: bytes moved, for the roofline
+        with_flops=True,  # torch's FLOP count of the matmuls that launched kernels
+    )
     prof.export_chrome_trace(os.path.join(run_dir, "trace.json"))
     sort_by = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
     with open(os.path.join(run_dir, "profile.txt"), "w") as f:

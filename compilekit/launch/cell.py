@@ -71,8 +71,7 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
         # cells up to the timed calls, no figure is read here, and let go while the warm compile
         # compiles (compilekit/launch/locks.py).
         with locks.gpu_shared_between_compiles(result.steps_s):
-            eager_out, args = _first_calls(cell, variant, result)
-            expected = inputs.expected_output(variant, args, cell.dtype)
+            eager_out, args, expected = _first_calls(cell, variant, result)
             compiled = variant.attention
             if cell.mode != "eager":
                 compiled = _warm_compile(cell, variant, args, cache_dir, result)
@@ -114,7 +113,7 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
 
 def _first_calls(cell, variant, result):
     """The device's first kernels, the inputs and the eager probe: (eager output or None, the
-    inputs)."""
+    inputs, the output's expected shape and dtype: inputs.expected_output)."""
     from compilekit.measure import inputs
 
     with result.step("device_init"):  # the first kernel: CUDA context, dtype support
@@ -123,10 +122,10 @@ def _first_calls(cell, variant, result):
     with result.step("inputs"):
         args = inputs.cell_inputs(variant, cell)
         eager_out, result.eager_note = calls.eager_first(variant, args, cell)
+        expected = inputs.expected_output(variant, args, cell.dtype)
         if eager_out is not None:
-            expected = inputs.expected_output(variant, args, cell.dtype)
             calls.checked(eager_out, expected, "eager:", result)
-    return eager_out, args
+    return eager_out, args, expected
 
 
 def _warm_compile(cell, variant, args, cache_dir: str, result):

@@ -7,6 +7,8 @@ Every phase of a cell process raises CellEnded; cell.main records it through rec
 
 from __future__ import annotations
 
+from compilekit.model.errors import first_line  # noqa: F401  (calls.py reads it from here)
+
 
 class CellEnded(Exception):
     """The cell cannot go on: its status (unsupported, failed, wrong) and the reason."""
@@ -14,11 +16,6 @@ class CellEnded(Exception):
     def __init__(self, status: str, reason: str, out_of_memory: bool = False):
         super().__init__(reason)
         self.status, self.reason, self.out_of_memory = status, reason, out_of_memory
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:400]}" if text else type(exc).__name__
 
 
 # torch's own words for "this device / dtype / backend does not do that"

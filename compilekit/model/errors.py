@@ -1,4 +1,11 @@
-"""The two exceptions every layer shares; a leaf module, so nothing here imports the rest."""
+"""The two exceptions every layer shares, and an error in one line; a leaf module, so nothing
+here imports the rest."""
+
+
+def first_line(exc: BaseException) -> str:
+    """`Type: the first line of its message` (at most 400 characters), or the type alone."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:400]}" if text else type(exc).__name__
 
 
 class UserError(Exception):

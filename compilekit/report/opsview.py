@@ -14,19 +14,22 @@ from compilekit.model.store import CorruptFile, read_json
 RANKS = {"time": "self_time_ms", "memory": "allocated_mb"}
 
 
+def _check_by(by: str) -> None:
+    if by not in RANKS:
+        raise UserError(f"rank ops by {by!r}? choose one of {', '.join(RANKS)}")
+
+
 def rank(rows: list[dict], by: str, cuda: bool) -> list[dict]:
     """Rows of an op cost matrix with self_time_ms (device time on CUDA, CPU time on a CPU),
     largest first by `by` (time or memory)."""
-    if by not in RANKS:
-        raise UserError(f"rank ops by {by!r}? choose one of {', '.join(RANKS)}")
+    _check_by(by)
     rows = [{**r, "self_time_ms": r["self_device_ms"] if cuda else r["self_cpu_ms"]} for r in rows]
     return sorted(rows, key=lambda r: -(r.get(RANKS[by]) or 0.0))
 
 
 def ops_rows(run_dir: str, by: str = "time") -> list[dict]:
     """The run's ops.json rows, ranked (rank)."""
-    if by not in RANKS:
-        raise UserError(f"rank ops by {by!r}? choose one of {', '.join(RANKS)}")
+    _check_by(by)  # before the file: a typo is named whatever the run holds
     path = os.path.join(run_dir, "ops.json")
     if not os.path.isfile(path):
         raise UserError(f"no ops.json in {run_dir!r}: run the cell again with this compilekit")
@@ -43,10 +46,10 @@ def ops_view(run_dir: str, by: str = "time", top: int = 20) -> str:
     rows = ops_rows(run_dir, by)
     title = f"{result.variant} / {result.mode} / {result.shape}: ops ranked by {by}, per forward"
     cuda = result.device == "cuda"
-    return title + "\n\n" + table(rows[:top], cuda, by, result.peak_memory_mb)
+    return title + "\n\n" + table(rows[:top], cuda, result.peak_memory_mb)
 
 
-def table(rows: list[dict], cuda: bool, by: str, peak_memory_mb: float | None) -> str:
+def table(rows: list[dict], cuda: bool, peak_memory_mb: float | None) -> str:
     """Ranked rows as text, with the peak memory line."""
     lines = [
         [
