@@ -9,9 +9,13 @@
 #   G  the GPU-marked tests (GPU_TESTS: a pytest -k expression), within G_S seconds
 #   B  the blog matrix, cold (experiments/blog_part3.toml), within B_S seconds; each cell's
 #      wall, lock waits and steps (dev/sweep_steps.py)
-#   M  models (needs .whl/models/: ../shared/wheels/models/*.whl): bert-base 8x128 under eager,
-#      default and reduce-overhead, verified; its top ops by time and memory and its kernel map's
-#      files; llama-block default; llama-block 1x2048 with sdpa, triton-flash and gluon-flash
+#   N  the models sweep (experiments/models.toml; needs .whl/models/: ../shared/wheels/models/
+#      *.whl) into MODELS (default /tmp/models; a published copy carried in resumes it), within
+#      N_S seconds, then published to $OUT/models (result, kernels and ops files per cell)
+#   M  after N, from MODELS: bert-base 8x128 eager, default and reduce-overhead verified, its
+#      top ops by time and memory, its kernel map's files; `make experiment
+#      VARIANT=llama-block MODE=default`
+#   L  the lock tests (tests/launch/test_locks.py) on this torch
 # PHASES="S V G" bash dev/h200_check.sh
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
@@ -24,6 +28,9 @@ mkdir -p "$OUT"
 nvidia-smi -L | tee "$OUT/gpu.txt"
 runs=/tmp/runs
 blog=8x16x1024x64
+MODELS=${MODELS:-/tmp/models}
+bert=bert-base__MODE__8x128__bfloat16__cuda
+bert_default=${bert//MODE/default}
 cell() { python3 -m compilekit run --variant "$1" --mode "$2" --out $runs "${@:3}"; }
 steps() { python3 -c "import json,sys; r=json.load(open(sys.argv[1]+'/result.json')); print(r['status'], r['compiled_ms'], r['wall_s'], json.dumps(r['steps_s']))" "$1"; }
 for phase in ${PHASES:-S V G}; do
@@ -49,24 +56,39 @@ for phase in ${PHASES:-S V G}; do
       timeout "${G_S:-400}" python3 -m pytest -q -rA -m gpu tests -p no:cacheprovider \
         -k "${GPU_TESTS:-not awkward}" > "$OUT/G_tests.txt" 2>&1
       tail -25 "$OUT/G_tests.txt" ;;
+    N)
+      start=$(date +%s)
+      timeout "${N_S:-480}" python3 -m compilekit sweep experiments/models.toml --out "$MODELS" \
+        > "$OUT/N_sweep.txt" 2>&1
+      echo "models sweep rc=$? wall_s $(( $(date +%s) - start ))" | tee -a "$OUT/N_sweep.txt"
+      python3 dev/sweep_steps.py "$MODELS" > "$OUT/N_steps.txt" 2>&1
+      pages=$(for c in $bert_default ${bert//MODE/reduce-overhead} \
+        llama-block@triton-flash__default__1x2048__bfloat16__cuda; do
+        [ -f "$MODELS/$c/result.json" ] && echo "--page $c"; done)
+      python3 -m compilekit publish "$MODELS" "$OUT/models" $pages > "$OUT/N_publish.txt" 2>&1
+      tail -3 "$OUT/N_sweep.txt" ;;
     M)
-      bert=bert-base__MODE__8x128__bfloat16__cuda
-      for mode in eager default reduce-overhead; do
-        cell bert-base $mode --shape 8x128 > "$OUT/M_bert_$mode.txt" 2>&1
-      done
-      python3 -m compilekit verify $runs/${bert//MODE/eager} $runs/${bert//MODE/default} \
-        $runs/${bert//MODE/reduce-overhead} > "$OUT/M_verify.txt" 2>&1
+      python3 -m compilekit verify "$MODELS/${bert//MODE/eager}" "$MODELS/$bert_default" \
+        "$MODELS/${bert//MODE/reduce-overhead}" > "$OUT/M_verify.txt" 2>&1
       for by in time memory; do
-        python3 -m compilekit ops $runs/${bert//MODE/default} --by $by --top 5 > "$OUT/M_ops_$by.txt" 2>&1
+        for mode in eager default; do
+          python3 -m compilekit ops "$MODELS/${bert//MODE/$mode}" --by $by --top 5 \
+            > "$OUT/M_ops_${mode}_$by.txt" 2>&1
+        done
       done
       python3 -c "import json,collections,sys; k=json.load(open(sys.argv[1]+'/kernels.json')); c=collections.Counter()
 for r in k['by_source_line']: c[r['file'].rsplit('/',1)[-1]]+=r['attributed_ms']
-t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" $runs/${bert//MODE/default} > "$OUT/M_files.txt" 2>&1
-      cell llama-block default > "$OUT/M_llama_default.txt" 2>&1
-      for attn in sdpa triton-flash gluon-flash; do
-        cell llama-block@$attn default --shape 1x2048 > "$OUT/M_llama_$attn.txt" 2>&1
-      done
-      grep -h "ok\|failed\|wrong\|latency\|unsupported" "$OUT"/M_*.txt | head -40 ;;
+t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS/$bert_default" > "$OUT/M_files.txt" 2>&1
+      if command -v make > /dev/null; then
+        make experiment VARIANT=llama-block MODE=default OUT=$runs > "$OUT/M_llama_default.txt" 2>&1
+      else
+        echo "(no make here: the command it runs)" > "$OUT/M_llama_default.txt"
+        cell llama-block default >> "$OUT/M_llama_default.txt" 2>&1
+      fi
+      cat "$OUT/M_verify.txt" "$OUT/M_files.txt" ;;
+    L)
+      python3 -m pytest -q -p no:cacheprovider tests/launch/test_locks.py > "$OUT/L_locks.txt" 2>&1
+      tail -3 "$OUT/L_locks.txt" ;;
     B)
       start=$(date +%s)
       timeout "${B_S:-480}" python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog \

@@ -6,9 +6,10 @@ figure is written): the FX and AOT caches off, so Inductor really compiles again
 Inductor's provenance (switched on in compile/settings.py) and output code. `read_trace` pulls
 them out, `write_kernels` splits each generated kernel into its own file.
 
-The two patches to torch and depyf internals live here, and undo themselves on exit: depyf's
-kernel hook with the signature torch 2.13 calls, and a TORCH_TRACE handler attached after
-import (torch reads the TORCH_TRACE variable only when it is imported).
+The capture's two patches to torch and depyf internals live here, and undo themselves on exit:
+depyf's kernel hook with the signature torch 2.13 calls, and a TORCH_TRACE handler attached
+after import (torch reads the TORCH_TRACE variable only when it is imported). The only other
+one, for Inductor's benchmarks before torch 2.13, is settings.benchmarks_alone.
 """
 
 from __future__ import annotations

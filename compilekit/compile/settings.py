@@ -9,6 +9,8 @@ the timed process reuses exactly what the first compile built):
 - the cell's own Inductor options (`--set`, `[configs]`), also given to torch.compile: set here
   too for the knobs Inductor reads at run time rather than at compile time; and the cell's
   custom graph passes (`--pass`), as one composite object at `joint_custom_pre_pass`.
+- in a sweep, each of Inductor's GPU benchmarks runs with the GPU alone (benchmarks_alone), and
+  a compile's start and end let go of and take again the GPU (around_compiles).
 Environment variables the parent sets for each process (cache directories, TORCH_TRACE, compile
 threads) are listed in runner.PHASE_ENV.
 """
@@ -16,6 +18,7 @@ threads) are listed in runner.PHASE_ENV.
 from __future__ import annotations
 
 import contextlib
+import functools
 
 
 def toolkit_changes(device: str, capture: bool) -> dict:
@@ -83,3 +86,43 @@ def around_compiles(on_start, on_end):
         yield
     finally:
         _AROUND.remove(pair)
+
+
+@contextlib.contextmanager
+def benchmarks_alone(alone):
+    """Run each of Inductor's GPU benchmarks (max-autotune's candidate kernels, a kernel's
+    launch configs) inside `alone()`, a re-entrant context manager, for the block: their
+    timings choose kernels, so they must not share the GPU. Through torch's own hook where it
+    has one (torch >= 2.13: set_gpu_benchmark_lock_context); before that, the one patch here:
+    each benchmarker class's `benchmark_gpu` is wrapped, and put back on exit."""
+    from torch._inductor.runtime import benchmarking
+
+    set_context = getattr(benchmarking, "set_gpu_benchmark_lock_context", None)
+    if set_context is not None:
+        previous = set_context(alone)
+        try:
+            yield
+        finally:
+            set_context(previous)
+        return
+    originals = {
+        cls: vars(cls)["benchmark_gpu"]
+        for cls in vars(benchmarking).values()
+        if isinstance(cls, type) and "benchmark_gpu" in vars(cls)
+    }
+    for cls, original in originals.items():
+        cls.benchmark_gpu = _inside(alone, original)
+    try:
+        yield
+    finally:
+        for cls, original in originals.items():
+            cls.benchmark_gpu = original
+
+
+def _inside(alone, fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with alone():
+            return fn(*args, **kwargs)
+
+    return wrapper

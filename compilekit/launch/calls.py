@@ -108,15 +108,3 @@ def cell_pass(cell):
     from compilekit.compile.passes import composite
 
     return composite(list(cell.passes))
-
-
-def compile_gpu_turn(cell, record: dict):
-    """The GPU lock for a cold compile: alone under max-autotune, which benchmarks candidate
-    kernels on the GPU (its choices are figures); otherwise shared, and let go while it
-    compiles (CPU work): its first call's kernels must only keep out of another cell's
-    figures."""
-    from compilekit.launch import locks
-
-    if cell.mode.startswith("max-autotune"):
-        return locks.gpu_turn(record)
-    return locks.gpu_shared_between_compiles(record)

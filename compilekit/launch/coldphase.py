@@ -87,13 +87,14 @@ def run_cold(cell, cache_dir: str, result) -> None:
 
         from compilekit.compile import settings
         from compilekit.evidence import diagnose
+        from compilekit.launch import locks
         from compilekit.measure import inputs
         from compilekit.model.store import write_json
 
         variant = failures.cell_variant(cell)
     wait_for_measure_imports(cache_dir, result)
     with (
-        calls.compile_gpu_turn(cell, result.steps_s),
+        locks.gpu_shared_between_compiles(result.steps_s),
         settings.toolkit_settings(cell.device, False, dict(cell.config), calls.cell_pass(cell)),
     ):
         with result.step("inputs"):

@@ -1,12 +1,13 @@
 """Taking turns between the cell processes of one sweep.
 
 - The GPU: a readers-writer lock per GPU (COMPILEKIT_GPU_LOCK). GPU work that yields a figure
-  holds it alone: the timed calls, the profile and kernel map, max-autotune's benchmarks of its
-  candidates. GPU work that yields none shares it: the first kernels, the eager probe, a warm
-  or cold compile's first call, the float64 reference; a compile lets it go while Dynamo and
-  Inductor work on the CPU (gpu_shared_between_compiles). So no figure is read while another
-  cell's kernels run, and a figure waits for kernels, not for compiles. A turnstile, as for the
-  CPU, keeps new sharers out while a figure waits.
+  holds it alone: the timed calls, the profile and kernel map, each of Inductor's benchmarks
+  (max-autotune's candidates, a kernel's configs). GPU work that yields none shares it: the
+  first kernels, the eager probe, a warm or cold compile's first call, the float64 reference;
+  a compile lets it go while Dynamo and Inductor work on the CPU, but for its benchmarks
+  (gpu_shared_between_compiles). So no figure is read while another cell's kernels run, and a
+  figure waits for kernels, not for compiles. A turnstile, as for the CPU, keeps new sharers
+  out while a figure waits.
 - The CPU, for a CUDA cell's timed calls, where the machine has cores to spare (core_plan):
   each GPU of the sweep gets a physical core that no cell process runs on (QUIET_ENV), the rest
   (BUSY_ENV) carry every cell process and its compile workers; the timing thread moves onto its
@@ -184,7 +185,9 @@ def gpu_shared(record: dict):
 def gpu_shared_between_compiles(record: dict):
     """gpu_shared, let go while Dynamo and Inductor compile inside the block (CPU work, seconds)
     and taken again before the compiled code runs, so a figure waits for kernels, not for a
-    compile. The waits to take it again are added to record["gpu_lock_wait_s"]."""
+    compile. Inductor's GPU benchmarks inside the block (max-autotune's candidates, a kernel's
+    configs) each take the GPU alone: their timings choose kernels. The waits are added to
+    record["gpu_lock_wait_s"]."""
     path = os.environ.get("COMPILEKIT_GPU_LOCK")
     if not path:
         yield
@@ -194,7 +197,10 @@ def gpu_shared_between_compiles(record: dict):
     hold = _GpuHold(path, False, record)
     hold.take()
     try:
-        with settings.around_compiles(hold.let_go, hold.take):
+        with (
+            settings.around_compiles(hold.let_go, hold.take),
+            settings.benchmarks_alone(hold.alone),
+        ):
             yield
     finally:
         hold.let_go()
@@ -206,6 +212,7 @@ class _GpuHold:
     def __init__(self, path: str, exclusive: bool, record: dict):
         self.path, self.exclusive, self.record = path, exclusive, record
         self.fds: list[int] = []
+        self.depth = 0  # of alone() blocks now open
 
     def take(self) -> None:
         if self.fds:
@@ -226,6 +233,27 @@ class _GpuHold:
     def let_go(self) -> None:
         while self.fds:
             os.close(self.fds.pop())
+
+    @contextlib.contextmanager
+    def alone(self):
+        """The GPU alone for the block, then held as before (shared, or not at all). Re-entrant:
+        one benchmark may call another. A shared hold is let go first: one process waiting on
+        two descriptors would wait for itself."""
+        self.depth += 1
+        held, exclusive = bool(self.fds), self.exclusive
+        try:
+            if self.depth == 1 and not (held and exclusive):
+                self.let_go()
+                self.exclusive = True
+                self.take()
+            yield
+        finally:
+            self.depth -= 1
+            if self.depth == 0 and not (held and exclusive):
+                self.let_go()
+                self.exclusive = exclusive
+                if held:
+                    self.take()
 
 
 @contextlib.contextmanager

@@ -140,8 +140,8 @@ def run_sweep(
 def _run_locked(experiment, out_dir, gpus, force, retry, cache_root, fresh, per_gpu, log):
     done, cells = select_cells(experiment, out_dir, force, retry, log)
     todo: queue.Queue = queue.Queue()
-    # max-autotune's cold compiles first: the longest, with the GPU alone while they tune, so
-    # the other cells' start-ups and compiles fill that time instead of a sweep's tail
+    # max-autotune's cold compiles first: the longest, so the other cells fill that time
+    # instead of a sweep's tail
     for cell in sorted(cells, key=lambda c: not c.mode.startswith("max-autotune")):
         todo.put(cell)
     total, pending = len(experiment.cells), todo.qsize()

@@ -1,15 +1,16 @@
 """`compilekit publish SWEEP DEST`: a sweep measured elsewhere (the H200), made small enough to
 commit and share, with every figure still checkable.
 
-Per cell it keeps result.json and kernels.json (and the records of the runs kept in attempts/);
-then it renders REPORT.md, the plots and the sweep page with this checkout's code. Run pages
-come only for the cells named with --page, and generated code only for those named with
---code: traces, depyf dumps, TORCH_TRACE logs, logs and kernel sources stay behind (a reader
-regenerates every run page with `compilekit html DEST`). The figures derived from a cell's
-stored kernel map (each kernel's roofline place against the sweep's measured ceilings, the
-roofline split, the CUDA-graph replay breakdown) are derived again from the same measured
-inputs, so a fix to how they are read reaches published results without a re-run; each
-changed cell is named. DEST is emptied first, but for its README.md (prose about the results).
+Per cell it keeps result.json, kernels.json and ops.json (the op cost matrix), and the records
+of the runs kept in attempts/; then it renders REPORT.md, the plots and the sweep page with
+this checkout's code. Run pages come only for the cells named with --page, and generated code
+only for those named with --code: traces, depyf dumps, TORCH_TRACE logs, logs and kernel
+sources stay behind (a reader regenerates every run page with `compilekit html DEST`). The
+figures derived from a cell's stored kernel map (each kernel's roofline place against the
+sweep's measured ceilings, the roofline split, the CUDA-graph replay breakdown) are derived
+again from the same measured inputs, so a fix to how they are read reaches published results
+without a re-run; each changed cell is named. DEST is emptied first, but for its README.md
+(prose about the results).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from compilekit.model.store import read_json, write_json
 from compilekit.report import pages, sweeppage, sweepreport
 
 CELL_FILES = (
-    "result.json", "kernels.json",
+    "result.json", "kernels.json", "ops.json",
     # the other runs a result lists (a failed rerun, a noisy timing): their records only
     "attempts/*/result.json", "attempts/*/attempts/*/result.json",
 )  # fmt: skip

@@ -171,17 +171,22 @@ def test_a_cuda_timer_takes_its_quiet_core_and_lets_compiles_go_on(tmp_path):
     assert t[("timer", "after")] == cores[:-1]
 
 
-def test_a_compile_lets_the_gpu_go_while_it_compiles(tmp_path, monkeypatch):
-    """Shared before the compile, free while Dynamo and the backend work, shared again for the
-    compiled code's kernels; free after the block."""
+def _compile_under_the_gpu_lock(lock, record):
+    """Compile and run a function with gpu_shared_between_compiles; its backend runs one of
+    Inductor's GPU benchmarks while it compiles. Returns the GPU lock's state at each step."""
     import torch
+    from torch._inductor.runtime.benchmarking import benchmarker
 
-    lock = tmp_path / "gpu0.lock"
-    monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(lock))
-    monkeypatch.delenv("COMPILEKIT_CPU_LOCK", raising=False)
     seen = []
 
+    def bench(step):  # one of Inductor's GPU benchmarks, noting the lock from the kernel
+        # on the CPU, a "GPU" benchmark of the CPU device; the lock is all that is looked at
+        on = {} if torch.cuda.is_available() else {"device_type": "cpu"}
+        benchmarker.benchmark_gpu(lambda: seen.append((step, gpu_lock_state(lock))), **on)
+
     def backend(gm, example_inputs):
+        seen.append(("compiling", gpu_lock_state(lock)))
+        bench("benchmarking")
         seen.append(("compiling", gpu_lock_state(lock)))
 
         def run(*args):
@@ -192,15 +197,66 @@ def test_a_compile_lets_the_gpu_go_while_it_compiles(tmp_path, monkeypatch):
 
     torch._dynamo.reset()
     fn = torch.compile(lambda x: (x + 1).sin(), backend=backend)
-    record = {}
     with locks.gpu_shared_between_compiles(record):
         seen.append(("before", gpu_lock_state(lock)))
         fn(torch.ones(3))
+        bench("benchmarking at run time")  # e.g. a kernel's launch configs, on its first call
+        seen.append(("after it", gpu_lock_state(lock)))
     seen.append(("after", gpu_lock_state(lock)))
+    return list(dict.fromkeys(seen))  # each step once, in order
+
+
+def test_a_compile_lets_the_gpu_go_while_it_compiles_but_for_its_benchmarks(tmp_path, monkeypatch):
+    """Shared before the compile, free while Dynamo and the backend work but alone for each of
+    Inductor's GPU benchmarks (they choose kernels), shared again for the compiled code's
+    kernels; free after the block."""
+    lock = tmp_path / "gpu0.lock"
+    monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(lock))
+    monkeypatch.delenv("COMPILEKIT_CPU_LOCK", raising=False)
+    record = {}
+    seen = _compile_under_the_gpu_lock(lock, record)
     assert seen == [
         ("before", "shared"),
         ("compiling", "free"),
+        ("benchmarking", "alone"),
         ("running", "shared"),
+        ("benchmarking at run time", "alone"),
+        ("after it", "shared"),
         ("after", "free"),
     ]
     assert "gpu_lock_wait_s" in record
+
+
+def test_benchmarks_take_the_gpu_alone_on_a_torch_without_the_hook(tmp_path, monkeypatch):
+    """Before torch 2.13 there is no set_gpu_benchmark_lock_context: benchmark_gpu is wrapped
+    for the block, and each benchmarker class gets its own method back after it."""
+    from torch._inductor.runtime import benchmarking
+
+    monkeypatch.delattr(benchmarking, "set_gpu_benchmark_lock_context", raising=False)
+    classes = {
+        cls: vars(cls)["benchmark_gpu"]
+        for cls in vars(benchmarking).values()
+        if isinstance(cls, type) and "benchmark_gpu" in vars(cls)
+    }
+    assert classes  # the benchmarkers this relies on are still there
+    lock = tmp_path / "gpu0.lock"
+    monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(lock))
+    monkeypatch.delenv("COMPILEKIT_CPU_LOCK", raising=False)
+    seen = _compile_under_the_gpu_lock(lock, {})
+    assert ("benchmarking", "alone") in seen and ("compiling", "free") in seen
+    assert all(vars(cls)["benchmark_gpu"] is fn for cls, fn in classes.items())
+
+
+def test_a_benchmark_in_a_held_block_takes_the_gpu_alone_and_gives_back_the_share(tmp_path):
+    """alone() inside a shared hold: alone for the benchmark (and one nested in it), shared
+    again after, as the block had it."""
+    lock = tmp_path / "gpu0.lock"
+    hold = locks._GpuHold(str(lock), False, {})
+    hold.take()
+    with hold.alone():
+        with hold.alone():
+            inner = gpu_lock_state(lock)
+        outer = gpu_lock_state(lock)
+    after = gpu_lock_state(lock)
+    hold.let_go()
+    assert (inner, outer, after, gpu_lock_state(lock)) == ("alone", "alone", "shared", "free")
