@@ -216,11 +216,8 @@ def raw_kernel_definitions() -> dict[str, list[dict]]:
         if not path.endswith(".py") or "-packages" in path or not is_user_file(path):
             continue
         for value in list(vars(module).values()):
-            for _ in range(4):  # an Autotuner or Heuristics holds its kernel in .fn
-                if isinstance(value, jit.JITFunction) or not hasattr(value, "fn"):
-                    break
-                value = value.fn
-            if not isinstance(value, jit.JITFunction):
+            value = _jit_function(value, jit.JITFunction)
+            if value is None:
                 continue
             code = value.fn.__code__
             line = code.co_firstlineno  # the first decorator's line: find the def below it
@@ -234,6 +231,20 @@ def raw_kernel_definitions() -> dict[str, list[dict]]:
             frame = {"file": code.co_filename, "line": line, "code": text}
             found.setdefault(code.co_name, [frame])
     return found
+
+
+def _jit_function(value, jit_function):
+    """The JITFunction value is, or holds in .fn (an Autotuner or Heuristics), or None. Any
+    error reading .fn means none: a library's placeholder object may raise anything there
+    (transformers' stand-ins for missing backends raise ImportError)."""
+    for _ in range(4):
+        if isinstance(value, jit_function):
+            return value
+        try:
+            value = value.fn
+        except Exception:
+            return None
+    return value if isinstance(value, jit_function) else None
 
 
 def eager_source_lines(fn, args) -> dict[tuple[str, int], list[dict]]:

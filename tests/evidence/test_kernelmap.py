@@ -416,6 +416,16 @@ def _raw_plain(x_ptr):
 """
 
 
+
+class _MissingBackend:
+    """A public attribute raises ImportError, as transformers' stand-ins for missing backends
+    do."""
+
+    def __getattribute__(self, name):
+        if name.startswith("_"):
+            return object.__getattribute__(self, name)
+        raise ImportError(f"{name}: this needs a library that is not installed")
+
 def test_a_kernel_launched_outside_any_op_maps_to_its_definition(tmp_path, monkeypatch):
     """gluon-flash and triton-flash launch their kernel raw in eager (no torch op: the
     profiler names no launcher, so no op's call stack gives a line): such a kernel maps to its
@@ -430,6 +440,7 @@ def test_a_kernel_launched_outside_any_op_maps_to_its_definition(tmp_path, monke
     spec = importlib.util.spec_from_file_location("raw_kernels_mod", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    module.placeholder = _MissingBackend()  # as transformers leaves for a library not installed
     monkeypatch.setitem(sys.modules, "raw_kernels_mod", module)  # imported for this test only
     definitions = profiling.raw_kernel_definitions()
     path = str(path)
