@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call on an H200 (the `device` tool, carry [".whl"]): the wheels torch does not
-# bring, then the phases asked, in order, each writing under $OUT.
+# bring, then the phases asked, in order; what they write comes back in $OUT/results.tgz.
 #   C  a bare user's process compiling naive cold, warm and FX-cache-off (dev/cold_breakdown.py)
 #   S  the single cell cold (fresh cache) and warm, naive default at the blog shape: wall times
 #      and the measure process's steps_s
@@ -18,13 +18,17 @@
 #   L  the lock tests (tests/launch/test_locks.py) on this torch
 # PHASES="S V G" bash dev/h200_check.sh
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl || exit 1
 if ls .whl/models/*.whl > /dev/null 2>&1; then  # after the first target: torch's own deps win
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site2 .whl/models/*.whl
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site2 .whl/models/*.whl
 fi
 export PYTHONPATH=/tmp/site:/tmp/site2:$PWD PYTHONUNBUFFERED=1 COMPILEKIT_CACHE=/tmp/ck-cache
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+# everything goes under one folder, packed into $OUT/results.tgz at the end: a device call
+# brings back at most 8 files
+BACK=${OUT:-/tmp/back}
+OUT=/tmp/ck-out
+mkdir -p "$OUT" "$BACK"
+trap 'tar czf "$BACK/results.tgz" -C "$OUT" .' EXIT
 nvidia-smi -L | tee "$OUT/gpu.txt"
 runs=/tmp/runs
 blog=8x16x1024x64
