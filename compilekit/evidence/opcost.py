@@ -13,12 +13,18 @@ def op_table(
     prof, device: str, memory_prof=None, steps: int = ACTIVE, label: str | None = None
 ) -> list[dict]:
     """The op cost matrix per forward (of `steps`): self and total device time, self CPU time,
-    calls, share of the self time; with memory_prof (a profile_memory session, run apart so its
-    allocator hooks never touch the timed profile), the bytes each op allocated itself, in MiB.
+    calls, share of the forward's time; with memory_prof (a profile_memory session, run apart so
+    its allocator hooks never touch the timed profile), the bytes each op allocated itself, in
+    MiB.
     The step markers and the `label` range around each forward are not ops."""
-    rows = [a for a in prof.key_averages() if a.key not in ("ProfilerStep*", label)]
+    from torch.autograd import DeviceType
+
+    rows = [a for a in _averages(prof) if a.key not in ("ProfilerStep*", label)]
     key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
-    total = sum(getattr(a, key) for a in rows) or 1.0
+    # the share of the forward's time: on CUDA, of its kernels' time (each kernel shows twice,
+    # as its own row and in the self time of the op that launched it: count it once)
+    kernels = [a for a in rows if device == "cuda" and a.device_type != DeviceType.CPU]
+    total = sum(getattr(a, key) for a in kernels or rows) or 1.0
     memory = _memory_by_op(memory_prof, device, steps) if memory_prof is not None else {}
     table = [
         {
@@ -33,6 +39,28 @@ def op_table(
         for a in rows
     ]
     return sorted(table, key=lambda r: -r["share"])
+
+
+def _averages(prof):
+    """The profile's per-op averages without the GPU-side copies of annotated ranges (a forward's
+    label, the step markers, Inductor's `## Call CompiledFxGraph` around a compiled graph): on
+    CUDA each such range also shows as a device event spanning its kernels, which would be
+    counted as device time of its own, on top of the kernels it spans."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEventAvg
+
+    averages: dict[str, FunctionEventAvg] = {}
+    for event in prof.events():
+        if event.device_type == DeviceType.CPU or not _annotation(event):
+            averages.setdefault(event.key, FunctionEventAvg()).add(event)
+    return list(averages.values())
+
+
+def _annotation(event) -> bool:
+    """A device-side range a user or torch annotated, not a kernel or a copy."""
+    return bool(getattr(event, "is_user_annotation", False)) or event.name.startswith(
+        ("## ", "ProfilerStep#")
+    )
 
 
 def _memory_by_op(prof, device: str, steps: int) -> dict[str, float]:

@@ -43,3 +43,50 @@ def test_a_failed_memory_profile_leaves_the_cell_and_its_time_columns(tmp_path, 
     with open(tmp_path / "ops.json") as f:
         rows = json.load(f)
     assert rows and all("allocated_mb" not in r and "self_cpu_ms" in r for r in rows)
+
+
+class _Profile:
+    """What op_table reads of a torch.profiler session: its events."""
+
+    def __init__(self, events):
+        self._events = events
+
+    def events(self):
+        return self._events
+
+
+def test_a_compiled_graphs_annotation_is_not_device_time_and_kernels_count_once():
+    """On CUDA, Inductor's `## Call CompiledFxGraph` range also shows as a device-side range
+    spanning its kernels: it adds no device time of its own. The forward's time is its kernels'
+    (1 + 3 ms), each counted once though it also shows in the op that launched it."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    from compilekit.evidence.opcost import op_table
+
+    call = "## Call CompiledFxGraph abc ##"
+
+    def event(id_, name, start, end, device_type=DeviceType.CPU, **kw):
+        return FunctionEvent(
+            id_, name, 0, start, end, use_device="cuda", device_type=device_type, **kw
+        )
+
+    graph = event(1, call, 0, 5000)
+    graph.append_kernel("triton_poi_fused_add_0", 0, 1000)
+    mm = event(2, "aten::mm", 1000, 2000)
+    mm.append_kernel("sm90_gemm", 0, 3000)
+    graph.append_cpu_child(mm)
+    mm.set_cpu_parent(graph)
+    annotation = event(3, call, 0, 4500, DeviceType.CUDA, is_user_annotation=True)
+    kernels = [
+        event(4, "triton_poi_fused_add_0", 0, 1000, DeviceType.CUDA),
+        event(5, "sm90_gemm", 1000, 4000, DeviceType.CUDA),
+    ]
+    rows = {
+        r["name"]: r
+        for r in op_table(_Profile([graph, mm, annotation, *kernels]), "cuda", steps=1)
+    }
+    assert rows[call]["self_device_ms"] == 1.0  # the kernel it launched itself, not its span
+    assert rows["aten::mm"]["self_device_ms"] == rows["sm90_gemm"]["self_device_ms"] == 3.0
+    assert rows["sm90_gemm"]["share"] == 0.75 and rows["aten::mm"]["share"] == 0.75
+    assert rows["triton_poi_fused_add_0"]["share"] == 0.25
