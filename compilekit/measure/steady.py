@@ -15,7 +15,8 @@ NOISY_SPREAD = 1.5
 # timed thread its own core, and would otherwise mark every cell of a sweep as disturbed.
 BUSY_OTHERS_CORES = 1.0
 BUSY_OTHERS_SHARE = 0.25
-# A disturbed timing is taken again this many times at most, each after a pause.
+# A disturbed timing is taken again this many times at most, each after a pause
+# (COMPILEKIT_RETIMES sets another count: 0 for a quick look that keeps the first timing).
 RETIMES = 2
 RETIME_PAUSE_S = 1.0
 # Under this share of each call busy on the GPU, the call is host-bound.
@@ -33,7 +34,7 @@ def time_cell(cell, variant, compiled, args, result) -> None:
 
     attempts = []
     with_eager = result.eager_note is None  # else eager ran out of memory: compiled alone
-    for attempt in range(1 + RETIMES):
+    for attempt in range(1 + retimes()):
         if attempt:
             time.sleep(RETIME_PAUSE_S)
         with cpuwatch.watch() as watched:
@@ -71,6 +72,12 @@ def time_cell(cell, variant, compiled, args, result) -> None:
             result.eager_tflops = result.flops / (eager["median_ms"] * 1e-3) / 1e12
     result.noise_note = note
     result.noisy = note is not None
+
+
+def retimes() -> int:
+    """How many times a disturbed timing is taken again: COMPILEKIT_RETIMES, else RETIMES."""
+    value = os.environ.get("COMPILEKIT_RETIMES", "")
+    return int(value) if value.isdigit() else RETIMES
 
 
 def timed_calls(cell, variant, compiled, args, with_eager: bool):

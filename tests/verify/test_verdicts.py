@@ -627,9 +627,10 @@ class _QuietWatch:
         return False
 
 
-def _time_with(monkeypatch, benches, watch=_QuietWatch):
+def _time_with(monkeypatch, benches, watch=_QuietWatch, retimes=None):
     """Run steady.time_cell with timing.bench answering `benches`, given as (eager, compiled)
-    per attempt (steady.timed_calls asks for compiled first), and `watch` as cpuwatch.watch."""
+    per attempt (steady.timed_calls asks for compiled first), and `watch` as cpuwatch.watch;
+    retimes: COMPILEKIT_RETIMES (None: unset, the default count)."""
     import os
     import types
 
@@ -640,6 +641,10 @@ def _time_with(monkeypatch, benches, watch=_QuietWatch):
     answers = iter([b for i in range(0, len(benches), 2) for b in (benches[i + 1], benches[i])])
     monkeypatch.setattr(timing, "bench", lambda fn, args, device: next(answers))
     monkeypatch.setattr(steady, "RETIME_PAUSE_S", 0.0)
+    if retimes is None:  # not the suite's own setting (tests/conftest.py)
+        monkeypatch.delenv("COMPILEKIT_RETIMES", raising=False)
+    else:
+        monkeypatch.setenv("COMPILEKIT_RETIMES", retimes)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0), raising=False)
     spec = types.SimpleNamespace(device="cpu", mode="default", shape=None)
     variant = types.SimpleNamespace(attention=None, flops=None)
@@ -708,7 +713,10 @@ def test_a_timing_beside_busy_processes_is_taken_again_and_says_what_ran(monkeyp
     )
     assert result.compiled_ms == 1.0 and not result.noisy
     busy = result.timing_attempts[0]
-    assert "other processes used 2.5 cores (python3 -m compilekit.launch.cell cold 2.4)" in busy["noise"]
+    assert (
+        "other processes used 2.5 cores (python3 -m compilekit.launch.cell cold 2.4)"
+        in busy["noise"]
+    )
     assert busy["cpu_use"]["others_cores"] == 2.5
     assert result.cpu_use["others_cores"] == 0.1
 
@@ -743,6 +751,14 @@ def test_the_timed_calls_follow_the_bare_childs_order(monkeypatch):
     eager, steady, _, loops = steady_mod.timed_calls(spec, variant, "eager", (), True)
     assert calls == [("do_bench", "eager"), ("loop", "eager"), ("host", "eager")]
     assert eager is steady and loops["eager"] is loops["compiled"]
+
+
+def test_compilekit_retimes_sets_how_often_a_disturbed_timing_is_taken_again(monkeypatch):
+    quiet, wide = _timing(1.0, 0.98, 1.05), _timing(1.5, 0.99, 2.7)
+    once = _time_with(monkeypatch, [wide, wide, quiet, quiet], retimes="0")
+    assert once.noisy and once.compiled_ms == 1.5 and once.timing_attempts is None
+    twice = _time_with(monkeypatch, [wide, wide, quiet, quiet], retimes="1")
+    assert not twice.noisy and twice.compiled_ms == 1.0 and len(twice.timing_attempts) == 2
 
 
 def test_a_quiet_timing_is_taken_once(monkeypatch):
@@ -834,7 +850,9 @@ def test_a_compiled_cell_whose_eager_runs_out_of_memory_is_checked_and_timed_com
     assert result.eager_ms is None and result.speedup is None and result.eager_max_rel_err is None
     assert result.eager_note.startswith("eager could not run (")
     assert "out of memory allocating 64.00 GiB" in result.eager_note
-    assert result.compile_cold_s > 0  # the cold process (compile and capture) went on past eager too
+    assert (
+        result.compile_cold_s > 0
+    )  # the cold process (compile and capture) went on past eager too
     summary = cellview.cell_summary(result)
     assert f"latency     compiled {result.compiled_ms:.3f} ms; eager could not run" in summary
     row = dict(zip(cellview.headers([result]), cellview.rows([result], None)[0]))
