@@ -79,3 +79,32 @@ def table(rows: list[dict], cuda: bool, peak_memory_mb: float | None) -> str:
         else "peak memory: measured on CUDA only (torch keeps no peak for the CPU allocator)"
     )
     return tabulate(lines, headers=head) + "\n\n" + peak
+
+
+def ranked_both(run_dir: str, cuda: bool, top: int) -> dict | None:
+    """{"time": rows, "memory": rows}: the `top` ops by each, from run_dir/ops.json (memory:
+    only ops that allocated); None where the run has no readable ops.json."""
+    path = os.path.join(run_dir, "ops.json")
+    if not os.path.isfile(path):
+        return None
+    try:
+        rows = read_json(path)
+    except CorruptFile:
+        return None
+    by_memory = [r for r in rank(rows, "memory", cuda) if r.get("allocated_mb")]
+    return {"time": rank(rows, "time", cuda)[:top], "memory": by_memory[:top]}
+
+
+def summary_line(run_dir: str, cuda: bool, top: int = 3) -> str | None:
+    """The `top` ops by time and by memory in one line (REPORT.md), or None without ops.json."""
+    both = ranked_both(run_dir, cuda, top)
+    if not both:
+        return None
+    text = "by time " + ", ".join(
+        f"`{r['name'][:50]}` {r['self_time_ms']:.3g} ms" for r in both["time"]
+    )
+    if both["memory"]:
+        text += "; by memory " + ", ".join(
+            f"`{r['name'][:50]}` {r['allocated_mb']:.3g} MiB" for r in both["memory"]
+        )
+    return text

@@ -19,7 +19,7 @@ from compilekit import ROOT
 from compilekit.model import result as results_mod
 from compilekit.model.errors import UserError
 from compilekit.model.store import write_text
-from compilekit.report import cellview
+from compilekit.report import cellview, opsview
 from compilekit.report import runview as report
 
 PAGE = "index.html"
@@ -292,6 +292,7 @@ def run_page(run_dir: str) -> str:
         kernels=kernel_views(run_dir, kmap) if kmap else [],
         kmap=kmap,
         links=evidence_links(run_dir),
+        ops=opsview.ranked_both(run_dir, result.device == "cuda", 10) if result.measured else None,
         log_tail=_log_tail(run_dir) if not result.measured else "",
         missing=missing,
     )

@@ -216,7 +216,8 @@ def report(out_dir: str) -> str:
     images = plot(results, out_dir)
     mix = machine_mix(results)
     md = _head(out_dir, env, mix) + _cells_section(results, table) + _series_sections(results)
-    md += baselines.section(results, baselines.load(out_dir)) + _note_sections(results)
+    md += baselines.section(results, baselines.load(out_dir)) + _ops_section(results, out_dir)
+    md += _note_sections(results)
     md += _plot_lines(images)
     write_text(os.path.join(out_dir, "REPORT.md"), "\n".join(md))
     notes = f"\nwrote {os.path.join(out_dir, 'REPORT.md')}"
@@ -322,6 +323,25 @@ def _series_sections(results: list) -> list[str]:
             + [""]
         )
     return md
+
+
+def _ops_section(results: list, out_dir: str) -> list[str]:
+    """Each measured cell's costliest ops by time and by memory (its ops.json), with the
+    forward's peak memory; nothing where no cell has an op cost matrix."""
+    from compilekit.report import opsview
+
+    lines = []
+    for r in results:
+        text = r.measured and opsview.summary_line(
+            os.path.join(out_dir, r.label), r.device == "cuda"
+        )
+        if text:
+            peak = f"; peak {r.peak_memory_mb:.4g} MiB" if r.peak_memory_mb is not None else ""
+            lines.append(f"- {cell_name(r)}: {text}{peak}")
+    if not lines:
+        return []
+    head = "## What each op costs (self time per forward; bytes it allocated itself)"
+    return [head, "", *lines, "", "`compilekit ops RUN --by time|memory` for the whole table.", ""]
 
 
 def _note_sections(results: list) -> list[str]:

@@ -45,6 +45,51 @@ def test_a_failed_memory_profile_leaves_the_cell_and_its_time_columns(tmp_path, 
     assert rows and all("allocated_mb" not in r and "self_cpu_ms" in r for r in rows)
 
 
+def test_the_costliest_ops_by_time_and_memory_are_on_the_page_and_in_the_report(
+    tmp_path, monkeypatch
+):
+    """A measured cell's page has its ops ranked by time and by memory, and a sweep's
+    REPORT.md names each cell's costliest ops both ways."""
+    import json
+    import re
+
+    from compilekit.launch import cell
+    from compilekit.model.result import for_cell
+    from compilekit.model.spec import Cell, parse_shape
+    from compilekit.report import pages, sweepreport
+
+    monkeypatch.delenv("COMPILEKIT_GPU_LOCK", raising=False)
+    eager = Cell("naive", "eager", parse_shape("1x2x64x16"), "float32", "cpu")
+    run_dir = tmp_path / eager.label()
+    run_dir.mkdir()
+    result = for_cell(eager)
+    cell.run_measure(eager, str(run_dir), str(tmp_path / "cache"), result)
+    result.status = "ok"
+    result.save(str(run_dir))
+    assert json.loads((run_dir / "ops.json").read_text())  # the cell's own; then ops whose
+    # order by time is not their order by memory
+    rows = [
+        {"name": f"aten::op{i}", "calls_per_forward": 1, "self_device_ms": 0.0, "device_ms": 0.0,
+         "self_cpu_ms": ms, "share": ms / 10, "allocated_mb": mb}
+        for i, (ms, mb) in enumerate([(4.0, 1.0), (3.0, 0.5), (2.0, 8.0), (1.0, 4.0)])
+    ]  # fmt: skip
+    (run_dir / "ops.json").write_text(json.dumps(rows))
+    slowest, biggest = "aten::op0", "aten::op2"
+    page = open(pages.run_page(str(run_dir))).read()
+    # the page's own tables (its source views show this file, escaped)
+    by_time = page.split('<table class="ops small" id="ops-time">')[1].split("</table>")[0]
+    by_memory = page.split('<table class="ops small" id="ops-memory">')[1].split("</table>")[0]
+    first = re.compile(r'<td class="mono">([^<]+)</td>')
+    assert first.search(by_time)[1] == slowest and first.search(by_memory)[1] == biggest
+    sweepreport.report(str(tmp_path))
+    section = (tmp_path / "REPORT.md").read_text().split("## What each op costs")[1]
+    line = next(ln for ln in section.splitlines() if ln.startswith("- "))
+    times, memory = line.split("; by memory ")
+    assert times.split(": by time ")[1].startswith(f"`{slowest}`")
+    assert memory.startswith(f"`{biggest}`")
+    assert re.findall(r" ([\d.]+) MiB", memory) == ["8", "4", "1"]
+
+
 class _Profile:
     """What op_table reads of a torch.profiler session: its events."""
 
