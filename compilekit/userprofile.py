@@ -7,6 +7,7 @@ the cell machinery (no fresh process, no compile of ours, no timing).
         model(**inputs)
     print(p.table(by="memory"))
     p.ops, p.kernels          # rows, as in a run's ops.json and kernels.json
+                              # and runs/my-bert/index.html: both tables, in a browser
 
 The block runs under torch.profiler (CPU, and CUDA where the block used it) with shapes,
 FLOPs and memory recorded; its figures are the profiler's for that one pass, hooks included:
@@ -33,7 +34,7 @@ class Profile:
     kernels: list = dataclasses.field(default_factory=list)  # kernels of the block, in order
     forward_device_ms: float = 0.0  # device busy time of the block (CPU time on a CPU)
     peak_memory_mb: float | None = None  # CUDA only: the allocator's peak during the block
-    out_dir: str | None = None  # where trace.json, ops.json and kernels.json went
+    out_dir: str | None = None  # where trace.json, ops.json, kernels.json, index.html went
 
     def table(self, by: str = "time", top: int = 20) -> str:
         """The cost matrix as text, ranked by time or memory (compilekit ops's columns)."""
@@ -47,8 +48,8 @@ class Profile:
 def profile(out_dir: str | None = None, device: str | None = None, forwards: int = 1):
     """Profile the block; yields a Profile filled on exit. forwards: how many passes the block
     runs (a loop of the user's), every figure is per pass. out_dir (made if missing) gets
-    trace.json (Perfetto), ops.json and kernels.json. device: "cuda" or "cpu", by default cuda
-    where torch sees a GPU."""
+    trace.json (Perfetto), ops.json, kernels.json and index.html (both, ranked). device: "cuda"
+    or "cpu", by default cuda where torch sees a GPU."""
     import torch
     from torch.profiler import record_function
 
@@ -85,3 +86,6 @@ def profile(out_dir: str | None = None, device: str | None = None, forwards: int
         write_json(os.path.join(out_dir, "ops.json"), found.ops)
         write_json(os.path.join(out_dir, "kernels.json"), forward)
         found.out_dir = out_dir
+        from compilekit.report import pages
+
+        pages.profile_page(found, out_dir)

@@ -91,6 +91,12 @@ def ranked_both(run_dir: str, cuda: bool, top: int) -> dict | None:
         rows = read_json(path)
     except CorruptFile:
         return None
+    return rank_both(rows, cuda, top)
+
+
+def rank_both(rows: list[dict], cuda: bool, top: int) -> dict:
+    """{"time": rows, "memory": rows}: the `top` ops of a cost matrix by each (memory: only
+    ops that allocated)."""
     by_memory = [r for r in rank(rows, "memory", cuda) if r.get("allocated_mb")]
     return {"time": rank(rows, "time", cuda)[:top], "memory": by_memory[:top]}
 

@@ -292,11 +292,51 @@ def run_page(run_dir: str) -> str:
         kernels=kernel_views(run_dir, kmap) if kmap else [],
         kmap=kmap,
         links=evidence_links(run_dir),
-        ops=opsview.ranked_both(run_dir, result.device == "cuda", 10) if result.measured else None,
+        ops=ops_tables(
+            opsview.ranked_both(run_dir, result.device == "cuda", 10) if result.measured else None,
+            result.device == "cuda",
+            result.peak_memory_mb,
+            "a profile of its own, after the timed calls",
+            "<code>compilekit ops RUN --by time|memory</code> has the whole table.",
+        ),
         log_tail=_log_tail(run_dir) if not result.measured else "",
         missing=missing,
     )
     path = os.path.join(run_dir, PAGE)
+    write_text(path, html)
+    return path
+
+
+def ops_tables(both, cuda: bool, peak_mb, memory_from: str, whole: str) -> dict | None:
+    """What templates/ops.html.j2 shows: `both` (opsview.rank_both) and how to read it."""
+    if not both:
+        return None
+    return {**both, "cuda": cuda, "peak_mb": peak_mb, "memory_from": memory_from, "whole": whole}
+
+
+def profile_page(found, out_dir: str) -> str:
+    """Render out_dir/index.html for a compilekit.profile() block: its op cost matrix by time
+    and memory and its kernels; return its path."""
+    cuda = found.device == "cuda"
+    total = found.forward_device_ms or 1.0
+    kernels = [
+        {**k, "share_pct": round(100 * k["device_ms"] * k["calls_per_forward"] / total)}
+        for k in sorted(found.kernels, key=lambda k: -k["device_ms"] * k["calls_per_forward"])
+    ]
+    html = render(
+        "profile.html.j2",
+        title="compilekit.profile()",
+        found=found,
+        kernels=kernels,
+        ops=ops_tables(
+            opsview.rank_both(found.ops, cuda, 20),
+            cuda,
+            found.peak_memory_mb,
+            "the same profile, with profile_memory",
+            "ops.json beside this page has every op.",
+        ),
+    )
+    path = os.path.join(out_dir, PAGE)
     write_text(path, html)
     return path
 

@@ -2,6 +2,7 @@
 time and memory, and the kernels, for eager and for already-compiled code."""
 
 import json
+import re
 
 import torch
 
@@ -25,6 +26,15 @@ def test_an_eager_block_shows_what_each_op_allocated_per_pass(tmp_path):
     assert table[2].startswith("aten::empty") or table[2].startswith("aten::full")
     with open(tmp_path / "ops.json") as f:
         assert json.load(f) == p.ops
+    # the page: the ops by memory, the largest allocation first, and every kernel of a pass
+    page = (tmp_path / "index.html").read_text()
+    by_memory = page.split('<table class="ops small" id="ops-memory">')[1].split("</table>")[0]
+    assert re.search(r'<td class="mono">([^<]+)</td>', by_memory)[1] in (
+        "aten::empty",
+        "aten::full",
+    )
+    kernels = page.split('<table class="kernels small" id="kernels">')[1].split("</table>")[0]
+    assert kernels.count("<tr>") == 1 + len(p.kernels) and p.kernels
 
 
 def test_already_compiled_code_shows_inductors_kernels():
