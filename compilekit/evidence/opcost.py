@@ -42,10 +42,10 @@ def op_table(
 
 
 def _averages(prof):
-    """The profile's per-op averages without the GPU-side copies of annotated ranges (a forward's
-    label, the step markers, Inductor's `## Call CompiledFxGraph` around a compiled graph): on
-    CUDA each such range also shows as a device event spanning its kernels, which would be
-    counted as device time of its own, on top of the kernels it spans."""
+    """The profile's per-op averages (as key_averages) without the GPU-side copies of annotated
+    ranges (Inductor's `## Call CompiledFxGraph` around a compiled graph, a user's
+    record_function): on CUDA each such range also shows as a device event spanning its
+    kernels, which would be counted as device time of its own, on top of the kernels it spans."""
     from torch.autograd import DeviceType
     from torch.autograd.profiler_util import FunctionEventAvg
 
@@ -58,9 +58,7 @@ def _averages(prof):
 
 def _annotation(event) -> bool:
     """A device-side range a user or torch annotated, not a kernel or a copy."""
-    return bool(getattr(event, "is_user_annotation", False)) or event.name.startswith(
-        ("## ", "ProfilerStep#")
-    )
+    return bool(getattr(event, "is_user_annotation", False)) or event.name.startswith("## ")
 
 
 def _memory_by_op(prof, device: str, steps: int) -> dict[str, float]:

@@ -84,12 +84,9 @@ def table(rows: list[dict], cuda: bool, peak_memory_mb: float | None) -> str:
 def ranked_both(run_dir: str, cuda: bool, top: int) -> dict | None:
     """{"time": rows, "memory": rows}: the `top` ops by each, from run_dir/ops.json (memory:
     only ops that allocated); None where the run has no readable ops.json."""
-    path = os.path.join(run_dir, "ops.json")
-    if not os.path.isfile(path):
-        return None
     try:
-        rows = read_json(path)
-    except CorruptFile:
+        rows = ops_rows(run_dir)
+    except UserError:
         return None
     return rank_both(rows, cuda, top)
 
