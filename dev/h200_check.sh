@@ -8,8 +8,8 @@
 #      and of naive default
 #   G  the GPU-marked tests (GPU_TESTS: a pytest -k expression), within G_S seconds
 #   B  the blog matrix, cold (experiments/blog_part3.toml), within B_S seconds; each cell's
-#      wall, lock waits and steps (dev/sweep_steps.py)
-#   N  the models sweep (experiments/models.toml; needs .whl/models/: ../shared/wheels/models/
+#      wall, lock waits and steps (dev/sweep_steps.py); PER_GPU cells at once (default 4)
+#   N  the models sweep (MODELS_TOML, default experiments/models.toml; needs .whl/models/: ../shared/wheels/models/
 #      *.whl) into MODELS (default /tmp/models; a published copy carried in resumes it), within
 #      N_S seconds, then published to $OUT/models (result, kernels and ops files per cell)
 #   M  after N, from MODELS: bert-base 8x128 eager, default and reduce-overhead verified, its
@@ -62,7 +62,7 @@ for phase in ${PHASES:-S V G}; do
       tail -25 "$OUT/G_tests.txt" ;;
     N)
       start=$(date +%s)
-      timeout "${N_S:-480}" python3 -m compilekit sweep experiments/models.toml --out "$MODELS" \
+      timeout "${N_S:-480}" python3 -m compilekit sweep "${MODELS_TOML:-experiments/models.toml}" --out "$MODELS" \
         > "$OUT/N_sweep.txt" 2>&1
       echo "models sweep rc=$? wall_s $(( $(date +%s) - start ))" | tee -a "$OUT/N_sweep.txt"
       python3 dev/sweep_steps.py "$MODELS" > "$OUT/N_steps.txt" 2>&1
@@ -96,6 +96,7 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
     B)
       start=$(date +%s)
       timeout "${B_S:-480}" python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog \
+        --per-gpu "${PER_GPU:-4}" \
         > "$OUT/B_sweep.txt" 2>&1
       echo "blog sweep rc=$? wall_s $(( $(date +%s) - start ))" | tee -a "$OUT/B_sweep.txt"
       python3 dev/sweep_steps.py /tmp/blog > "$OUT/B_steps.txt" 2>&1 ;;
