@@ -33,4 +33,7 @@ MODELS = {
     "gpt2": "variants.gpt2",
     "llama-block": "variants.llama_block",
     "llama3-block": "variants.llama3_block",
+    # causal LMs: a BxS forward, or a decode (BxP+N: compilekit/decode)
+    "llama2-7b": "variants.llama2_7b",
+    "llama3-8b": "variants.llama3_8b",
 }

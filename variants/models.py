@@ -105,3 +105,21 @@ def plug_in(name: str, attention) -> None:
         return attention(query, key, value).transpose(1, 2).contiguous(), None
 
     AttentionInterface.register(name, forward)
+
+
+def causal_lm(overrides: dict, attention: str, shape, dtype: str, device: str):
+    """(LlamaForCausalLM with these dimensions and random weights, built on the device in the
+    dtype (a 7B model never passes through the host), its input ids [batch, shape.seq])."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = config_with(LlamaConfig, attention, **overrides)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, dtype))
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(cfg)
+    finally:
+        torch.set_default_dtype(previous)
+    ids, _ = build_inputs(shape, cfg, device)
+    return model, ids

@@ -34,6 +34,7 @@ class Variant:
     # model becomes `attention` (the callable compiled and timed) once built for a cell
     factory: Callable | None = None
     workload: object = None
+    session: object = None  # a decode cell's (measure/decode/session.py)
 
     @property
     def has_reference(self) -> bool:

@@ -27,7 +27,7 @@ import time
 import traceback
 
 from compilekit.evidence import gather as evidence
-from compilekit.launch import calls, coldphase, failures, reaper
+from compilekit.launch import calls, coldphase, failures, reaper, warm
 from compilekit.measure import steady
 
 PROCESS_START = time.perf_counter()
@@ -45,6 +45,12 @@ PROCESS_NOTES = {
 
 def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
     """Warm compile, check, time, then profile and map, into `result` and stage_dir."""
+    from compilekit.model.spec import Decode
+
+    if isinstance(cell.shape, Decode):  # a generation, not one call
+        from compilekit.launch import decodephase
+
+        return decodephase.run_decode(cell, stage_dir, cache_dir, result)
     with result.step("imports"):  # torch, and the variant's module
         import torch
 
@@ -74,7 +80,7 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
             eager_out, args, expected = _first_calls(cell, variant, result)
             compiled = variant.attention
             if cell.mode != "eager":
-                compiled = _warm_compile(cell, variant, args, cache_dir, result)
+                compiled = warm.warm_compile(cell, variant, args, cache_dir, result)
             with result.step("first_check"):
                 out = compiled(*args)
                 calls.checked(out, expected, "compiled:", result)
@@ -126,60 +132,6 @@ def _first_calls(cell, variant, result):
         if eager_out is not None:
             calls.checked(eager_out, expected, "eager:", result)
     return eager_out, args, expected
-
-
-def _warm_compile(cell, variant, args, cache_dir: str, result):
-    """The first call of a fresh wrapper with the caches filled (the warm compile), with the
-    CUDA-graph skip reasons torch logs meanwhile."""
-    from compilekit.compile import modes
-    from compilekit.evidence import diagnose
-    from compilekit.model.store import read_json
-
-    cold = read_json(os.path.join(cache_dir, "cold.json"))
-    with result.step("compile_warm"), diagnose.cudagraph_skip_reasons() as skip_reasons:
-        compiled, warm_s, _ = calls.compiled_first_call(cell, variant, args, result.steps_s)
-    if cell.device == "cpu":
-        # Inductor's compile workers keep cores busy after the compile; on a 2-core machine
-        # they would be timed along with the kernels.
-        from torch._inductor import async_compile
-
-        if hasattr(async_compile, "shutdown_compile_workers"):
-            with result.step("compile_workers_stop"):
-                async_compile.shutdown_compile_workers()
-    from torch._dynamo.utils import counters
-
-    if cell.passes:
-        result.pass_stats = read_json(os.path.join(cache_dir, "capture", "passes.json"))
-    result.autotune = cold.get("autotune") or None
-    result.compile_cold_s = cold["compile_cold_s"]
-    result.compile_cold_measured_at = cold["measured_at"]
-    result.compile_warm_s = warm_s
-    _add_steps(result, "cold", cold.get("steps_s"))
-    capture_steps = os.path.join(cache_dir, "capture", "steps.json")
-    if os.path.isfile(capture_steps):
-        _add_steps(result, "capture", read_json(capture_steps))
-    result.compile_notes = {
-        "cold": cold["includes"] + f" (measured {cold['measured_at']}, kept with the cache)",
-        "warm": "the first call in a fresh process with the caches filled (this run)",
-    }
-    if note := coldphase.capture_note(cache_dir):
-        result.compile_notes["capture"] = note
-    result.cudagraphs = diagnose.cudagraph_status(
-        modes.uses_cudagraphs(cell.mode),
-        cell.device,
-        counters["inductor"].get("cudagraph_skips", 0),
-        skip_reasons,
-    )
-    return compiled
-
-
-def _add_steps(result, phase: str, steps) -> None:
-    """The steps another process of the cell recorded, as `phase.step` in result.steps_s (a
-    kept file's steps are only shown: what is not a number of seconds is left out)."""
-    if isinstance(steps, dict):
-        for name, seconds in steps.items():
-            if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
-                result.steps_s[f"{phase}.{name}"] = seconds
 
 
 def main(argv: list[str]) -> int:

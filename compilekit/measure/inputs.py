@@ -36,6 +36,14 @@ def cell_inputs(variant, cell) -> tuple:
     variant.attention, variant.workload = made.fn, made
     if made.flops is not None:
         variant.flops = lambda shape: made.flops
+    from compilekit.model.spec import Decode
+
+    if isinstance(cell.shape, Decode):  # the callable is one decode step (measure/decode)
+        from compilekit.measure.decode.session import Session
+
+        session = Session(made, cell.shape, variant.name)
+        variant.attention, variant.session = session.step, session
+        return session.step_args
     return made.inputs
 
 

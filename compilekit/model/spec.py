@@ -77,9 +77,62 @@ class Tokens:
 TOKENS_RE = re.compile(r"^(\d+)x(\d+)$")
 
 
+@dataclasses.dataclass(frozen=True)
+class Decode(Tokens):
+    """A decode cell's size: batch x prompt tokens, then `new` tokens generated one at a time
+    into a static KV cache of `capacity` positions (prompt + new unless given). A model
+    workload's factory sees it as Tokens of the prompt (seq): it builds the model and the
+    prompt, and compilekit/decode runs the generation."""
+
+    new: int = 1
+    capacity: int = 0
+
+    @property
+    def prompt(self) -> int:
+        return self.seq
+
+    @property
+    def cache_len(self) -> int:
+        return self.capacity or self.seq + self.new
+
+    def __str__(self) -> str:
+        cap = f"@{self.capacity}" if self.capacity else ""
+        return f"{self.batch}x{self.seq}+{self.new}{cap}"
+
+
+DECODE_RE = re.compile(r"^(\d+)x(\d+)\+(\d+)(?:@(\d+))?$")
+# any shape a model workload takes (result files are checked against it)
+MODEL_SHAPE_RE = re.compile(f"{TOKENS_RE.pattern}|{DECODE_RE.pattern}")
+
+
+def parse_decode(text: str) -> Decode:
+    """`BxP+N` (batch x prompt tokens, N new tokens) or `BxP+N@C` (a KV cache of C positions)."""
+    match = DECODE_RE.match(text.strip().lower())
+    nums = [int(g) for g in match.groups() if g is not None] if match else []
+    if not match or 0 in nums:
+        raise UserError(
+            f"malformed decode shape {text!r}: write BxP+N with positive integers (batch x "
+            "prompt tokens + new tokens, e.g. 1x32+200), or BxP+N@C for a KV cache of C "
+            "positions (e.g. 1x32+200@2048)"
+        )
+    if max(nums) > MAX_DIM:
+        raise UserError(f"shape {text!r} is too large: each number at most {MAX_DIM:,}")
+    shape = Decode(*nums[:3], capacity=nums[3] if len(nums) == 4 else 0)
+    if shape.cache_len < shape.prompt + shape.new:
+        raise UserError(
+            f"decode shape {text!r}: a KV cache of {shape.cache_len} positions cannot hold "
+            f"{shape.prompt} prompt + {shape.new} new tokens: give @{shape.prompt + shape.new} "
+            "or more, or leave @C out"
+        )
+    return shape
+
+
 def parse_shape(text: str) -> Shape | Tokens:
-    """Parse `BxHxSxD` (e.g. 8x16x1024x64, an attention variant's q, k, v) into a Shape, or
-    `BxS` (e.g. 8x128, a model workload's batch and sequence length) into Tokens."""
+    """Parse `BxHxSxD` (e.g. 8x16x1024x64, an attention variant's q, k, v) into a Shape,
+    `BxS` (e.g. 8x128, a model workload's batch and sequence length) into Tokens, or `BxP+N`
+    (e.g. 1x32+200, a model's decode: prompt and new tokens) into Decode."""
+    if "+" in text:
+        return parse_decode(text)
     tokens = TOKENS_RE.match(text.strip().lower())
     if tokens and 0 not in (pair := tuple(int(g) for g in tokens.groups())):
         if max(pair) > MAX_DIM:
@@ -89,7 +142,8 @@ def parse_shape(text: str) -> Shape | Tokens:
     if not match or 0 in (dims := tuple(int(g) for g in match.groups())):
         raise UserError(
             f"malformed shape {text!r}: write BxHxSxD with positive integers for an attention "
-            "variant (e.g. 8x16x1024x64), BxS for a model (e.g. 8x128)"
+            "variant (e.g. 8x16x1024x64), BxS for a model (e.g. 8x128), BxP+N for a model's "
+            "decode (e.g. 1x32+200)"
         )
     if max(dims) > MAX_DIM or dims[0] * dims[1] * dims[2] * dims[3] > MAX_ELEMENTS:
         raise UserError(

@@ -210,6 +210,10 @@ def cell_summary(result) -> str:
             else ""
         )
     ]
+    if result.decode and result.measured:  # a generation: per-token figures per path
+        from compilekit.report import decodeview
+
+        return "\n".join(lines + decodeview.summary_lines(result))
     if result.measured and result.eager_ms is None:  # eager could not run: compiled alone
         lines.append(
             f"latency     compiled {result.compiled_ms:.3f} ms; {result.eager_note}"

@@ -23,7 +23,7 @@ import shutil
 from compilekit.evidence import diagnose, roofline
 from compilekit.model import result as results_mod
 from compilekit.model.errors import UserError
-from compilekit.model.spec import TOKENS_RE
+from compilekit.model.spec import MODEL_SHAPE_RE
 from compilekit.model.store import read_json, write_json
 from compilekit.report import pages, sweeppage, sweepreport
 
@@ -69,7 +69,7 @@ def rederive(run_dir: str, ceilings: dict | None) -> bool:
     drop_side_memsets(records)
     if ceilings:
         # a model's declared FLOPs are its whole forward's, no one kernel's (evidence/gather.py)
-        flops = None if TOKENS_RE.match(result.shape) else result.flops
+        flops = None if MODEL_SHAPE_RE.match(result.shape) else result.flops
         roofline.annotate(records, ceilings, flops, kmap.get("io_bytes"))
     write_json(kmap_path, kmap)
     result.roofline = roofline.summary(records)

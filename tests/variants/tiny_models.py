@@ -49,3 +49,21 @@ TINY = {
         hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2
     ),
 }
+
+
+TINY_LLAMA_LM = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    num_hidden_layers=2,
+    vocab_size=256,
+    max_position_embeddings=128,
+)
+
+
+def llama_lm(shape, dtype, device):
+    """llama2-7b's classes at a tiny size (GQA 4/2): a causal LM that decodes."""
+    from variants import llama2_7b
+
+    return llama2_7b.workload(shape, dtype, device, **TINY_LLAMA_LM)

@@ -1,0 +1,266 @@
+"""A decode cell's measure process (compilekit/measure/decode): the steps of cell.run_measure,
+for a generation instead of one call.
+
+In order, as for every cell: imports; the eager generation (its greedy tokens are the
+reference); the warm compiles (the step, whose cold compile the cold process timed, and
+transformers' generate; the prompt's forward stays eager in both paths, as generate() runs
+it); the timed generations of both paths, eager and
+compiled (before any profiler, float reference or hook); the profile and kernel map of one
+compiled step; then the checks: tokens against eager's, and teacher-forced logits against the
+same model in float32 (float64 for a float32 cell), the weights converted in place last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from compilekit.evidence import gather as evidence
+from compilekit.launch import calls, coldphase, failures, warm
+from compilekit.measure.decode import figures
+from compilekit.measure.decode.generate import run_generate
+from compilekit.measure.decode.loop import run_loop
+
+RUNS = 3  # timed generations per path and kind, after an untimed one
+CHECKED_STEPS = 8  # the first tokens whose logits are checked against the float reference
+PATHS = ("loop", "generate")
+
+
+def run_decode(cell, stage_dir: str, cache_dir: str, result) -> None:
+    """Generate, time both paths, profile one step, check; into `result` and stage_dir."""
+    with result.step("imports"):
+        import torch
+
+        from compilekit.compile import modes, settings
+        from compilekit.evidence import envinfo
+        from compilekit.launch import locks
+
+        variant = failures.cell_variant(cell)
+    result.torch_version = torch.__version__
+    if reason := modes.unsupported_reason(cell.mode, cell.device):
+        raise failures.CellEnded("unsupported", reason)
+    with contextlib.ExitStack() as stack:
+        if cell.mode != "eager":
+            with result.step("inductor_import_and_settings"):
+                changes = stack.enter_context(
+                    settings.toolkit_settings(
+                        cell.device, False, dict(cell.config), calls.cell_pass(cell)
+                    )
+                )
+            result.settings = {f"torch._inductor.config.{k}": v for k, v in changes.items()}
+        coldphase.wait_for_cold(cache_dir, result)
+        with locks.gpu_shared_between_compiles(result.steps_s):
+            session, args, fns, eager = _prepare(cell, variant, cache_dir, result)
+            weights = figures.weight_bytes(session.model, cell.shape.batch)
+            kv = figures.kv_bytes_per_position(session.cache)
+        with result.step("time"), locks.timed_alone(result.steps_s, cell.device):
+            runs = {key: _timed(key, session, fns) for key in _keys(cell)}
+        own = runs[("loop", "eager" if cell.mode == "eager" else "compiled")]
+        if "error" in own:  # the cell's own figure: without it there is nothing to report
+            raise failures.CellEnded(*failures.failure_in_mode(cell, own["error"]))
+        with locks.gpu_turn(result.steps_s):  # the profile's kernel times are figures
+            evidence.gather(cell, fns["step"], args, stage_dir, cache_dir, result)
+        with result.step("reference_and_check"), locks.gpu_shared(result.steps_s):
+            checks = _check(cell, variant, session, fns, eager, runs, result)
+    ceilings = envinfo.device_ceilings(cell.device, os.path.dirname(cache_dir))
+    _record(cell, result, runs, checks, weights, kv, ceilings.get("copy_gbps"), fns)
+    result.env = envinfo.cell_env(cell.device)
+
+
+def _keys(cell) -> list[tuple[str, str]]:
+    kinds = ("eager",) if cell.mode == "eager" else ("eager", "compiled")
+    return [(path, kind) for path in PATHS for kind in kinds]
+
+
+def _prepare(cell, variant, cache_dir: str, result):
+    """The session, the step's arguments, the callables of each kind and the eager
+    generation (the reference tokens)."""
+    from compilekit.measure import inputs
+
+    with result.step("device_init"):
+        if reason := inputs.dtype_probe(cell.dtype, cell.device):
+            raise failures.CellEnded("unsupported", reason)
+    with result.step("inputs"):  # the model, its prompt, the cache filled by an eager prefill
+        args = inputs.cell_inputs(variant, cell)
+        session = variant.session
+    with result.step("eager_generation"):
+        eager = _probe(cell, lambda: run_loop(session, session.prefill, session.step))
+    fns = {"eager": (session.prefill, session.step, None), "compile_s": {}}
+    fns["step"] = session.step
+    if cell.mode == "eager":
+        return session, args, fns, eager
+    fns["step"] = warm.warm_compile(cell, variant, args, cache_dir, result)
+    from compilekit.compile import knobs, modes
+
+    options = knobs.compile_options(modes.MODES[cell.mode][0], dict(cell.config))
+    # The prompt's forward stays eager, as generate() runs it: compiling it would cost a
+    # second whole-model compile for a figure (the first token) that eager already gives.
+    fns["compiled"] = (session.prefill, fns["step"], options)
+    with result.step("compile_generate"):  # transformers compiles on the first call
+        from torch._dynamo.utils import counters
+
+        graphs = counters["stats"]["unique_graphs"]
+        try:
+            first = run_generate(session, options)
+            fns["compile_s"]["generate_first_call"] = first.wall_s
+            # transformers falls back to its uncompiled forward without a word where it
+            # judges a compile impossible: the graphs Dynamo made say whether it compiled
+            fns["generate_graphs"] = counters["stats"]["unique_graphs"] - graphs
+        except Exception as exc:  # the loop's figures stand without it
+            fns["generate_error"] = f"transformers' compiled generate() failed: {exc}"
+    return session, args, fns, eager
+
+
+def _probe(cell, generate):
+    """The eager generation, or CellEnded with torch's words (a refusal, out of memory)."""
+    try:
+        return generate()
+    except failures.CellEnded:
+        raise
+    except Exception as exc:
+        raise failures.classify(exc, cell.shape) from None
+
+
+def _timed(key, session, fns) -> dict:
+    """RUNS generations of one path and kind after an untimed one: their Run records, or the
+    error that stopped them."""
+    path, kind = key
+    if kind == "compiled" and path == "generate" and "generate_error" in fns:
+        return {"error": fns["generate_error"]}
+    prefill, step, options = fns[kind]
+    try:
+        done = []
+        for _ in range(RUNS + 1):
+            if path == "loop":
+                done.append(run_loop(session, prefill, step))
+            else:
+                done.append(run_generate(session, options))
+        return {"runs": done[1:]}
+    except Exception as exc:
+        return {"error": f"{path} {kind} failed: {failures.first_line(exc)}"}
+
+
+def _check(cell, variant, session, fns, eager, runs, result) -> dict:
+    """Each path's tokens against eager's; the logits of the first tokens, teacher-forced on
+    eager's tokens, against the float reference; the verdict."""
+    import torch
+
+    from compilekit.measure import inputs
+    from compilekit.model.result import EAGER_MULTIPLIER, verdict_beside_eager
+
+    reference_tokens = eager.tokens
+    first = range(min(CHECKED_STEPS, cell.shape.new))
+    kind = "eager" if cell.mode == "eager" else "compiled"
+    forced = {
+        k: run_loop(session, *fns[k][:2], forced=reference_tokens, keep=first)
+        for k in dict.fromkeys(("eager", kind))
+    }
+    agreement = {}
+    for key, timed in runs.items():
+        if "runs" in timed:
+            agreement["/".join(key)] = _agreement(
+                timed["runs"][0].tokens, reference_tokens, session, fns, key
+            )
+    ref_dtype = torch.float64 if cell.dtype in ("float32", "float64") else torch.float32
+    session.retyped(ref_dtype)
+    truth = run_loop(session, session.prefill, session.step, forced=reference_tokens, keep=first)
+
+    def worst(run):
+        return max(
+            inputs.max_rel_err(mine, ref.to(torch.float64))
+            for mine, ref in zip(run.logits, truth.logits)
+        )
+
+    result.reference = (
+        f"logits of the first {len(first)} tokens, teacher-forced on eager's tokens, against "
+        f"the same model in {str(ref_dtype).removeprefix('torch.')}"
+    )
+    result.eager_max_rel_err = worst(forced["eager"])
+    result.max_rel_err = worst(forced[kind])
+    result.error_bound = inputs.error_bound(variant, cell.dtype)
+    result.output_dtype = cell.dtype
+    result.status = verdict_beside_eager(
+        result.max_rel_err, result.eager_max_rel_err, result.error_bound
+    )
+    if result.status == "wrong":
+        result.reason = (
+            f"compiled logits off by {result.max_rel_err:.3g} (relative), over the "
+            f"{cell.dtype} bound {result.error_bound} and over {EAGER_MULTIPLIER:g}x "
+            f"eager's own {result.eager_max_rel_err:.3g}"
+        )
+    return agreement
+
+
+def _agreement(tokens, reference, session, fns, key) -> dict:
+    """How many tokens match eager's before the first difference; at a difference, how far
+    apart eager's logits put the two tokens, and (the loop) how far this kind's own
+    teacher-forced logits were from eager's there: a near tie that rounding tips, or not."""
+    same = (tokens == reference).all(dim=0)
+    differ = (~same).nonzero()
+    out = {"same_tokens": int(same.sum()), "of": int(same.numel()), "first_difference": None}
+    if not len(differ):
+        return out
+    at = int(differ[0])
+    out["first_difference"] = at
+    eager_logits = run_loop(session, *fns["eager"][:2], forced=reference, keep=[at]).logits[0]
+    row = int((tokens[:, at] != reference[:, at]).nonzero()[0])
+    mine, theirs = int(reference[row, at]), int(tokens[row, at])
+    out["eager_margin"] = float(eager_logits[row, mine] - eager_logits[row, theirs])
+    if key[0] == "loop":  # generate() gives no logits of its own to compare
+        own = run_loop(session, *fns[key[1]][:2], forced=reference, keep=[at]).logits[0]
+        out["logits_max_abs_diff"] = float((own - eager_logits).abs().max())
+    return out
+
+
+def _record(cell, result, runs, checks, weights, kv, copy_gbps, fns) -> None:
+    """result.decode (per path and kind: times, rates, tokens against eager's), and the
+    cell's usual fields read as per-token figures of the loop."""
+    per_token = figures.bytes_per_token(weights, kv, cell.shape.prompt, cell.shape.new)
+    device_ms = result.profiled_forward_device_ms  # one step of the cell's own kind
+    own = "eager" if cell.mode == "eager" else "compiled"
+    paths = {}
+    for (path, kind), timed in runs.items():
+        entry = paths.setdefault(path, {})
+        if "error" in timed:
+            entry[kind] = {"error": timed["error"]}
+            continue
+        done = timed["runs"]
+        stats = figures.summary([ms for run in done for ms in run.token_ms])
+        stats["ttft_ms"] = figures.median([run.ttft_ms for run in done])
+        stats["wall_s"] = figures.median([run.wall_s for run in done])
+        host = [ms for run in done for ms in run.host_ms]
+        stats["host_ms_per_token"] = figures.median(host) if host else None
+        stats.update(figures.rate(per_token, stats["median_ms"], copy_gbps))
+        stats["gpu_busy"] = (
+            device_ms / stats["median_ms"]
+            if kind == own and device_ms and cell.device == "cuda"
+            else None
+        )
+        stats["tokens"] = checks.get(f"{path}/{kind}")
+        entry[kind] = stats
+    loop = paths.get("loop", {})
+    eager_ms = (loop.get("eager") or {}).get("median_ms")
+    mine = loop.get(own) or {}
+    result.eager_ms, result.compiled_ms = eager_ms, mine.get("median_ms")
+    if eager_ms and result.compiled_ms:
+        result.speedup = eager_ms / result.compiled_ms
+    result.host_ms_per_call = mine.get("host_ms_per_token")
+    result.gpu_busy_share = mine.get("gpu_busy")
+    break_even = None
+    if own == "compiled" and eager_ms and result.compiled_ms:
+        break_even = figures.break_even_tokens(result.compile_cold_s, eager_ms, result.compiled_ms)
+    result.decode = {
+        "batch": cell.shape.batch,
+        "prompt": cell.shape.prompt,
+        "new": cell.shape.new,
+        "cache_len": cell.shape.cache_len,
+        "runs": RUNS,
+        "weight_bytes": weights,
+        "kv_bytes_per_position": kv,
+        "bytes_per_token": per_token,
+        "copy_gbps": copy_gbps,
+        "compile_s": fns["compile_s"],
+        "generate_graphs": fns.get("generate_graphs"),
+        "break_even_tokens": break_even,
+        "paths": paths,
+    }

@@ -1,0 +1,81 @@
+"""The arithmetic of a decode cell: bytes a token must read, the rate achieved, its share of the
+device's measured copy ceiling, and the break-even of a compile, in tokens. Plain numbers in,
+plain numbers out: the tests check them against hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+
+def weight_bytes(model, batch: int) -> int:
+    """Bytes of weights one token's forward reads: every parameter once (shared ones once),
+    except the input embedding table, of which only the batch's rows are read (unless the
+    output layer shares it, and then it is read whole)."""
+    seen, total = set(), 0
+    for param in model.parameters():
+        if param.data_ptr() not in seen:
+            seen.add(param.data_ptr())
+            total += param.numel() * param.element_size()
+    table = model.get_input_embeddings().weight
+    output = model.get_output_embeddings()
+    if output is None or output.weight.data_ptr() != table.data_ptr():
+        total -= table.numel() * table.element_size()
+        total += batch * table.shape[1] * table.element_size()
+    return total
+
+
+def kv_bytes_per_position(cache) -> int:
+    """Bytes of keys and values one cached position holds, over all layers and the batch."""
+    total = 0
+    for layer in cache.layers:
+        for tensor in (layer.keys, layer.values):  # [B, kv heads, capacity, head dim]
+            total += tensor[:, :, 0].numel() * tensor.element_size()
+    return total
+
+
+def bytes_per_token(weights: int, kv_per_position: int, prompt: int, new: int) -> float:
+    """Least bytes read per generated token, averaged over the steps after the first token:
+    the weights, and the keys and values of every position the token attends to (the step at
+    position p attends to p + 1 of them; p runs from prompt to prompt + new - 2)."""
+    steps = max(new - 1, 1)
+    attended = sum(p + 1 for p in range(prompt, prompt + steps)) / steps
+    return weights + kv_per_position * attended
+
+
+def rate(bytes_per_tok: float, ms_per_token: float, copy_gbps: float | None) -> dict:
+    """Achieved GB/s at this time per token, its share of the copy ceiling, and the ceiling's
+    own tokens/s and ms per token (the limit: the bytes once per token at that speed)."""
+    gbps = bytes_per_tok / (ms_per_token * 1e-3) / 1e9
+    out = {"gbps": gbps, "share_of_copy": None, "limit_ms": None, "limit_tokens_per_s": None}
+    if copy_gbps:
+        out["share_of_copy"] = gbps / copy_gbps
+        out["limit_ms"] = bytes_per_tok / (copy_gbps * 1e9) * 1e3
+        out["limit_tokens_per_s"] = 1e3 / out["limit_ms"]
+    return out
+
+
+def summary(ms: list[float]) -> dict:
+    """median, p90, mean of per-token times, and tokens/s per sequence from the mean."""
+    if not ms:
+        return {"median_ms": None, "p90_ms": None, "mean_ms": None, "tokens_per_s": None}
+    ordered = sorted(ms)
+    p90 = ordered[math.ceil(0.9 * len(ordered)) - 1]  # nearest rank
+    mean = statistics.fmean(ms)
+    return {
+        "median_ms": statistics.median(ms),
+        "p90_ms": p90,
+        "mean_ms": mean,
+        "tokens_per_s": 1e3 / mean,
+    }
+
+
+def break_even_tokens(compile_s: float | None, eager_ms: float, compiled_ms: float):
+    """Tokens after which the compile has paid for itself (None: compiled is not faster)."""
+    if compile_s is None or compiled_ms >= eager_ms:
+        return None
+    return compile_s * 1e3 / (eager_ms - compiled_ms)
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None

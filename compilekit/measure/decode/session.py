@@ -1,0 +1,113 @@
+"""A causal LM, its prompt and a static KV cache, and the two functions the loop compiles:
+`prefill(prompt, position)` and `step(token, position)`. Each sets the cache's write position,
+runs the model and returns the greedy next token [B, 1] and the last position's logits [B, V].
+
+Both take the position as a device tensor, so one compiled step serves every token (no
+recompile, no host sync), and calling a step twice at the same position writes the same cache
+slot twice: a step can be timed, profiled and checked as any cell's callable.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from compilekit.model.errors import UserError
+
+
+class Session:
+    """What the decode paths share: the model (eval, no grad), the prompt [B, P] and the
+    loop's static cache of shape.cache_len positions, filled by one eager prefill."""
+
+    def __init__(self, made, shape, spec: str):
+        model = made.model
+        names = made.input_names or []
+        prompt = made.inputs[names.index("input_ids") if "input_ids" in names else 0]
+        if not callable(getattr(model, "generate", None)) or not _is_causal_lm(model):
+            raise UserError(
+                f"{spec!r} is not a causal LM (a transformers model with generate() and "
+                "logits): a decode shape BxP+N needs one, e.g. llama2-7b; give this model "
+                "a BxS shape"
+            )
+        if prompt.dtype != torch.long or prompt.dim() != 2:
+            raise UserError(
+                f"{spec!r}: a decode prompt is token ids [batch, prompt]; its factory gave "
+                f"{prompt.dtype} {list(prompt.shape)}"
+            )
+        implementation = getattr(model.config, "_attn_implementation", "") or ""
+        if implementation.startswith("compilekit:"):
+            raise UserError(
+                f"{spec!r}: compilekit's attention variants take queries and keys of one "
+                "length; a decode step's one query over the cache needs the model's own "
+                "attention (sdpa, eager or flex_attention)"
+            )
+        limit = getattr(model.config, "max_position_embeddings", None)
+        if limit and shape.prompt + shape.new > limit:
+            raise UserError(
+                f"{spec!r}: {shape.prompt} prompt + {shape.new} new tokens exceed the model's "
+                f"{limit} positions: generate fewer tokens"
+            )
+        self.model, self.prompt, self.shape = model, prompt, shape
+        self.device = prompt.device
+        self.cache_kw, self.takes_cache_position = _cache_argument(model)
+        self.cache = self.new_cache()
+        self.zero = torch.zeros((), dtype=torch.long, device=self.device)
+        # one position per new token after the first (which the prefill gives)
+        self.positions = torch.arange(
+            shape.prompt, shape.prompt + shape.new, dtype=torch.long, device=self.device
+        )
+        # the cache's tensors exist before anything compiles; the first token and the
+        # position after the prompt are what a step is called with
+        first, _ = self.prefill(prompt, self.zero)
+        self.step_args = (first, self.positions[0])
+
+    def retyped(self, dtype: torch.dtype) -> Session:
+        """This session with the model's weights in dtype (in place: a 7B model has no room for
+        a second copy) and a fresh cache filled by the same prompt: a float reference."""
+        self.model.to(dtype)
+        self.cache = self.new_cache()
+        self.prefill(self.prompt, self.zero)
+        return self
+
+    def new_cache(self):
+        """A static cache of the shape's capacity (its tensors appear on the first write)."""
+        from transformers import StaticCache
+
+        return StaticCache(config=self.model.config, max_cache_len=self.shape.cache_len)
+
+    def forward_greedy(self, ids: torch.Tensor, position: torch.Tensor):
+        """Write ids' keys and values at `position` onwards, return (next ids, last logits)."""
+        kwargs = {self.cache_kw: self.cache, "use_cache": True, "logits_to_keep": 1}
+        if self.takes_cache_position:  # transformers before the cache kept its own length
+            kwargs["cache_position"] = position + torch.arange(ids.shape[1], device=ids.device)
+        else:
+            for layer in self.cache.layers:
+                if getattr(layer, "is_initialized", False):
+                    layer.cumulative_length.copy_(position)
+        logits = self.model(input_ids=ids, **kwargs).logits[:, -1]
+        return logits.argmax(-1, keepdim=True), logits
+
+    # Two functions, two code objects: Dynamo keeps a compile of each, so the prompt's length
+    # never turns the one-token step dynamic.
+    def prefill(self, ids: torch.Tensor, position: torch.Tensor):
+        """The prompt's forward: (first new token, its logits)."""
+        return self.forward_greedy(ids, position)
+
+    def step(self, ids: torch.Tensor, position: torch.Tensor):
+        """One token's forward: (next token, its logits)."""
+        return self.forward_greedy(ids, position)
+
+
+def _is_causal_lm(model) -> bool:
+    can = getattr(model, "can_generate", None)
+    return bool(can()) if callable(can) else False
+
+
+def _cache_argument(model) -> tuple[str, bool]:
+    """(the forward's keyword for the cache, whether it takes cache_position): transformers 5
+    names it `cache` and keeps the write position in the cache, 4.x `past_key_values` with
+    `cache_position`."""
+    params = inspect.signature(model.forward).parameters
+    name = "cache" if "cache" in params else "past_key_values"
+    return name, "cache_position" in params

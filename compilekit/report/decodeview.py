@@ -1,0 +1,118 @@
+"""A decode cell in the terminal and in reports: the generation's size and its limit, then one
+row per path and kind (tokens/s, ms per token, first token, GB/s against the copy ceiling, GPU
+busy, host time, tokens against eager's), then the compiles."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+HEADERS = [
+    "path",
+    "kind",
+    "tokens/s",
+    "ms/token (median, p90)",
+    "first token ms",
+    "GB/s",
+    "of copy",
+    "GPU busy",
+    "host ms/token",
+    "tokens as eager's",
+]
+
+
+def _num(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def tokens_text(tokens: dict | None) -> str:
+    """'200/200', or where the first token differs and how close eager's logits were there."""
+    if not tokens:
+        return "-"
+    text = f"{tokens['same_tokens']}/{tokens['of']}"
+    at = tokens.get("first_difference")
+    if at is None:
+        return text
+    text += f", first differs at token {at} (eager's margin {tokens['eager_margin']:.3g}"
+    if tokens.get("logits_max_abs_diff") is not None:
+        text += f"; logits {tokens['logits_max_abs_diff']:.3g} apart"
+    return text + ")"
+
+
+def rows(decode: dict) -> list[list[str]]:
+    """One row per path and kind."""
+    out = []
+    for path, kinds in decode["paths"].items():
+        for kind, s in kinds.items():
+            if "error" in s:
+                out.append([path, kind, s["error"][:100]] + ["-"] * (len(HEADERS) - 3))
+                continue
+            out.append(
+                [
+                    path,
+                    kind,
+                    _num(s["tokens_per_s"], ",.1f"),
+                    f"{s['median_ms']:.3f}, {s['p90_ms']:.3f}",
+                    _num(s["ttft_ms"], ".2f"),
+                    _num(s["gbps"], ",.0f"),
+                    _num(s["share_of_copy"], ".0%"),
+                    _num(s["gpu_busy"], ".0%"),
+                    _num(s["host_ms_per_token"], ".3f"),
+                    tokens_text(s.get("tokens")),
+                ]
+            )
+    return out
+
+
+def gigabytes(n: float) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.3g} MB"
+
+
+def size_line(decode: dict) -> str:
+    """What one token must read, and the tokens/s that the copy ceiling allows."""
+    kv = decode["bytes_per_token"] - decode["weight_bytes"]
+    line = (
+        f"decode      {decode['batch']} x {decode['prompt']}-token prompt + {decode['new']} new "
+        f"tokens, KV cache of {decode['cache_len']} positions; "
+        f"{gigabytes(decode['bytes_per_token'])} read per token (weights "
+        f"{gigabytes(decode['weight_bytes'])} + KV {gigabytes(kv)})"
+    )
+    if decode.get("copy_gbps"):
+        limit = decode["copy_gbps"] * 1e9 / decode["bytes_per_token"]
+        line += (
+            f"; at the copy ceiling ({decode['copy_gbps']:,.0f} GB/s) at most "
+            f"{limit:,.0f} tokens/s"
+        )
+    return line
+
+
+def compile_line(result) -> str | None:
+    """The compiles a decode cell waits for, and the tokens after which they pay off."""
+    decode = result.decode
+    if result.mode == "eager":
+        return None
+    extra = decode.get("compile_s") or {}
+    parts = [f"compile     step cold {_num(result.compile_cold_s, '.1f')} s, warm "
+             f"{_num(result.compile_warm_s, '.1f')} s"]  # fmt: skip
+    if "generate_first_call" in extra:
+        graphs = decode.get("generate_graphs")
+        parts.append(
+            f"generate()'s first call {extra['generate_first_call']:.1f} s"
+            + (" (it compiled nothing: transformers ran it uncompiled)" if graphs == 0 else "")
+        )
+    tokens = decode.get("break_even_tokens")
+    pays = (
+        f"the step's cold compile pays off after {tokens:,.0f} tokens"
+        if tokens is not None
+        else "never pays off: the compiled loop is not faster"
+    )
+    return "; ".join(parts) + f"; {pays}"
+
+
+def summary_lines(result) -> list[str]:
+    """The lines after a decode cell's verdict."""
+    decode = result.decode
+    lines = [size_line(decode)]
+    lines += tabulate(rows(decode), headers=HEADERS, disable_numparse=True).splitlines()
+    if line := compile_line(result):
+        lines.append(line)
+    return lines

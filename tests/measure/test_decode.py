@@ -1,0 +1,161 @@
+"""Decode cells (BxP+N): the shape, the arithmetic of bytes and rates, and a tiny Llama decoded
+by both paths through the cell pipeline on CPU, token for token against eager."""
+
+import os
+
+import pytest
+
+from compilekit.measure.decode import figures
+from compilekit.model.errors import UserError
+from compilekit.model.spec import Decode, parse_shape
+from tests.report.test_null_figures import _cli
+
+TINY = os.path.join(os.path.dirname(__file__), "..", "variants", "tiny_models.py")
+
+
+def test_the_decode_shape_and_its_label():
+    assert parse_shape("1x32+200") == Decode(1, 32, 200)
+    assert parse_shape("8x512+128@2048") == Decode(8, 512, 128, 2048)
+    assert str(Decode(1, 32, 200)) == "1x32+200" and Decode(1, 32, 200).cache_len == 232
+    assert str(Decode(8, 512, 128, 2048)) == "8x512+128@2048"
+    assert Decode(8, 512, 128, 2048).cache_len == 2048
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("1x32+0", "malformed decode shape '1x32+0': write BxP+N with positive integers"),
+        ("1x32+200x4", "malformed decode shape"),
+        ("1x32+200@100", "a KV cache of 100 positions cannot hold 32 prompt + 200 new tokens"),
+        ("1x32+2000000", "too large"),
+    ],
+)
+def test_bad_decode_shapes_are_one_line_exit_2(text, needle, tmp_path):
+    with pytest.raises(UserError, match=needle.replace("+", r"\+")):
+        parse_shape(text)
+    code, err = _cli("run", "--variant", "llama2-7b", "--shape", text, "--out", str(tmp_path))
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_model_that_cannot_decode_is_one_line_exit_2(tmp_path):
+    """BERT attends both ways and has no generate(): the cell refuses, naming the fix."""
+    pytest.importorskip("transformers")
+    code, err = _cli(
+        "run", "--variant", f"{TINY}:bert", "--mode", "eager", "--shape", "1x8+4",
+        "--device", "cpu", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert code == 2 and "is not a causal LM" in err and "BxS shape" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_bytes_per_token_and_the_rate_against_the_copy_ceiling_by_hand():
+    # 10 GB of weights, 1 MB of keys and values per cached position; a 100-token prompt and
+    # 11 new tokens: the 10 steps after the first token attend to 101 .. 110 positions,
+    # 105.5 on average
+    per_token = figures.bytes_per_token(10e9, 1e6, prompt=100, new=11)
+    assert per_token == pytest.approx(10e9 + 105.5e6)
+    # 5 ms per token: 2,021.1 GB/s; against a 4,000 GB/s ceiling 50.5%, whose own limit is
+    # 2.52638 ms per token (395.8 tokens/s)
+    rate = figures.rate(per_token, 5.0, 4000.0)
+    assert rate["gbps"] == pytest.approx(2021.1)
+    assert rate["share_of_copy"] == pytest.approx(0.505275)
+    assert rate["limit_ms"] == pytest.approx(2.526375)
+    assert rate["limit_tokens_per_s"] == pytest.approx(395.824, rel=1e-5)
+    assert figures.rate(per_token, 5.0, None)["share_of_copy"] is None
+    # 30 s of compile, 25 ms eager against 5 ms compiled per token: 1,500 tokens
+    assert figures.break_even_tokens(30.0, 25.0, 5.0) == pytest.approx(1500)
+    assert figures.break_even_tokens(30.0, 5.0, 5.0) is None
+
+
+def test_per_token_summary_uses_the_nearest_rank_p90():
+    stats = figures.summary([float(ms) for ms in range(1, 11)])  # 1 .. 10 ms
+    assert stats["median_ms"] == 5.5 and stats["p90_ms"] == 9.0 and stats["mean_ms"] == 5.5
+    assert stats["tokens_per_s"] == pytest.approx(1000 / 5.5)
+
+
+def test_weights_read_per_token_count_only_the_batchs_embedding_rows():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    dims = dict(hidden_size=8, intermediate_size=16, num_attention_heads=2,
+                num_key_value_heads=1, num_hidden_layers=1, vocab_size=100)  # fmt: skip
+    untied = LlamaForCausalLM(LlamaConfig(**dims)).to(torch.bfloat16)
+    total = sum(p.numel() for p in untied.parameters()) * 2
+    # the 100 x 8 input table is read for 3 rows only
+    assert figures.weight_bytes(untied, batch=3) == total - 100 * 8 * 2 + 3 * 8 * 2
+    tied = LlamaForCausalLM(LlamaConfig(**dims, tie_word_embeddings=True)).to(torch.bfloat16)
+    # shared with the output layer, the table is read whole, and counted once
+    assert figures.weight_bytes(tied, batch=3) == sum(p.numel() for p in tied.parameters()) * 2
+
+
+@pytest.fixture(scope="module")
+def decoded(tmp_path_factory, cache_root):
+    """A tiny Llama (2 layers, GQA 4/2) decoding 12 tokens after an 8-token prompt, batch 2,
+    under default: both paths, eager and compiled."""
+    pytest.importorskip("transformers")
+    from compilekit.usercell import make_cell, run_cell
+
+    cell = make_cell(f"{TINY}:llama_lm", "default", "2x8+12", "float32", "cpu")
+    out = str(tmp_path_factory.mktemp("decode"))
+    return run_cell(cell, out, cache_root=cache_root, timeout_s=900)
+
+
+def test_both_decode_paths_give_eagers_tokens_and_the_figures_add_up(decoded):
+    assert decoded.status == "ok", decoded.reason
+    assert decoded.max_rel_err < decoded.error_bound
+    assert "against the same model in float64" in decoded.reference
+    paths = decoded.decode["paths"]
+    for path in ("loop", "generate"):
+        for kind in ("eager", "compiled"):
+            figs = paths[path][kind]
+            assert figs["tokens"] == {"same_tokens": 12, "of": 12, "first_difference": None}
+            assert figs["median_ms"] > 0 and figs["ttft_ms"] > 0
+            # the rate is the cell's own bytes over its own time
+            assert figs["gbps"] == pytest.approx(
+                decoded.decode["bytes_per_token"] / figs["median_ms"] / 1e6
+            )
+    # the cell's latency is the loop's time per token
+    assert decoded.compiled_ms == paths["loop"]["compiled"]["median_ms"]
+    assert decoded.eager_ms == paths["loop"]["eager"]["median_ms"]
+    # 2 layers x (keys + values) x batch 2 x 2 KV heads x head dim 16 x 4 bytes
+    assert decoded.decode["kv_bytes_per_position"] == 2 * 2 * 2 * 2 * 16 * 4
+    assert decoded.decode["cache_len"] == 20
+    assert decoded.decode["generate_graphs"] >= 1  # generate() really compiled, on a CPU too
+
+
+def test_the_decode_summary_names_each_path_and_its_limit(decoded):
+    from compilekit.report import cellview
+
+    summary = cellview.cell_summary(decoded)
+    assert "2 x 8-token prompt + 12 new tokens, KV cache of 20 positions" in summary
+    rows = [line.split()[:2] for line in summary.splitlines()]
+    for row in (["loop", "eager"], ["loop", "compiled"], ["generate", "compiled"]):
+        assert row in rows, summary
+    assert "12/12" in summary and "pays off after" in summary
+
+
+def test_a_first_difference_says_where_and_how_close_eagers_logits_were():
+    """A run whose token 3 differs from eager's: reported at 3, with eager's margin there
+    between its own token and the other (never negative: eager chose its own)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from compilekit.launch.decodephase import _agreement
+    from compilekit.measure import workload
+    from compilekit.measure.decode.loop import run_loop
+    from compilekit.measure.decode.session import Session
+    from tests.variants import tiny_models
+
+    shape = parse_shape("1x4+6")
+    made = workload.build(tiny_models.llama_lm, "tiny", shape, "float32", "cpu", 0)
+    session = Session(made, shape, "tiny")
+    eager = run_loop(session, session.prefill, session.step).tokens
+    other = eager.clone()
+    other[0, 3] = (eager[0, 3] + 1) % 256
+    fns = {"eager": (session.prefill, session.step, None)}
+    found = _agreement(other, eager, session, fns, ("generate", "compiled"))
+    assert found["first_difference"] == 3 and found["same_tokens"] == 5
+    logits = run_loop(session, session.prefill, session.step, forced=eager, keep=[3]).logits[0]
+    expected = logits[0, eager[0, 3]] - logits[0, other[0, 3]]
+    assert found["eager_margin"] == pytest.approx(float(expected)) and expected >= 0
+    assert torch.equal(run_loop(session, session.prefill, session.step).tokens, eager)
