@@ -16,11 +16,18 @@
 #      top ops by time and memory, its kernel map's files; `make experiment
 #      VARIANT=llama-block MODE=default`
 #   L  the lock tests (tests/launch/test_locks.py) on this torch
+#   D  decode: llama2-7b 1x32+200 (DECODE_SHAPE) under DECODE_MODE (default reduce-overhead),
+#      within D_S seconds: the cell's summary, result.json and its ops
 # PHASES="S V G" bash dev/h200_check.sh
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl || exit 1
-if ls .whl/models/*.whl > /dev/null 2>&1; then  # after the first target: torch's own deps win
-  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site2 .whl/models/*.whl
+# once per machine: a second instance started beside the first (a phase run in the
+# background) must not reinstall under the first one's imports
+if [ ! -f /tmp/site/.installed ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl || exit 1
+  if ls .whl/models/*.whl > /dev/null 2>&1; then  # after the first target: torch's own deps win
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site2 .whl/models/*.whl
+  fi
+  touch /tmp/site/.installed
 fi
 export PYTHONPATH=/tmp/site:/tmp/site2:$PWD PYTHONUNBUFFERED=1 COMPILEKIT_CACHE=/tmp/ck-cache
 # everything goes under one folder, packed into $OUT/results.tgz at the end: a device call
@@ -90,6 +97,17 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
         cell llama-block default >> "$OUT/M_llama_default.txt" 2>&1
       fi
       cat "$OUT/M_verify.txt" "$OUT/M_files.txt" ;;
+    D)
+      decode=llama2-7b__${DECODE_MODE:-reduce-overhead}__${DECODE_SHAPE:-1x32+200}__bfloat16__cuda
+      timeout "${D_S:-300}" python3 -m compilekit run --variant llama2-7b \
+        --mode "${DECODE_MODE:-reduce-overhead}" --shape "${DECODE_SHAPE:-1x32+200}" --out $runs \
+        > "$OUT/D_run.txt" 2>&1
+      echo "decode rc=$?" >> "$OUT/D_run.txt"
+      cp $runs/$decode/result.json "$OUT/D_result.json"
+      python3 -m compilekit ops $runs/$decode --top 12 > "$OUT/D_ops.txt" 2>&1
+      python3 -m compilekit kernels $runs/$decode > "$OUT/D_kernels.txt" 2>&1
+      cp $runs/$decode/log.txt "$OUT/D_log.txt" 2> /dev/null
+      tail -12 "$OUT/D_run.txt" ;;
     L)
       python3 -m pytest -q -p no:cacheprovider tests/launch/test_locks.py > "$OUT/L_locks.txt" 2>&1
       tail -3 "$OUT/L_locks.txt" ;;
