@@ -63,7 +63,7 @@ def run_decode(cell, stage_dir: str, cache_dir: str, result) -> None:
         with result.step("reference_and_check"), locks.gpu_shared(result.steps_s):
             checks = _check(cell, variant, session, fns, eager, runs, result)
     ceilings = envinfo.device_ceilings(cell.device, os.path.dirname(cache_dir))
-    _record(cell, result, runs, checks, weights, kv, ceilings.get("copy_gbps"), fns)
+    _record(cell, result, runs, checks, weights, kv, ceilings.get("copy_gbps"), fns, stage_dir)
     result.env = envinfo.cell_env(cell.device)
 
 
@@ -212,7 +212,7 @@ def _agreement(tokens, reference, session, fns, key) -> dict:
     return out
 
 
-def _record(cell, result, runs, checks, weights, kv, copy_gbps, fns) -> None:
+def _record(cell, result, runs, checks, weights, kv, copy_gbps, fns, stage_dir) -> None:
     """result.decode (per path and kind: times, rates, tokens against eager's), and the
     cell's usual fields read as per-token figures of the loop."""
     per_token = figures.bytes_per_token(weights, kv, cell.shape.prompt, cell.shape.new)
@@ -262,5 +262,18 @@ def _record(cell, result, runs, checks, weights, kv, copy_gbps, fns) -> None:
         "compile_s": fns["compile_s"],
         "generate_graphs": fns.get("generate_graphs"),
         "break_even_tokens": break_even,
+        "gap": _step_gap(stage_dir, result.compiled_ms, weights, per_token, copy_gbps),
         "paths": paths,
     }
+
+
+def _step_gap(stage_dir: str, token_ms, weights: float, per_token: float, copy_gbps):
+    """figures.gap for the cell's own loop, from the profiled step's kernels (None without a
+    ceiling or a kernel map)."""
+    path = os.path.join(stage_dir, "kernels.json")
+    if not (copy_gbps and token_ms and os.path.isfile(path)):
+        return None
+    from compilekit.model.store import read_json
+
+    kernels = [(k["name"], k["device_ms"]) for k in read_json(path)["kernels"]]
+    return figures.gap(token_ms, kernels, weights, per_token - weights, copy_gbps)

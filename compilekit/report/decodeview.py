@@ -108,11 +108,38 @@ def compile_line(result) -> str | None:
     return "; ".join(parts) + f"; {pays}"
 
 
+def gap_line(gap: dict | None) -> str | None:
+    """Where the loop's time per token goes beyond the limit, largest first."""
+    if not gap:
+        return None
+    parts = {
+        "GPU idle (host loop, syncs)": gap["idle_gpu_ms"],
+        "matmuls beyond the copy speed"
+        + (
+            f" (they read the weights at {gap['matmuls_share_of_copy']:.0%} of it)"
+            if gap["matmuls_share_of_copy"]
+            else ""
+        ): gap["matmuls_beyond_copy_ms"],
+        "attention (its mask included) beyond its cache bytes": gap["attention_beyond_copy_ms"],
+        "other kernels (norms, rotary, activations, cache writes)": gap["other_kernels_ms"],
+        "sampling": gap["sampling_ms"],
+        "CUDA-graph input copies": gap["graph_copies_ms"],
+    }
+    shown = ", ".join(
+        f"{what} {ms:.3f}" for what, ms in sorted(parts.items(), key=lambda kv: -kv[1])
+    )
+    return (
+        f"gap         {gap['token_ms']:.3f} ms per token against a limit of "
+        f"{gap['limit_ms']:.3f} ms: {shown} (ms per token)"
+    )
+
+
 def summary_lines(result) -> list[str]:
     """The lines after a decode cell's verdict."""
     decode = result.decode
     lines = [size_line(decode)]
     lines += tabulate(rows(decode), headers=HEADERS, disable_numparse=True).splitlines()
-    if line := compile_line(result):
-        lines.append(line)
+    for line in (gap_line(decode.get("gap")), compile_line(result)):
+        if line:
+            lines.append(line)
     return lines

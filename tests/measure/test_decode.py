@@ -67,6 +67,29 @@ def test_bytes_per_token_and_the_rate_against_the_copy_ceiling_by_hand():
     assert figures.break_even_tokens(30.0, 5.0, 5.0) is None
 
 
+def test_the_gap_to_the_limit_by_hand():
+    """5 ms per token against 10 GB of weights and 0.1 GB of cache at 4,000 GB/s (2.525 ms):
+    the matmuls take 4 ms where the weights need 2.5 at the copy speed (62.5% of it),
+    attention 0.3 where its bytes need 0.025, and 0.488 ms no kernel runs."""
+    kernels = [
+        ("nvjet_sm90_tst_64x8_splitK_TNT", 3.0),
+        ("void cublasLt::splitKreduce_kernel", 1.0),
+        ("cudnn_generated_fort_native_sdpa_sm80_flash_fprop", 0.3),
+        ("triton_red_fused_argmax_13", 0.01),
+        ("void at::native::multi_tensor_apply_kernel", 0.002),
+        ("triton_red_fused_mean_mul_pow_rsqrt_0", 0.2),
+    ]
+    gap = figures.gap(5.0, kernels, 10e9, 0.1e9, 4000.0)
+    assert gap["limit_ms"] == pytest.approx(2.525)
+    assert gap["matmuls_beyond_copy_ms"] == pytest.approx(1.5)
+    assert gap["matmuls_share_of_copy"] == pytest.approx(0.625)
+    assert gap["attention_beyond_copy_ms"] == pytest.approx(0.275)
+    assert gap["sampling_ms"] == 0.01 and gap["graph_copies_ms"] == 0.002
+    assert gap["other_kernels_ms"] == 0.2 and gap["idle_gpu_ms"] == pytest.approx(0.488)
+    parts = [v for k, v in gap.items() if k.endswith("_ms") and k not in ("token_ms", "limit_ms")]
+    assert sum(parts) == pytest.approx(5.0 - 2.525)
+
+
 def test_per_token_summary_uses_the_nearest_rank_p90():
     stats = figures.summary([float(ms) for ms in range(1, 11)])  # 1 .. 10 ms
     assert stats["median_ms"] == 5.5 and stats["p90_ms"] == 9.0 and stats["mean_ms"] == 5.5
@@ -133,6 +156,12 @@ def test_the_decode_summary_names_each_path_and_its_limit(decoded):
     for row in (["loop", "eager"], ["loop", "compiled"], ["generate", "compiled"]):
         assert row in rows, summary
     assert "12/12" in summary and "pays off after" in summary
+    # the loop's own time per token, split against its limit (on a CPU too)
+    gap = decoded.decode["gap"]
+    assert gap["token_ms"] == decoded.compiled_ms
+    parts = [v for k, v in gap.items() if k.endswith("_ms") and k not in ("token_ms", "limit_ms")]
+    assert sum(parts) == pytest.approx(gap["token_ms"] - gap["limit_ms"])
+    assert "against a limit of" in summary
 
 
 def test_a_first_difference_says_where_and_how_close_eagers_logits_were():

@@ -79,3 +79,45 @@ def break_even_tokens(compile_s: float | None, eager_ms: float, compiled_ms: flo
 
 def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
+
+
+# what a kernel's name says it does in a decode step, first match wins
+KERNEL_CLASSES = (
+    ("sampling", ("argmax",)),
+    ("graph_copies", ("multi_tensor_apply", "foreach_copy")),
+    ("attention", ("sdpa", "flash", "fmha", "attention", "attn")),
+    ("matmuls", ("nvjet", "gemv", "gemm", "splitkreduce", "cutlass", "xmma", "cublas")),
+)
+
+
+def kernel_class(name: str) -> str:
+    low = name.lower()
+    for which, needles in KERNEL_CLASSES:
+        if any(n in low for n in needles):
+            return which
+    return "other_kernels"
+
+
+def gap(token_ms: float, kernels: list, weights: float, kv: float, copy_gbps: float) -> dict:
+    """Where a token's time goes beyond the limit (weights and attended cache read once at
+    the copy speed), in ms per token; the parts add up to token_ms - limit_ms. kernels:
+    (name, device ms per step) of one profiled step. The matmuls are charged beyond the time
+    the weights take at the copy speed, attention beyond its cache bytes' time; sampling,
+    CUDA-graph input copies and the other kernels in full; idle_gpu is the token's time with
+    no kernel running (the host's loop, syncs)."""
+    per = {which: 0.0 for which, _ in KERNEL_CLASSES} | {"other_kernels": 0.0}
+    for name, ms in kernels:
+        per[kernel_class(name)] += ms
+    at_copy = 1e3 / (copy_gbps * 1e9)  # ms per byte
+    device_ms = sum(per.values())
+    return {
+        "token_ms": token_ms,
+        "limit_ms": (weights + kv) * at_copy,
+        "idle_gpu_ms": token_ms - device_ms,
+        "matmuls_beyond_copy_ms": per["matmuls"] - weights * at_copy,
+        "matmuls_share_of_copy": weights * at_copy / per["matmuls"] if per["matmuls"] else None,
+        "attention_beyond_copy_ms": per["attention"] - kv * at_copy,
+        "sampling_ms": per["sampling"],
+        "graph_copies_ms": per["graph_copies"],
+        "other_kernels_ms": per["other_kernels"],
+    }
