@@ -26,6 +26,14 @@ VARIANTS = {
     "flex-window": "variants.flex_window",
 }
 
+# Variants that take queries and keys of different lengths (BxHxQxKxD: a few queries over a
+# cache, as at decode; causal means bottom-right there). The others build one S x S mask or
+# grid, and refuse such a shape before it runs.
+ANY_QUERY_LENGTH = {
+    "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-gqa",
+    "flex", "flex-gqa", "triton-flash", "triton-flash-gqa",
+}  # fmt: skip
+
 # name -> module of a model workload (transformers: the `models` extra)
 # `model@attention` picks its attention: one of the model's own (its ATTENTION) or a variant above
 MODELS = {

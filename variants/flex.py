@@ -22,18 +22,29 @@ def causal(b, h, q_idx, kv_idx):
     return q_idx >= kv_idx
 
 
-def block_mask(mask_mod, seq: int, device):
-    """One BlockMask per (mask, S, device), built once outside the timed calls like the naive
-    mask."""
-    key = (mask_mod.__name__, seq, str(device))
+def block_mask(mask_mod, seq: int, device, keys: int = 0):
+    """One BlockMask per (mask, Q, K, device), built once outside the timed calls like the
+    naive mask."""
+    keys = keys or seq
+    key = (mask_mod.__name__, seq, keys, str(device))
     if key not in _BLOCK_MASKS:
-        _BLOCK_MASKS[key] = create_block_mask(mask_mod, None, None, seq, seq, device=device)
+        _BLOCK_MASKS[key] = create_block_mask(mask_mod, None, None, seq, keys, device=device)
     return _BLOCK_MASKS[key]
 
 
-def causal_block_mask(seq: int, device):
-    return block_mask(causal, seq, device)
+def causal_block_mask(seq: int, device, keys: int = 0):
+    """Causal over `seq` queries; over more keys, the queries are the last `seq` positions
+    (bottom-right, as at decode): query i sees keys up to keys - seq + i."""
+    if not keys or keys == seq:
+        return block_mask(causal, seq, device)
+    offset = keys - seq
+
+    def causal_bottom_right(b, h, q_idx, kv_idx):
+        return q_idx + offset >= kv_idx
+
+    return block_mask(causal_bottom_right, seq, device, keys)
 
 
 def attention(q, k, v):
-    return flex_attention(q, k, v, block_mask=causal_block_mask(q.shape[-2], q.device))
+    mask = causal_block_mask(q.shape[-2], q.device, k.shape[-2])
+    return flex_attention(q, k, v, block_mask=mask)

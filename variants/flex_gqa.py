@@ -13,5 +13,5 @@ DESCRIPTION = "flex_attention(enable_gqa=True) with a causal BlockMask, 4 query 
 def attention(q, k, v):
     k, v = shared_kv(k, v)  # (B, H / 4, S, D)
     return flex_attention(
-        q, k, v, block_mask=causal_block_mask(q.shape[-2], q.device), enable_gqa=True
+        q, k, v, block_mask=causal_block_mask(q.shape[-2], q.device, k.shape[-2]), enable_gqa=True
     )

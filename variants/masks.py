@@ -1,7 +1,8 @@
 """What the GQA and sliding-window variants share: how K/V heads are shared, the window, and
 the float64 reference they are all checked against.
 
-A cell has one shape [B, H, S, D] for q, k and v, so a GQA variant keeps every GQA_GROUP-th K/V
+A cell has one shape for q, k and v ([B, H, S, D], or [B, H, Q, D] for q and [B, H, K, D] for
+k and v at a decode shape BxHxQxKxD), so a GQA variant keeps every GQA_GROUP-th K/V
 head (H / GQA_GROUP of them) and each implementation is handed the same reduced K/V.
 """
 
@@ -22,10 +23,15 @@ def attention_flops(shape, causal: bool = True, window: int = 0) -> float:
     """FLOPs of the two matmuls over the (query, key) pairs a mask keeps: 4·B·H·D per pair.
 
     Pairs per head: S² without a mask, S(S+1)/2 causal, S·W - W(W-1)/2 for a causal window of
-    W keys (W < S). GQA shares K/V heads but every query head still does its own work, so H is
+    W keys (W < S); Q queries over K keys (BxHxQxKxD), the last Q of K positions: Q·K, causal
+    Q(K-Q) + Q(Q+1)/2. GQA shares K/V heads but every query head still does its own work, so H is
     the query heads.
     """
     seq = shape.seq
+    keys = getattr(shape, "keys", seq)
+    if keys != seq:  # Q queries, the last of K positions (bottom-right): no window here
+        pairs = seq * (keys - seq) + seq * (seq + 1) / 2 if causal else seq * keys
+        return 4.0 * shape.batch * shape.heads * shape.head_dim * pairs
     if window and window < seq:
         pairs = seq * window - window * (window - 1) / 2
     elif causal or window:
@@ -62,10 +68,11 @@ def check_shapes(variant: str, q, k, v) -> None:
         q.dim() != 4
         or k.shape != v.shape
         or q.shape[0] != k.shape[0]
-        or q.shape[2:] != k.shape[2:]
+        or q.shape[3] != k.shape[3]
+        or q.shape[2] > k.shape[2]
     ):
         raise Unsupported(
-            f"{variant} wants q [B, H, S, D] and k, v [B, H_kv, S, D]; got "
+            f"{variant} wants q [B, H, Q, D] and k, v [B, H_kv, K, D], Q <= K; got "
             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
         )
     if q.shape[1] % k.shape[1]:
@@ -78,18 +85,21 @@ def reference(q, k, v, causal: bool = True, window: int = 0):
     REFERENCE_CHUNK_BYTES."""
     q, k, v = (t.to(torch.float64) for t in (q, k, v))
     batch, heads, seq, dim = q.shape
+    keys = k.shape[2]
     group = heads // k.shape[1]
     k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    i = torch.arange(seq, device=q.device)[:, None]
-    j = torch.arange(seq, device=q.device)[None, :]
-    drop = torch.zeros(seq, seq, dtype=torch.bool, device=q.device)
+    # query i sits at position keys - seq + i: the queries are the sequence's last positions
+    i = torch.arange(seq, device=q.device)[:, None] + (keys - seq)
+    j = torch.arange(keys, device=q.device)[None, :]
+    drop = torch.zeros(seq, keys, dtype=torch.bool, device=q.device)
     if causal:
         drop |= i < j
     if window:
         drop |= (i - j) >= window
-    q, k, v = (t.reshape(batch * heads, seq, dim) for t in (q, k, v))
+    q = q.reshape(batch * heads, seq, dim)
+    k, v = (t.reshape(batch * heads, keys, dim) for t in (k, v))
     out = torch.empty_like(q)
-    step = max(1, REFERENCE_CHUNK_BYTES // (seq * seq * 8))
+    step = max(1, REFERENCE_CHUNK_BYTES // (seq * keys * 8))
     for start in range(0, batch * heads, step):
         part = slice(start, start + step)
         scores = q[part] @ k[part].transpose(-2, -1) / math.sqrt(dim)
@@ -103,3 +113,18 @@ def gqa_reference(q, k, v):
 
 def window_reference(q, k, v):
     return reference(q, k, v, causal=True, window=WINDOW)
+
+
+def causal_sdpa_kwargs(q, k) -> dict:
+    """F.scaled_dot_product_attention's causal arguments for q [.., Q, D] over k [.., K, D]:
+    is_causal where Q == K; else the queries are the last Q positions (bottom-right), which
+    is_causal does not mean when the lengths differ (it aligns top-left): no mask for one
+    query (it sees every key), torch's lower-right causal bias for several."""
+    queries, keys = q.shape[-2], k.shape[-2]
+    if queries == keys:
+        return {"is_causal": True}
+    if queries == 1:
+        return {}
+    from torch.nn.attention.bias import causal_lower_right
+
+    return {"attn_mask": causal_lower_right(queries, keys)}

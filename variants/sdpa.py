@@ -4,12 +4,13 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
+from variants.masks import causal_sdpa_kwargs
 
 DESCRIPTION = "F.scaled_dot_product_attention(is_causal=True), backend picked by PyTorch"
 
 
 def attention(q, k, v):
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return F.scaled_dot_product_attention(q, k, v, **causal_sdpa_kwargs(q, k))
 
 
 def pinned(backend: SDPBackend):
@@ -21,7 +22,7 @@ def pinned(backend: SDPBackend):
 
     def attention(q, k, v):
         with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return F.scaled_dot_product_attention(q, k, v, **causal_sdpa_kwargs(q, k))
 
     attention.__name__ = f"sdpa_{backend.name.lower()}"
     return attention

@@ -3,8 +3,8 @@
 import torch.nn.functional as F
 
 from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
+from variants.masks import causal_sdpa_kwargs, shared_kv
 from variants.masks import gqa_reference as reference  # noqa: F401
-from variants.masks import shared_kv
 
 DESCRIPTION = (
     "F.scaled_dot_product_attention(is_causal=True, enable_gqa=True), 4 query heads per K/V head"
@@ -13,4 +13,4 @@ DESCRIPTION = (
 
 def attention(q, k, v):
     k, v = shared_kv(k, v)  # (B, H / 4, S, D)
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    return F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **causal_sdpa_kwargs(q, k))

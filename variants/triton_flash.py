@@ -551,7 +551,9 @@ else:  # torch < 2.6: no triton_op; eager only
 
 
 def flash_attention(q, k, v, causal: bool = True, window: int = 0):
-    """softmax(q kT / sqrt(D) + mask) v for q [B, H, S, D], k/v [B, H_kv, S, D].
+    """softmax(q kT / sqrt(D) + mask) v for q [B, H, S, D], k/v [B, H_kv, S, D]; or, at a
+    decode shape, q [B, H, Q, D] over k/v [B, H_kv, K, D] with Q < K (the split-KV kernel,
+    causal bottom-right).
 
     Eagerly the kernel is launched straight away: the custom op's dispatch would cost more host
     time than the kernel takes at small shapes. Under torch.compile the call goes through the
@@ -562,11 +564,27 @@ def flash_attention(q, k, v, causal: bool = True, window: int = 0):
         if out is not None:
             return out
     check_inputs(q, k, v, causal, window)
+    if q.shape[2] != k.shape[2]:  # a few queries over a cache: split over the keys
+        return _decode(q, k, v, causal, window)
     if INTERPRET:  # the interpreter runs on host tensors; skip the op layer it cannot trace
         return _launch(q.contiguous(), k.contiguous(), v.contiguous(), causal, window)
     if torch.compiler.is_compiling():
         return _flash_op(q, k, v, causal, window)
     return _launch(q, k, v, causal, window)
+
+
+def _decode(q, k, v, causal: bool, window: int):
+    """q [B, H, Q, D] over longer k, v (variants/triton_flash_decode.py)."""
+    from variants import triton_flash_decode as decode
+
+    if window:
+        raise Unsupported("triton-flash's sliding window takes queries and keys of one length")
+    decode.check(q, k)
+    if INTERPRET:
+        return decode.launch(q.contiguous(), k.contiguous(), v.contiguous(), causal)
+    if torch.compiler.is_compiling():
+        return decode.decode_op(q, k, v, causal)
+    return decode.launch(q, k, v, causal)
 
 
 def attention(q, k, v):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from compilekit import ROOT
 from compilekit.compile.modes import MODES
 from compilekit.model.errors import UserError
-from variants import MODELS, VARIANTS
+from variants import ANY_QUERY_LENGTH, MODELS, VARIANTS
 
 
 @dataclasses.dataclass
@@ -101,6 +101,11 @@ def check_shape(spec: str, shape, workload: bool) -> None:
         want = "BxS (batch x tokens, e.g. 8x128)" if workload else "BxHxSxD (e.g. 8x16x1024x64)"
         kind = "a model" if workload else "an attention variant"
         raise UserError(f"{spec!r} is {kind}: give its shape as {want}, not {shape}")
+    if getattr(shape, "kv_seq", 0) and spec in VARIANTS and spec not in ANY_QUERY_LENGTH:
+        raise UserError(
+            f"{spec!r} takes queries and keys of one length (BxHxSxD), not {shape}: Q queries "
+            f"over K keys run on {', '.join(sorted(ANY_QUERY_LENGTH))}"
+        )
 
 
 def import_closure(path: str) -> list[str]:

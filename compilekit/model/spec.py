@@ -24,7 +24,7 @@ DTYPES = {
     "float64": "float64",
 }
 DEVICES = ("auto", "cpu", "cuda")
-SHAPE_RE = re.compile(r"^(\d+)x(\d+)x(\d+)x(\d+)$")
+SHAPE_RE = re.compile(r"^(\d+)x(\d+)x(\d+)(?:x(\d+))?x(\d+)$")
 
 
 # Past these a cell cannot allocate its inputs (or its float64 reference) on any machine here.
@@ -45,19 +45,24 @@ def pass_label(spec: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Shape:
-    """Attention problem size in the [B, H, S, D] layout."""
+    """Attention problem size in the [B, H, S, D] layout. kv_seq: the keys' length where it is
+    not the queries' (BxHxQxKxD, e.g. one query over a cache of 8192 keys at decode), else 0.
+    Causal then means what it means at decode: the queries are the last Q positions of the
+    sequence (bottom-right alignment), so a single query sees every key."""
 
     batch: int
     heads: int
     seq: int
     head_dim: int
+    kv_seq: int = 0
+
+    @property
+    def keys(self) -> int:
+        return self.kv_seq or self.seq
 
     def __str__(self) -> str:
-        return f"{self.batch}x{self.heads}x{self.seq}x{self.head_dim}"
-
-    def causal_flop(self) -> float:
-        """FLOPs of causal attention: two matmuls of 2*B*H*S*S*D each, halved by the mask."""
-        return 4.0 * self.batch * self.heads * self.seq * self.seq * self.head_dim / 2
+        keys = f"x{self.kv_seq}" if self.kv_seq else ""
+        return f"{self.batch}x{self.heads}x{self.seq}{keys}x{self.head_dim}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,19 +144,28 @@ def parse_shape(text: str) -> Shape | Tokens:
             raise UserError(f"shape {text!r} is too large: each dimension at most {MAX_DIM:,}")
         return Tokens(*pair)
     match = SHAPE_RE.match(text.strip().lower())
-    if not match or 0 in (dims := tuple(int(g) for g in match.groups())):
+    dims = tuple(int(g) for g in match.groups() if g is not None) if match else ()
+    if not match or 0 in dims:
         raise UserError(
             f"malformed shape {text!r}: write BxHxSxD with positive integers for an attention "
-            "variant (e.g. 8x16x1024x64), BxS for a model (e.g. 8x128), BxP+N for a model's "
-            "decode (e.g. 1x32+200)"
+            "variant (e.g. 8x16x1024x64) or BxHxQxKxD for Q queries over K keys (e.g. "
+            "16x32x1x8192x128), BxS for a model (e.g. 8x128), BxP+N for a model's decode "
+            "(e.g. 1x32+200)"
         )
-    if max(dims) > MAX_DIM or dims[0] * dims[1] * dims[2] * dims[3] > MAX_ELEMENTS:
+    batch, heads, seq, *keys, dim = dims
+    shape = Shape(batch, heads, seq, dim, keys[0] if keys and keys[0] != seq else 0)
+    largest = batch * heads * max(seq, shape.keys) * dim
+    if max(dims) > MAX_DIM or largest > MAX_ELEMENTS:
         raise UserError(
-            f"shape {text!r} is too large (each of q, k, v would hold "
-            f"{dims[0] * dims[1] * dims[2] * dims[3]:,} elements; at most {MAX_ELEMENTS:,}, "
-            f"and each dimension at most {MAX_DIM:,}): pick a smaller shape"
+            f"shape {text!r} is too large (q, k or v would hold {largest:,} elements; at most "
+            f"{MAX_ELEMENTS:,}, and each dimension at most {MAX_DIM:,}): pick a smaller shape"
         )
-    return Shape(*dims)
+    if shape.keys < seq:
+        raise UserError(
+            f"shape {text!r}: {seq} queries over {shape.keys} keys; at decode the queries are "
+            "the last positions of the keys, so Q must be at most K"
+        )
+    return shape
 
 
 # torch seeds its generators with a 64-bit signed integer

@@ -4,12 +4,29 @@ import pytest
 
 from compilekit.cli import main
 from compilekit.model.spec import UserError, parse_dtype, parse_shape
+from tests.report.test_null_figures import _cli
 
 
 def test_shape_round_trip_and_flops():
+    from variants.masks import attention_flops
+
     shape = parse_shape("8x16x1024x64")
-    assert str(shape) == "8x16x1024x64"
-    assert shape.causal_flop() == 4 * 8 * 16 * 1024 * 1024 * 64 / 2
+    assert str(shape) == "8x16x1024x64" and shape.keys == 1024
+    assert attention_flops(shape) == 4 * 8 * 16 * 64 * 1024 * 1025 / 2
+    # Q queries over K keys: the last Q of K positions, so query i sees K - Q + i + 1 keys
+    decode = parse_shape("16x32x3x8192x128")
+    assert (decode.seq, decode.keys, str(decode)) == (3, 8192, "16x32x3x8192x128")
+    pairs = 8190 + 8191 + 8192
+    assert attention_flops(decode) == 4 * 16 * 32 * 128 * pairs
+    assert str(parse_shape("1x2x64x64x16")) == "1x2x64x16"  # Q == K is the usual shape
+    with pytest.raises(UserError, match="Q must be at most K"):
+        parse_shape("1x2x65x64x16")
+
+
+def test_only_variants_that_take_a_query_length_apart_run_at_one(tmp_path):
+    code, err = _cli("run", "--variant", "naive", "--shape", "1x2x1x64x16", "--out", str(tmp_path))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "'naive' takes queries and keys of one length" in err and "triton-flash" in err
 
 
 @pytest.mark.parametrize("text", ["8x16x1024", "8x16x0x64", "axbxcxd", "8*16*1024*64", ""])

@@ -81,6 +81,50 @@ def test_matches_float64_reference_on_awkward_sizes(loads):
         assert got["err"] < BOUND[dtype], (case, got)
 
 
+# (B, H, H_kv, Q, K, D, dtype): decode shapes, a few queries over a longer cache (the split-KV
+# kernel): Q 1 and 3, GQA groups 1, 4 and 8, K off the 64-key block and over several splits
+DECODE_CASES = [
+    (1, 4, 4, 1, 70, 16, "float32"),
+    (2, 8, 2, 3, 200, 32, "float32"),
+    (1, 32, 8, 1, 333, 128, "float16"),
+    (2, 8, 1, 3, 65, 64, "float16"),
+    (1, 4, 2, 3, 4, 16, "float32"),
+]
+
+DECODE_CHILD = r"""
+import json, sys, torch
+from variants.triton_flash import flash_attention
+from variants.masks import reference
+out = []
+for i, (b, h, hkv, nq, nk, d, dtype) in enumerate(json.loads(sys.argv[1])):
+    gen = torch.Generator().manual_seed(100 + i)
+    dt = getattr(torch, dtype)
+    q = torch.randn(b, h, nq, d, generator=gen).to(dt)
+    k, v = (torch.randn(b, hkv, nk, d, generator=gen).to(dt) for _ in range(2))
+    o = flash_attention(q, k, v, causal=True)
+    r = reference(q, k, v, causal=True)  # the queries are the last nq of nk positions
+    out.append({"err": float((o.double() - r).abs().max() / r.abs().max()),
+                "shape": list(o.shape)})
+try:
+    flash_attention(torch.randn(1, 64, 3, 16), torch.randn(1, 1, 40, 16), torch.randn(1, 1, 40, 16))
+except RuntimeError as exc:
+    out.append(str(exc))
+print(json.dumps(out))
+"""
+
+
+def test_decode_shapes_match_the_bottom_right_reference():
+    """q of 1 and 3 queries over a longer cache, with GQA, through the split-KV kernel."""
+    proc = _child(DECODE_CHILD, json.dumps(DECODE_CASES))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    *found, refused = json.loads(proc.stdout.strip().splitlines()[-1])
+    for case, got in zip(DECODE_CASES, found, strict=True):
+        b, h, _, nq, _, d, dtype = case
+        assert got["shape"] == [b, h, nq, d]
+        assert got["err"] < BOUND[dtype], (case, got)
+    assert "at most 128 query rows per K/V head" in refused and "got 192" in refused
+
+
 def test_refuses_what_it_does_not_compute():
     code = r"""
 import torch

@@ -1,0 +1,197 @@
+"""triton-flash at decode shapes: a few queries over a long key cache, split over the keys
+(flash-decoding).
+
+At decode, q is [B, H, Q, D] with Q small (1 for a token, a few for speculative decoding) and
+k, v are [B, H_kv, K, D] with K the cache's length. One program per (batch, K/V head) would
+leave most of the GPU idle, and one per query head would read each K/V head GROUP times. So
+the first kernel gives each program one K/V head, every query of every query head that shares
+it (GROUP x Q rows: K/V read once for the group), and one split of the keys, and writes its
+partial softmax (row max, row sum, unnormalised output) in float32; the second combines the
+splits of each row. Causal is bottom-right: the queries are the last Q positions of the keys,
+so query i sees keys up to K - Q + i (a single query sees every key).
+
+triton_flash.flash_attention sends q and k of different lengths here.
+"""
+
+import math
+
+import torch
+
+from compilekit.model.errors import Unsupported
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # CPU builds of torch come without triton
+    triton = None
+
+MAX_ROWS = 128  # GROUP x Q rows per program: its accumulator is MAX_ROWS x D in registers
+BLOCK_N = 64  # keys per step
+MIN_SPLIT = 256  # keys per split at least: a shorter split costs more to combine than it saves
+OP_NAME = "compilekit::flash_decode"
+
+if triton is not None:
+
+    @triton.jit
+    def _split_kernel(
+        Q, K, V, Opart, Mpart, Lpart,
+        stride_qb, stride_qh, stride_qm, stride_qd,
+        stride_kb, stride_kh, stride_kn, stride_kd,
+        stride_vb, stride_vh, stride_vn, stride_vd,
+        KV_HEADS, GROUP, N_Q, N_KV, SPLIT_LEN, NUM_SPLITS,
+        SM_SCALE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+    ):  # fmt: skip
+        bh = tl.program_id(0)  # batch * KV_HEADS + K/V head
+        split = tl.program_id(1)
+        b = bh // KV_HEADS
+        kvh = bh % KV_HEADS
+        rows = tl.arange(0, BLOCK_M)  # row r: query head kvh * GROUP + r // N_Q, query r % N_Q
+        head = kvh * GROUP + rows // N_Q
+        query = rows % N_Q
+        real = rows < GROUP * N_Q
+        offs_d = tl.arange(0, HEAD_DIM)
+        q_ptrs = (
+            Q
+            + b.to(tl.int64) * stride_qb
+            + head[:, None].to(tl.int64) * stride_qh
+            + query[:, None] * stride_qm
+            + offs_d[None, :] * stride_qd
+        )
+        q = tl.load(q_ptrs, mask=real[:, None], other=0.0)
+        k_base = K + b.to(tl.int64) * stride_kb + kvh.to(tl.int64) * stride_kh
+        v_base = V + b.to(tl.int64) * stride_vb + kvh.to(tl.int64) * stride_vh
+        m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+        start = split * SPLIT_LEN
+        end = tl.minimum(start + SPLIT_LEN, N_KV)
+        last_key = N_KV - N_Q + query  # the last key each row may see
+        for n in range(start, end, BLOCK_N):
+            offs_n = n + tl.arange(0, BLOCK_N)
+            in_split = offs_n < end
+            k = tl.load(
+                k_base + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd,
+                mask=in_split[None, :],
+                other=0.0,
+            )
+            s = tl.dot(q, k) * SM_SCALE
+            keep = in_split[None, :] & real[:, None]
+            if CAUSAL:
+                keep = keep & (offs_n[None, :] <= last_key[:, None])
+            s = tl.where(keep, s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            # a row with no key yet seen keeps -inf: exponents taken against 0 stay 0, not NaN
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            p = tl.exp(s - m_safe[:, None])
+            alpha = tl.exp(m_i - m_safe)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v = tl.load(
+                v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+                mask=in_split[:, None],
+                other=0.0,
+            )
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+        slot = (bh * NUM_SPLITS + split) * BLOCK_M + rows
+        tl.store(Mpart + slot, m_i)
+        tl.store(Lpart + slot, l_i)
+        tl.store(Opart + slot[:, None].to(tl.int64) * HEAD_DIM + offs_d[None, :], acc)
+
+    @triton.jit
+    def _combine_kernel(
+        Opart, Mpart, Lpart, Out,
+        stride_ob, stride_oh, stride_om, stride_od,
+        KV_HEADS, GROUP, N_Q, NUM_SPLITS,
+        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr,
+    ):  # fmt: skip
+        bh = tl.program_id(0)
+        row = tl.program_id(1)  # one of the GROUP x N_Q real rows
+        splits = tl.arange(0, BLOCK_S)
+        present = splits < NUM_SPLITS
+        slot = (bh * NUM_SPLITS + splits) * BLOCK_M + row
+        m = tl.load(Mpart + slot, mask=present, other=float("-inf"))
+        lsum = tl.load(Lpart + slot, mask=present, other=0.0)
+        m_max = tl.max(m, 0)  # finite: key 0 is seen by every query, in the first split
+        w = tl.where(m == float("-inf"), 0.0, tl.exp(m - m_max))
+        offs_d = tl.arange(0, HEAD_DIM)
+        o = tl.load(
+            Opart + slot[:, None].to(tl.int64) * HEAD_DIM + offs_d[None, :],
+            mask=present[:, None],
+            other=0.0,
+        )
+        out = tl.sum(o * w[:, None], 0) / tl.sum(lsum * w, 0)
+        b = bh // KV_HEADS
+        head = (bh % KV_HEADS) * GROUP + row // N_Q
+        o_ptrs = (
+            Out
+            + b.to(tl.int64) * stride_ob
+            + head.to(tl.int64) * stride_oh
+            + (row % N_Q) * stride_om
+            + offs_d * stride_od
+        )
+        tl.store(o_ptrs, out.to(Out.dtype.element_ty))
+
+
+def check(q, k) -> None:
+    """Refuse (Unsupported) what the split kernel does not take."""
+    rows = (q.shape[1] // k.shape[1]) * q.shape[2]
+    if rows > MAX_ROWS:
+        raise Unsupported(
+            f"triton-flash over a longer cache takes at most {MAX_ROWS} query rows per K/V "
+            f"head (query heads per K/V head x queries); got {rows}: fewer queries, or "
+            "queries and keys of one length"
+        )
+
+
+def splits_for(programs: int, keys: int, device) -> int:
+    """How many splits of the keys: enough programs for about two per SM, each split at least
+    MIN_SPLIT keys on a GPU (on the interpreter, two per program: the combine is exercised)."""
+    if device.type != "cuda":
+        return min(2, triton.cdiv(keys, BLOCK_N))
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    return max(1, min(math.ceil(2 * sms / programs), keys // MIN_SPLIT))
+
+
+def launch(q, k, v, causal: bool, wrap=None):
+    """out [B, H, Q, D] for q [B, H, Q, D] over k, v [B, H_kv, K, D]; wrap: torch.library's
+    wrap_triton under torch.compile (None eagerly)."""
+    batch, heads, queries, dim = q.shape
+    kv_heads, keys = k.shape[1], k.shape[2]
+    group = heads // kv_heads
+    block_m = max(16, triton.next_power_of_2(group * queries))
+    num_splits = splits_for(batch * kv_heads, keys, q.device)
+    split_len = triton.cdiv(triton.cdiv(keys, num_splits), BLOCK_N) * BLOCK_N
+    num_splits = triton.cdiv(keys, split_len)
+    slots = batch * kv_heads * num_splits * block_m
+    opart = torch.empty(slots * dim, dtype=torch.float32, device=q.device)
+    mpart = torch.empty(slots, dtype=torch.float32, device=q.device)
+    lpart = torch.empty(slots, dtype=torch.float32, device=q.device)
+    out = torch.empty_like(q)
+    split_kernel = wrap(_split_kernel) if wrap else _split_kernel
+    combine_kernel = wrap(_combine_kernel) if wrap else _combine_kernel
+    split_kernel[(batch * kv_heads, num_splits)](
+        q, k, v, opart, mpart, lpart,
+        *q.stride(), *k.stride(), *v.stride(),
+        kv_heads, group, queries, keys, split_len, num_splits,
+        SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, BLOCK_M=block_m, BLOCK_N=BLOCK_N,
+        CAUSAL=causal,
+    )  # fmt: skip
+    combine_kernel[(batch * kv_heads, group * queries)](
+        opart, mpart, lpart, out, *out.stride(),
+        kv_heads, group, queries, num_splits,
+        HEAD_DIM=dim, BLOCK_M=block_m, BLOCK_S=max(2, triton.next_power_of_2(num_splits)),
+    )  # fmt: skip
+    return out
+
+
+if triton is not None and hasattr(torch.library, "triton_op"):
+
+    @torch.library.triton_op(OP_NAME, mutates_args=())
+    def decode_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+        # wrap_triton: Inductor sees both kernels and keeps them in its graph and CUDA graphs
+        return launch(q, k, v, causal, torch.library.wrap_triton)
+else:  # torch < 2.6: no triton_op; eager only
+
+    def decode_op(q, k, v, causal):
+        return launch(q, k, v, causal)
