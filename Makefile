@@ -43,7 +43,7 @@ test:  ## lint, then the CPU test suite (GPU tests skip with a reason)
 test-gpu:  ## run only the GPU-marked tests (on a CUDA machine)
 	$(PYTHON) -m pytest -q -m gpu tests
 
-experiment:  ## one cell: VARIANT=naive MODE=default [SHAPE=BxHxSxD, BxS for a model, BxP+N a decode, DTYPE= DEVICE=auto OUT=runs FRESH=1 TIMEOUT=s SET="k=v k2=v2" PASS=f.py:fn]
+experiment:  ## one cell: VARIANT=naive MODE=default [SHAPE=BxHxSxD, BxS a model, BxP+N a decode, LENGTHSxHxD a ragged batch, DTYPE= DEVICE=auto OUT=runs FRESH=1 TIMEOUT=s SET="k=v k2=v2" PASS=f.py:fn]
 	@$(PYTHON) -m compilekit run --variant "$$VARIANT" --mode "$$MODE" --device "$$DEVICE" \
 	  --out "$$OUT" --timeout "$$TIMEOUT" $${SHAPE:+--shape "$$SHAPE"} \
 	  $${DTYPE:+--dtype "$$DTYPE"} $${FRESH:+--fresh} $$(for kv in $$SET; do echo "--set $$kv"; done) \

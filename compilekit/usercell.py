@@ -18,6 +18,7 @@ from compilekit.model.spec import (
 
 DEFAULT_SHAPES = {"cuda": "8x16x1024x64", "cpu": "1x8x512x64"}
 MODEL_SHAPES = {"cuda": "8x128", "cpu": "1x128"}  # a model workload's batch x tokens
+VARLEN_SHAPES = {"cuda": "lognormal512@16384x32g8x128", "cpu": "100,37,60x4g2x16"}
 DEFAULT_DTYPES = {"cuda": "bfloat16", "cpu": "float32"}
 
 
@@ -95,7 +96,8 @@ def make_cell(
     timeout_s (the cell's)."""
     from compilekit.compile import knobs
     from compilekit.compile.modes import check_mode
-    from compilekit.compile.variant import check_shape, check_variant, is_user_spec
+    from compilekit.compile.shapekind import check_shape, variant_kind
+    from compilekit.compile.variant import check_variant, is_user_spec
 
     model, at, attention = variant.rpartition("@")
     if is_user_spec(attention):  # absolute, so the cell (and its label) do not depend on the cwd
@@ -110,7 +112,8 @@ def make_cell(
     shape_obj = parse_shape(shape) if shape is not None else None
     dtype_name = parse_dtype(dtype) if dtype is not None else None
     device = resolve_device(device)
-    shape_obj = shape_obj or parse_shape((MODEL_SHAPES if workload else DEFAULT_SHAPES)[device])
+    defaults = {"model": MODEL_SHAPES, "attention": DEFAULT_SHAPES, "varlen": VARLEN_SHAPES}
+    shape_obj = shape_obj or parse_shape(defaults[variant_kind(variant, workload)][device])
     check_shape(variant, shape_obj, workload)
     config = dict(knobs.parse_assignment(a) for a in assignments)
     knobs.check_mode(config, mode)

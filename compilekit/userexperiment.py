@@ -14,10 +14,10 @@ import os
 import re
 
 from compilekit.compile.knobs import INDUCTOR_MODES
-from compilekit.compile.variant import check_shape
+from compilekit.compile.shapekind import check_shape, fits
 from compilekit.model.errors import UserError
 from compilekit.model.experiment import Experiment, parse_baseline
-from compilekit.model.spec import Cell, Tokens, check_seed, parse_device, parse_dtype, parse_shape
+from compilekit.model.spec import Cell, check_seed, parse_device, parse_dtype, parse_shape
 
 # The most cells one experiment may hold.
 MAX_CELLS = 10_000
@@ -154,7 +154,7 @@ def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs:
     try:
         shapes = [parse_shape(s) for s in merged["shapes"]]
         for variant, workload in merged["workloads"].items():
-            if not any(isinstance(s, Tokens) == workload for s in shapes):
+            if not any(fits(variant, s, workload) for s in shapes):
                 check_shape(variant, shapes[0], workload)  # names the kind it takes
         dtype = parse_dtype(merged.get("dtype", "float32"))
         device = parse_device(merged.get("device", "auto"))
@@ -204,7 +204,7 @@ def _cells(matrix: dict, device: str):
     for (config_name, config), variant, mode, shape in itertools.product(
         matrix["configs"].items(), matrix["variants"], matrix["modes"], matrix["shapes"]
     ):
-        if isinstance(shape, Tokens) != matrix["workloads"][variant]:
+        if not fits(variant, shape, matrix["workloads"][variant]):
             continue  # a matrix of models and attention variants: each takes its own shapes
         inductor = mode in INDUCTOR_MODES
         if not inductor:

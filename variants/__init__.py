@@ -34,6 +34,16 @@ ANY_QUERY_LENGTH = {
     "flex", "flex-gqa", "triton-flash", "triton-flash-gqa",
 }  # fmt: skip
 
+# name -> module of a varlen variant: a ragged batch of documents (a varlen shape,
+# compilekit/model/varlen.py), each variant in its own layout (variants/varlen.py)
+VARLEN = {
+    "sdpa-padded": "variants.sdpa_padded",
+    "sdpa-jagged": "variants.sdpa_jagged",
+    "flex-document": "variants.flex_document",
+    "varlen-attn": "variants.varlen_attn",
+    "triton-flash-varlen": "variants.triton_flash_varlen",
+}
+
 # name -> module of a model workload (transformers: the `models` extra)
 # `model@attention` picks its attention: one of the model's own (its ATTENTION) or a variant above
 MODELS = {

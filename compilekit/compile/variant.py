@@ -15,7 +15,7 @@ from collections.abc import Callable
 from compilekit import ROOT
 from compilekit.compile.modes import MODES
 from compilekit.model.errors import UserError
-from variants import ANY_QUERY_LENGTH, MODELS, VARIANTS
+from variants import MODELS, VARIANTS, VARLEN
 
 
 @dataclasses.dataclass
@@ -54,7 +54,7 @@ def source_file(spec: str) -> str:
     if is_user_spec(spec):
         return os.path.abspath(spec.rsplit(":", 1)[0])
     name = model_name(spec)
-    found = importlib.util.find_spec(MODELS[name] if name else VARIANTS[spec])
+    found = importlib.util.find_spec(MODELS[name] if name else {**VARIANTS, **VARLEN}[spec])
     return os.path.abspath(found.origin)
 
 
@@ -87,25 +87,9 @@ def check_variant(spec: str, import_timeout_s: float | None = None) -> bool:
         return _load_user_variant(spec, import_timeout_s).factory is not None
     if model_name(spec) and "@" in spec:
         load_variant(spec)  # the attention named after @ must exist and fit the model
-    elif spec not in VARIANTS and not model_name(spec):
+    elif spec not in VARIANTS and spec not in VARLEN and not model_name(spec):
         load_variant(spec)  # raises the registry's UserError with the list of names
-    return model_name(spec) is not None
-
-
-def check_shape(spec: str, shape, workload: bool) -> None:
-    """UserError where the shape's kind is not the variant's: BxS for a model workload,
-    BxHxSxD for an attention variant."""
-    from compilekit.model.spec import Tokens
-
-    if workload != isinstance(shape, Tokens):
-        want = "BxS (batch x tokens, e.g. 8x128)" if workload else "BxHxSxD (e.g. 8x16x1024x64)"
-        kind = "a model" if workload else "an attention variant"
-        raise UserError(f"{spec!r} is {kind}: give its shape as {want}, not {shape}")
-    if getattr(shape, "kv_seq", 0) and spec in VARIANTS and spec not in ANY_QUERY_LENGTH:
-        raise UserError(
-            f"{spec!r} takes queries and keys of one length (BxHxSxD), not {shape}: Q queries "
-            f"over K keys run on {', '.join(sorted(ANY_QUERY_LENGTH))}"
-        )
+    return model_name(spec) is not None or spec in VARLEN
 
 
 def import_closure(path: str) -> list[str]:
@@ -185,10 +169,13 @@ def load_variant(spec: str) -> Variant:
         return _load_user_variant(spec)
     if model_name(spec):
         return _load_model(spec)
+    if spec in VARLEN:
+        module = importlib.import_module(VARLEN[spec])
+        return _workload_variant(spec, module.workload, module, inspect.getfile(module), True)
     if spec not in VARIANTS:
         raise UserError(
-            f"unknown variant {spec!r}: choose one of {', '.join(VARIANTS)}, a model "
-            f"({', '.join(MODELS)}) or give path/to/file.py:callable"
+            f"unknown variant {spec!r}: choose one of {', '.join(VARIANTS)}, a varlen variant "
+            f"({', '.join(VARLEN)}), a model ({', '.join(MODELS)}) or path/to/file.py:callable"
         )
     module = importlib.import_module(VARIANTS[spec])
     return Variant(
@@ -369,7 +356,7 @@ def known_limits(module, where: str) -> dict:
 def describe_all() -> list[tuple[str, str]]:
     """(name, description) for every registered variant."""
     return [(name, load_variant(name).description) for name in VARIANTS] + [
-        (name, _model_description(name)) for name in MODELS
+        (name, _model_description(name)) for name in (*VARLEN, *MODELS)
     ]
 
 

@@ -8,7 +8,7 @@ import shutil
 
 from compilekit.measure import steady
 from compilekit.model.errors import first_line
-from compilekit.model.spec import Tokens
+from compilekit.model.spec import Shape
 
 
 def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> None:
@@ -66,7 +66,7 @@ def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> None
         # q, k, v in and the output (q's size) out: the attention's least traffic, and its
         # declared FLOPs; a model's inputs and FLOPs are the whole forward's, no one kernel's
         io_bytes, attention_flops = None, None
-        if not isinstance(cell.shape, Tokens):
+        if isinstance(cell.shape, Shape):
             io_bytes = sum(a.numel() * a.element_size() for a in (*args, args[0]))
             attention_flops = result.flops
         roofline.annotate(

@@ -27,7 +27,7 @@ import time
 import traceback
 
 from compilekit.evidence import gather as evidence
-from compilekit.launch import calls, coldphase, failures, reaper, warm
+from compilekit.launch import calls, coldphase, failures, ragged, reaper, warm
 from compilekit.measure import steady
 
 PROCESS_START = time.perf_counter()
@@ -92,11 +92,14 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
         with result.step("reference_and_check"), locks.gpu_shared(result.steps_s):
             ref, result.reference = inputs.reference_output(variant, *args)
             if eager_out is not None:
+                eager_out = inputs.checkable(variant, eager_out)
                 result.eager_max_rel_err = inputs.max_rel_err(eager_out, ref)
             del eager_out
             # a fresh call, not the first check's output: a CUDA graph's output is overwritten
             # by the timed replays (torch then refuses to read the old one)
-            result.max_rel_err = inputs.max_rel_err(compiled(*args), ref)
+            out = inputs.checkable(variant, compiled(*args))
+            result.max_rel_err = inputs.max_rel_err(out, ref)
+            del out
             result.error_bound = inputs.error_bound(variant, cell.dtype)
             del ref
         from compilekit.model.result import verdict
@@ -114,6 +117,9 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
             )
         with locks.gpu_turn(result.steps_s):  # the profile's kernel times are figures
             evidence.gather(cell, compiled, args, stage_dir, cache_dir, result)
+        if result.varlen and cell.mode != "eager":  # after every figure: it may compile
+            with result.step("second_batch"), locks.gpu_shared_between_compiles(result.steps_s):
+                result.varlen["second_batch"] = ragged.second_batch(cell, variant, compiled)
     result.env = envinfo.cell_env(cell.device)  # after the GPU work: it asks for the GPU's name
 
 
@@ -127,6 +133,8 @@ def _first_calls(cell, variant, result):
             raise failures.CellEnded("unsupported", reason)
     with result.step("inputs"):
         args = inputs.cell_inputs(variant, cell)
+        if getattr(variant.workload, "varlen", None):  # a ragged batch: what was drawn
+            result.varlen = {**cell.shape.describe(cell.seed), **variant.workload.varlen}
         eager_out, result.eager_note = calls.eager_first(variant, args, cell)
         expected = inputs.expected_output(variant, args, cell.dtype)
         if eager_out is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -30,19 +31,20 @@ def cell_inputs(variant, cell) -> tuple:
     if variant.factory is None:
         return make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
     from compilekit.measure import workload
+    from compilekit.model.spec import Decode
+    from compilekit.model.varlen import Varlen
 
-    made = workload.build(
-        variant.factory, variant.name, cell.shape, cell.dtype, cell.device, cell.seed
-    )
+    shape = cell.shape
+    if isinstance(shape, Varlen):  # the factory sees the lengths the cell's seed drew
+        shape = dataclasses.replace(shape, lengths=tuple(shape.draw(cell.seed)))
+    made = workload.build(variant.factory, variant.name, shape, cell.dtype, cell.device, cell.seed)
     variant.attention, variant.workload = made.fn, made
     if made.flops is not None:
         variant.flops = lambda shape: made.flops
-    from compilekit.model.spec import Decode
-
-    if isinstance(cell.shape, Decode):  # the callable is one decode step (measure/decode)
+    if isinstance(shape, Decode):  # the callable is one decode step (measure/decode)
         from compilekit.measure.decode.session import Session
 
-        session = Session(made, cell.shape, variant.name)
+        session = Session(made, shape, variant.name)
         variant.attention, variant.session = session.step, session
         return session.step_args
     return made.inputs
@@ -102,6 +104,12 @@ def output_problem(out, shape: tuple | None, dtype) -> str | None:
 
 def _name(dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+def checkable(variant, out):
+    """The output in the layout its reference gives (a varlen variant's: packed [T, H, D])."""
+    unpack = getattr(variant.workload, "unpack", None)
+    return unpack(out) if unpack is not None else out
 
 
 def max_rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:

@@ -33,6 +33,12 @@ class Workload:
     # attributes set on the float64 copy's config (transformers): a model with a plugged-in
     # attention is checked against its own SDPA, not against the kernel under test
     reference_config: dict | None = None
+    # a float64 truth from what the factory kept (no input converted: a padded batch in float64
+    # could be larger than the device), and the output taken to the layout it gives
+    truth: Callable | None = None
+    unpack: Callable | None = None
+    # a ragged batch's setup time and padding waste (variants/varlen.py)
+    varlen: dict | None = None
     # set by build(): what the factory gave, and the names of its keyword inputs
     model: Callable | None = dataclasses.field(default=None, init=False)
     input_names: list | None = dataclasses.field(default=None, init=False)
@@ -101,6 +107,8 @@ def first_tensor(out):
 def reference_output(made: Workload, args: tuple) -> tuple[torch.Tensor, str]:
     """The float64 truth: the workload's own reference, else the same model with its weights
     and floating inputs in float64."""
+    if made.truth is not None:
+        return made.truth(), "the workload's float64 reference"
     args64 = tuple(a.to(torch.float64) if a.is_floating_point() else a for a in args)
     if made.reference is not None:
         return first_tensor(made.reference(*args64)), "the workload's float64 reference"

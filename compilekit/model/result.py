@@ -22,6 +22,7 @@ import time
 
 from compilekit.model.spec import MODEL_SHAPE_RE, SHAPE_RE
 from compilekit.model.store import CorruptFile, json_fits, read_json, write_json
+from compilekit.model.varlen import VARLEN_RE
 
 SCHEMA_VERSION = 2
 STATUSES = ("ok", "self-consistent", "wrong", "unsupported", "failed")
@@ -108,6 +109,8 @@ class CellResult:
     # times, time to first token, bytes per token and GB/s against the copy ceiling, tokens
     # against eager's (compilekit/launch/decodephase.py)
     decode: dict | None = None
+    # a ragged batch: its lengths (or distribution and seed), setup time and padding waste
+    varlen: dict | None = None
     # bookkeeping
     processes: dict = dataclasses.field(default_factory=dict)  # process -> what it measured
     settings: dict = dataclasses.field(default_factory=dict)  # what the toolkit set in torch
@@ -248,9 +251,9 @@ def from_dict(data: dict, where: str = "result") -> CellResult:
         raise CorruptFile(f"{where} is corrupt (fields of the wrong type: {', '.join(wrong)})")
     if data["status"] in ("ok", "self-consistent") and data.get("compiled_ms") is None:
         raise CorruptFile(f"{where} is corrupt (status {data['status']} without compiled_ms)")
-    if not (SHAPE_RE.match(data["shape"]) or MODEL_SHAPE_RE.match(data["shape"])):
+    if not any(r.match(data["shape"]) for r in (SHAPE_RE, MODEL_SHAPE_RE, VARLEN_RE)):
         raise CorruptFile(
-            f"{where} is corrupt (shape {data['shape']!r:.40} is neither BxHxSxD nor BxS)"
+            f"{where} is corrupt (shape {data['shape']!r:.40} is not a shape compilekit writes)"
         )
     return CellResult(**{k: v for k, v in data.items() if k in FIELDS and k != "run_dir"})
 

@@ -135,9 +135,14 @@ def parse_decode(text: str) -> Decode:
 def parse_shape(text: str) -> Shape | Tokens:
     """Parse `BxHxSxD` (e.g. 8x16x1024x64, an attention variant's q, k, v) into a Shape,
     `BxS` (e.g. 8x128, a model workload's batch and sequence length) into Tokens, or `BxP+N`
-    (e.g. 1x32+200, a model's decode: prompt and new tokens) into Decode."""
+    (e.g. 1x32+200, a model's decode: prompt and new tokens) into Decode, or a ragged batch
+    (e.g. lognormal512@16384x32g8x128: compilekit/model/varlen.py) into Varlen."""
     if "+" in text:
         return parse_decode(text)
+    if "," in text or re.match(r"^[a-z]+\d+@", text.strip().lower()):  # ragged documents
+        from compilekit.model.varlen import parse_varlen
+
+        return parse_varlen(text)
     tokens = TOKENS_RE.match(text.strip().lower())
     if tokens and 0 not in (pair := tuple(int(g) for g in tokens.groups())):
         if max(pair) > MAX_DIM:

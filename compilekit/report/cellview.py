@@ -11,6 +11,7 @@ import os
 from tabulate import tabulate
 
 from compilekit.evidence.roofline import NONE_PLACED
+from compilekit.report import varlenview
 
 
 def _num(value, fmt):
@@ -148,13 +149,15 @@ def headers(results: list) -> list[str]:
         out.insert(2, "config")
     if len(hosts(results)) > 1:
         out.append("node")
+    if varlenview.has_varlen(results):
+        out.insert(out.index("TFLOP/s") + 1, varlenview.COLUMN)
     return out
 
 
 def rows(results: list, peak_tflops: float | None) -> list[list]:
     """One row per cell, in headers(results) order."""
     with_config, with_node = _has_configs(results), len(hosts(results)) > 1
-    with_passes = _has_passes(results)
+    with_passes, with_varlen = _has_passes(results), varlenview.has_varlen(results)
     out = []
     for r in results:
         # no eager figure (eager could not run): no break-even either
@@ -189,6 +192,9 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
             out[-1].insert(2, r.config_name or "base")
         if with_node:
             out[-1].append((r.env or {}).get("host") or "-")
+        if with_varlen:
+            at = HEADERS.index("TFLOP/s") + 1 + with_passes + with_config  # those go before it
+            out[-1].insert(at, varlenview.waste_text(r))
     return out
 
 
@@ -296,6 +302,8 @@ def cell_notes(result) -> list[str]:
         notes.append(f"{result.status}: {result.reason.splitlines()[0][:400]}")
     if result.eager_note:
         notes.append(result.eager_note)
+    if line := varlenview.note(result):
+        notes.append(line)
     if result.memory_note:
         notes.append(result.memory_note)
     if result.status == "self-consistent":
