@@ -9,7 +9,8 @@
 #   G  the GPU-marked tests (GPU_TESTS: a pytest -k expression), within G_S seconds
 #   B  the blog matrix, cold (experiments/blog_part3.toml), within B_S seconds; each cell's
 #      wall, lock waits and steps (dev/sweep_steps.py); PER_GPU cells at once (default 4)
-#   N  the models sweep (MODELS_TOML, default experiments/models.toml; needs .whl/models/: ../shared/wheels/models/
+#   N  the models sweep (MODELS_TOML, default experiments/models.toml, or any experiment:
+#      experiments/decode.toml, experiments/varlen.toml; needs .whl/models/: ../shared/wheels/models/
 #      *.whl) into MODELS (default /tmp/models; a published copy carried in resumes it), within
 #      N_S seconds, then published to $OUT/models (result, kernels and ops files per cell)
 #   M  after N, from MODELS: bert-base 8x128 eager, default and reduce-overhead verified, its

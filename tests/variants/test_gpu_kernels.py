@@ -112,3 +112,44 @@ def test_gluon_flash_fast_launch_runs_the_known_kernel_on_fresh_inputs():
         flat = torch.randn(q.numel() + 1, device="cuda", dtype=torch.bfloat16)
         with pytest.raises(Unsupported, match="16-byte aligned"):
             gluon_flash.attention(flat[1:].view(shape), k, v)
+
+
+@pytest.mark.parametrize("shape", ["16x32x1x8192x128", "1x32x3x32768x128", "2x8x1x1000x64"])
+def test_triton_flash_decode_shapes_bf16_eager_and_compiled(shape):
+    """The split-KV kernel at decode shapes, GQA 4, eagerly and under torch.compile (its
+    triton_op), against the bottom-right float64 reference."""
+    from compilekit.measure.inputs import max_rel_err
+    from compilekit.model.spec import parse_shape
+    from variants.masks import reference
+    from variants.triton_flash import flash_attention
+
+    s = parse_shape(shape)
+    q = torch.randn(s.batch, s.heads, s.seq, s.head_dim, device="cuda", dtype=torch.bfloat16)
+    k, v = (
+        torch.randn(s.batch, s.heads // 4, s.keys, s.head_dim, device="cuda", dtype=torch.bfloat16)
+        for _ in "kv"
+    )
+    truth = reference(q, k, v, causal=True)
+    assert max_rel_err(flash_attention(q, k, v), truth) < 3e-2
+    compiled = torch.compile(functools.partial(flash_attention, causal=True), fullgraph=True)
+    assert max_rel_err(compiled(q, k, v), truth) < 3e-2
+
+
+@pytest.mark.parametrize("variant", ["triton-flash-varlen", "sdpa-jagged", "varlen-attn"])
+def test_varlen_kernels_bf16_eager_and_compiled(variant):
+    """Lognormal documents (lengths off every block), GQA 32/8: eagerly and compiled, against
+    the per-document float64 reference."""
+    import dataclasses
+
+    from compilekit.compile.variant import load_variant
+    from compilekit.measure import inputs, workload
+    from compilekit.model.spec import parse_shape
+
+    shape = parse_shape("lognormal300@4096x32g8x128")
+    shape = dataclasses.replace(shape, lengths=tuple(shape.draw(0)))
+    found = load_variant(variant)
+    made = workload.build(found.factory, variant, shape, "bfloat16", "cuda", 0)
+    truth, _ = workload.reference_output(made, made.inputs)
+    assert inputs.max_rel_err(made.unpack(made.fn(*made.inputs)), truth) < 3e-2
+    compiled = torch.compile(made.fn)
+    assert inputs.max_rel_err(made.unpack(compiled(*made.inputs)), truth) < 3e-2
