@@ -114,7 +114,7 @@ def test_weights_read_per_token_count_only_the_batchs_embedding_rows():
 
 @pytest.fixture(scope="module")
 def decoded(tmp_path_factory, cache_root):
-    """A tiny Llama (2 layers, GQA 4/2) decoding 12 tokens after an 8-token prompt, batch 2,
+    """A tiny Llama (1 layer, GQA 4/2) decoding 12 tokens after an 8-token prompt, batch 2,
     under default: both paths, eager and compiled."""
     pytest.importorskip("transformers")
     from compilekit.usercell import make_cell, run_cell
@@ -141,8 +141,8 @@ def test_both_decode_paths_give_eagers_tokens_and_the_figures_add_up(decoded):
     # the cell's latency is the loop's time per token
     assert decoded.compiled_ms == paths["loop"]["compiled"]["median_ms"]
     assert decoded.eager_ms == paths["loop"]["eager"]["median_ms"]
-    # 2 layers x (keys + values) x batch 2 x 2 KV heads x head dim 16 x 4 bytes
-    assert decoded.decode["kv_bytes_per_position"] == 2 * 2 * 2 * 2 * 16 * 4
+    # 1 layer x (keys + values) x batch 2 x 2 KV heads x head dim 16 x 4 bytes
+    assert decoded.decode["kv_bytes_per_position"] == 1 * 2 * 2 * 2 * 16 * 4
     assert decoded.decode["cache_len"] == 20
     assert decoded.decode["generate_graphs"] >= 1  # generate() really compiled, on a CPU too
 
