@@ -19,7 +19,7 @@ from compilekit.launch import locks, runner
 from compilekit.model import result as results
 from compilekit.model.errors import UserError
 from compilekit.model.experiment import Experiment, against_json
-from compilekit.model.store import Busy, CorruptFile, exclusive_lock, write_json
+from compilekit.model.store import Busy, CorruptFile, exclusive_lock, kept, write_json
 
 # what --retry-failed and --retry-noisy ask to run again
 RETRY = ("failed", "noisy")
@@ -36,7 +36,7 @@ def cell_done(run_dir: str, retry=(), log=sys.stdout) -> results.CellResult | No
     except CorruptFile as exc:
         print(f"  {exc}; running the cell again", file=log, flush=True)
         return None
-    if result.measured and not os.path.isfile(os.path.join(run_dir, "kernels.json")):
+    if result.measured and not os.path.isfile(kept(os.path.join(run_dir, "kernels.json"))):
         print(f"  {run_dir}: kernels.json is missing; running the cell again", file=log)
         return None
     if "failed" in retry and result.status == "failed":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gzip
 import json
 import os
 import shutil
@@ -47,12 +48,36 @@ def write_text(path: str, text: str) -> None:
             os.remove(tmp)
 
 
-def read_json(path: str):
-    """Parse a JSON file; CorruptFile (naming the file) if it is empty, truncated or unreadable."""
+def kept(path: str) -> str:
+    """`path`, or its gzipped copy `path.gz` where only that exists: published results keep
+    their large files (a model's kernel map) gzipped."""
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        return path + ".gz"
+    return path
+
+
+def write_json_gz(path: str, data) -> None:
+    """`path`.gz: compact JSON, gzipped, written atomically; `path` itself removed."""
+    tmp = f"{path}.gz.tmp-{os.getpid()}-{threading.get_ident()}"
     try:
-        with open(path) as f:
+        with gzip.open(tmp, "wt") as f:
+            json.dump(data, f, separators=(",", ":"), default=str)
+        os.replace(tmp, path + ".gz")
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
+def read_json(path: str):
+    """Parse a JSON file (or its `.gz` where only that exists: kept); CorruptFile (naming the
+    file) if it is empty, truncated or unreadable."""
+    path = kept(path)
+    try:
+        with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
             return json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
         raise CorruptFile(f"{path} is corrupt ({type(exc).__name__}: {exc})") from None
     except OSError as exc:
         raise CorruptFile(f"{path} cannot be read ({exc.strerror or exc})") from None

@@ -9,7 +9,7 @@ from tabulate import tabulate
 
 from compilekit.model import result as results
 from compilekit.model.errors import UserError
-from compilekit.model.store import CorruptFile, read_json
+from compilekit.model.store import CorruptFile, kept, read_json
 
 RANKS = {"time": "self_time_ms", "memory": "allocated_mb"}
 
@@ -30,7 +30,7 @@ def rank(rows: list[dict], by: str, cuda: bool) -> list[dict]:
 def ops_rows(run_dir: str, by: str = "time") -> list[dict]:
     """The run's ops.json rows, ranked (rank)."""
     _check_by(by)  # before the file: a typo is named whatever the run holds
-    path = os.path.join(run_dir, "ops.json")
+    path = kept(os.path.join(run_dir, "ops.json"))
     if not os.path.isfile(path):
         raise UserError(f"no ops.json in {run_dir!r}: run the cell again with this compilekit")
     try:

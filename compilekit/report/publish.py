@@ -1,7 +1,9 @@
 """`compilekit publish SWEEP DEST`: a sweep measured elsewhere (the H200), made small enough to
 commit and share, with every figure still checkable.
 
-Per cell it keeps result.json, kernels.json and ops.json (the op cost matrix), and the records
+Per cell it keeps result.json, kernels.json and ops.json (the op cost matrix), the last two
+gzipped (kernels.json.gz, ops.json.gz: every reader takes them as it takes the plain ones),
+and the records
 of the runs kept in attempts/; then it renders REPORT.md, the plots and the sweep page with
 this checkout's code. Run pages come only for the cells named with --page, and generated code
 only for those named with --code: traces, depyf dumps, TORCH_TRACE logs, logs and kernel
@@ -24,11 +26,11 @@ from compilekit.evidence import diagnose, roofline
 from compilekit.model import result as results_mod
 from compilekit.model.errors import UserError
 from compilekit.model.spec import MODEL_SHAPE_RE
-from compilekit.model.store import read_json, write_json
+from compilekit.model.store import read_json, write_json, write_json_gz
 from compilekit.report import pages, sweeppage, sweepreport
 
 CELL_FILES = (
-    "result.json", "kernels.json", "ops.json",
+    "result.json", "kernels.json", "kernels.json.gz", "ops.json", "ops.json.gz",
     # the other runs a result lists (a failed rerun, a noisy timing): their records only
     "attempts/*/result.json", "attempts/*/attempts/*/result.json",
 )  # fmt: skip
@@ -115,8 +117,17 @@ def publish(
         os.makedirs(os.path.join(dest, cell))
         wanted = CELL_FILES + (CODE_FILES if cell in code_cells else ())
         copy_matching(os.path.join(sweep_dir, cell), os.path.join(dest, cell), wanted)
+        kmap = os.path.join(dest, cell, "kernels.json")
+        if os.path.isfile(kmap + ".gz") and not os.path.isfile(kmap):  # published before
+            write_json(kmap, read_json(kmap + ".gz"))
+            os.remove(kmap + ".gz")
         if rederive(os.path.join(dest, cell), ceilings):
             changed.append(cell)
+        # a model's kernel map holds every kernel's source stack, its op table every op
+        for name in ("kernels.json", "ops.json"):
+            path = os.path.join(dest, cell, name)
+            if os.path.isfile(path):
+                write_json_gz(path, read_json(path))
     for cell in changed:
         log(f"re-derived from its kernel map: {cell}")
     log(sweepreport.report(dest))

@@ -10,7 +10,7 @@ from tabulate import tabulate
 from compilekit.model import kernelfile
 from compilekit.model import result as results
 from compilekit.model.errors import UserError
-from compilekit.model.store import CorruptFile
+from compilekit.model.store import CorruptFile, kept
 
 
 def _fmt(value, digits=3):
@@ -66,7 +66,7 @@ def load_run(run_dir: str):
 
 def load_kernel_map(run_dir: str, result) -> dict:
     """A run directory's kernels.json; missing or unreadable is a user error naming why."""
-    kernels_path = os.path.join(run_dir, "kernels.json")
+    kernels_path = kept(os.path.join(run_dir, "kernels.json"))
     if not os.path.isfile(kernels_path):
         why = result.reason or "no kernels.json"
         raise UserError(
