@@ -113,7 +113,7 @@ def gap_line(gap: dict | None) -> str | None:
     if not gap:
         return None
     parts = {
-        "GPU idle (host loop, syncs)": gap["idle_gpu_ms"],
+        "device idle (host loop, syncs)": gap["idle_gpu_ms"],
         "matmuls beyond the copy speed"
         + (
             f" (they read the weights at {gap['matmuls_share_of_copy']:.0%} of it)"

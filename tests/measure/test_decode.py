@@ -88,6 +88,10 @@ def test_the_gap_to_the_limit_by_hand():
     assert gap["other_kernels_ms"] == 0.2 and gap["idle_gpu_ms"] == pytest.approx(0.488)
     parts = [v for k, v in gap.items() if k.endswith("_ms") and k not in ("token_ms", "limit_ms")]
     assert sum(parts) == pytest.approx(5.0 - 2.525)
+    # a CPU's matmuls are aten ops, Inductor's own are templates; a fused add is neither
+    for name in ("aten::addmm", "aten::mm", "triton_tem_fused_mm_0"):
+        assert figures.kernel_class(name) == "matmuls", name
+    assert figures.kernel_class("triton_poi_fused_add_mul_0") == "other_kernels"
 
 
 def test_per_token_summary_uses_the_nearest_rank_p90():

@@ -5,6 +5,7 @@ plain numbers out: the tests check them against hand-computed cases."""
 from __future__ import annotations
 
 import math
+import re
 import statistics
 
 
@@ -81,19 +82,24 @@ def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-# what a kernel's name says it does in a decode step, first match wins
+# what a kernel's name says it does in a decode step, first match wins: cuBLAS's and
+# CUTLASS's kernels, Inductor's matmul templates (triton_tem_fused_mm_*), a CPU's aten ops
 KERNEL_CLASSES = (
-    ("sampling", ("argmax",)),
-    ("graph_copies", ("multi_tensor_apply", "foreach_copy")),
-    ("attention", ("sdpa", "flash", "fmha", "attention", "attn")),
-    ("matmuls", ("nvjet", "gemv", "gemm", "splitkreduce", "cutlass", "xmma", "cublas")),
+    ("sampling", r"argmax"),
+    ("graph_copies", r"multi_tensor_apply|foreach_copy"),
+    ("attention", r"sdpa|flash|fmha|attention|attn"),
+    (
+        "matmuls",
+        r"nvjet|gemv|gemm|splitkreduce|cutlass|xmma|cublas|matmul|linear|"
+        r"(^|[_:])(add|b)?mm($|[_:])",
+    ),
 )
 
 
 def kernel_class(name: str) -> str:
     low = name.lower()
-    for which, needles in KERNEL_CLASSES:
-        if any(n in low for n in needles):
+    for which, pattern in KERNEL_CLASSES:
+        if re.search(pattern, low):
             return which
     return "other_kernels"
 
