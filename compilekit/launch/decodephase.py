@@ -107,7 +107,9 @@ def _prepare(cell, variant, cache_dir: str, result):
             # judges a compile impossible: the graphs Dynamo made say whether it compiled
             fns["generate_graphs"] = counters["stats"]["unique_graphs"] - graphs
         except Exception as exc:  # the loop's figures stand without it
-            fns["generate_error"] = f"transformers' compiled generate() failed: {exc}"
+            fns["generate_error"] = (
+                f"transformers' compiled generate() failed: {failures.first_line(exc)}"
+            )
     return session, args, fns, eager
 
 
