@@ -74,10 +74,13 @@ def load(run_dir: str):
     return result.load(run_dir)
 
 
-def profile(out_dir: str | None = None, device: str | None = None, forwards: int = 1):
+def profile(
+    out_dir: str | None = None, device: str | None = None, forwards: int = 1, lines: bool = False
+):
     """Profile a block of the user's code as written (compilekit/userprofile.py): `with
     compilekit.profile() as p: model(**inputs)`, then p.table(by="time" or "memory"), p.ops,
-    p.kernels; `forwards=n` where the block runs n passes."""
+    p.kernels; `forwards=n` where the block runs n passes; `lines=True` (eager code) charges
+    each kernel to the block's line that launched it (p.lines)."""
     from compilekit.userprofile import profile as _profile
 
-    return _profile(out_dir, device, forwards)
+    return _profile(out_dir, device, forwards, lines)

@@ -7,6 +7,7 @@ the cell machinery (no fresh process, no compile of ours, no timing).
         model(**inputs)
     print(p.table(by="memory"))
     p.ops, p.kernels          # rows, as in a run's ops.json and kernels.json
+    p.lines                   # with profile(lines=True), eager code: time per source line
                               # and runs/my-bert/index.html: both tables, in a browser
 
 The block runs under torch.profiler (CPU, and CUDA where the block used it) with shapes,
@@ -34,6 +35,8 @@ class Profile:
     kernels: list = dataclasses.field(default_factory=list)  # kernels of the block, in order
     forward_device_ms: float = 0.0  # device busy time of the block (CPU time on a CPU)
     peak_memory_mb: float | None = None  # CUDA only: the allocator's peak during the block
+    # with lines=True: per source line of the block, its kernels and the time charged to it
+    lines: list = dataclasses.field(default_factory=list)
     out_dir: str | None = None  # where trace.json, ops.json, kernels.json, index.html went
 
     def table(self, by: str = "time", top: int = 20) -> str:
@@ -45,15 +48,18 @@ class Profile:
 
 
 @contextlib.contextmanager
-def profile(out_dir: str | None = None, device: str | None = None, forwards: int = 1):
+def profile(out_dir: str | None = None, device: str | None = None, forwards: int = 1, lines=False):
     """Profile the block; yields a Profile filled on exit. forwards: how many passes the block
     runs (a loop of the user's), every figure is per pass. out_dir (made if missing) gets
     trace.json (Perfetto), ops.json, kernels.json and index.html (both, ranked). device: "cuda"
-    or "cpu", by default cuda where torch sees a GPU."""
+    or "cpu", by default cuda where torch sees a GPU. lines: map each kernel to the line of
+    the block's code that launched it (Profile.lines, the page's source table), by recording
+    every op's call stack as it runs: eager code only (an already compiled model would be
+    compiled again, or run uncompiled, under the recorder), and host times grow by it."""
     import torch
     from torch.profiler import record_function
 
-    from compilekit.evidence import opcost, profiling
+    from compilekit.evidence import eagerlines, opcost, profiling
     from compilekit.model.store import write_json
 
     found = Profile(device=device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -67,7 +73,8 @@ def profile(out_dir: str | None = None, device: str | None = None, forwards: int
         with_flops=True,
         profile_memory=True,
     ) as prof:
-        with record_function(LABEL):
+        with record_function(LABEL), contextlib.ExitStack() as stack:
+            recorded = stack.enter_context(eagerlines.recording()) if lines else None
             yield found
         if cuda:
             torch.cuda.synchronize()
@@ -80,6 +87,13 @@ def profile(out_dir: str | None = None, device: str | None = None, forwards: int
     forward["kernels_per_forward"] /= forwards
     forward["forward_device_ms"] /= forwards
     found.kernels, found.forward_device_ms = forward["kernels"], forward["forward_device_ms"]
+    if recorded is not None:
+        from compilekit.evidence import kernelmap
+
+        records = kernelmap.build_map(forward, {}, {}, "", False, recorded)
+        found.lines = forward["by_source_line"] = kernelmap.by_source_line(records)
+        for kernel, record in zip(found.kernels, records, strict=True):
+            kernel["source_lines"] = record["source_lines"]
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
         prof.export_chrome_trace(os.path.join(out_dir, "trace.json"))

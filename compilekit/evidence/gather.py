@@ -25,14 +25,14 @@ def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> None
     label = f"{cell.variant}/{cell.mode}"
     with result.step("profile"):  # the profiler's import included
         from compilekit.compile import capture
-        from compilekit.evidence import kernelmap, opcost, profiling
+        from compilekit.evidence import eagerlines, kernelmap, opcost, profiling
 
         prof = profiling.run_profiler(compiled, args, label, cell.device, stage_dir)
         itemsize = getattr(torch, cell.dtype).itemsize
         forward = profiling.forward_kernels(prof, label, cell.device, itemsize)
         eager_lines = definitions = None
         if cell.mode == "eager":
-            eager_lines = profiling.eager_source_lines(compiled, args)
+            eager_lines = eagerlines.eager_source_lines(compiled, args)
             definitions = profiling.raw_kernel_definitions()
     with result.step("memory_profile"):  # apart: its allocator hooks cost host time
         memory = None

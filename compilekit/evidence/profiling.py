@@ -6,7 +6,6 @@ profiler's own table) and returns the op cost matrix and the kernels of one forw
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
@@ -245,61 +244,6 @@ def _jit_function(value, jit_function):
         except Exception:
             return None
     return value if isinstance(value, jit_function) else None
-
-
-def eager_source_lines(fn, args) -> dict[tuple[str, int], list[dict]]:
-    """{(op, n): user frames, innermost first} for the n-th call of each op in one eager
-    forward, recorded at call time (the profiler's own stacks name only the function, and
-    crash now and then on torch 2.13).
-
-    Ops are recorded twice: as ATen dispatches (`aten::bmm`, `aten::_softmax`: the ops that
-    launch GPU kernels) and as torch functions (`aten::matmul`, `aten::softmax`: the ops the CPU
-    profile shows), so either kind of launcher finds its line.
-    """
-    import traceback
-
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    lines: dict[tuple[str, int], list[dict]] = {}
-    counts: dict[str, int] = {}
-
-    def record(name: str) -> None:
-        frames = [
-            {"file": f.filename, "line": f.lineno, "code": (f.line or "").strip()}
-            for f in reversed(traceback.extract_stack())
-            if is_user_file(f.filename)
-        ]
-        index = counts.get(name, 0)
-        counts[name] = index + 1
-        lines.setdefault((name, index), frames)
-
-    class Functions(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            name = getattr(func, "__name__", "").strip("_")
-            if name and not name.startswith("get"):
-                record(f"aten::{name}")
-            return func(*args, **(kwargs or {}))
-
-    class Dispatches(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            record(f"aten::{func.overloadpacket.__name__}")
-            return func(*args, **(kwargs or {}))
-
-    # A dispatch mode cannot see through some higher-order ops (flex_attention): then the
-    # function level alone, then nothing; attribution must never fail the cell.
-    for modes in ((Functions, Dispatches), (Functions,)):
-        lines.clear()
-        counts.clear()
-        try:
-            with contextlib.ExitStack() as stack:
-                for mode in modes:
-                    stack.enter_context(mode())
-                fn(*args)
-            return lines
-        except Exception:  # noqa: BLE001 (a variant's own op the modes cannot pass through)
-            continue
-    return {}
 
 
 def _add_step(step, device: str, itemsize: int, per_key: dict) -> int:

@@ -4,6 +4,7 @@ time and memory, and the kernels, for eager and for already-compiled code."""
 import json
 import re
 
+import pytest
 import torch
 
 import compilekit
@@ -50,3 +51,30 @@ def test_already_compiled_code_shows_inductors_kernels():
     names = [k["name"] for k in p.kernels]
     assert any(n.startswith("cpp_fused") for n in names), names
     assert p.forward_device_ms > 0
+
+
+def test_lines_charge_each_kernel_to_the_line_that_launched_it(tmp_path):
+    """profile(lines=True) on eager code: the matmul's time lands on the matmul's line, the
+    softmax's on its own, and the page lists them; without it, nothing is recorded."""
+    import inspect
+
+    x, w = torch.randn(256, 256), torch.randn(256, 256)
+
+    def forward(x, w):
+        y = x @ w  # the matmul's line
+        return y.softmax(-1)  # the softmax's line
+
+    first = inspect.getsourcelines(forward)[1]
+    with compilekit.profile(str(tmp_path), device="cpu", lines=True) as p:
+        forward(x, w)
+    by_line = {(row["file"], row["line"]): row for row in p.lines}
+    here = __file__
+    matmul, softmax = by_line[(here, first + 1)], by_line[(here, first + 2)]
+    assert "x @ w" in matmul["code"] and "softmax" in softmax["code"]
+    assert matmul["attributed_ms"] > 0 and softmax["attributed_ms"] > 0
+    assert sum(r["attributed_ms"] for r in p.lines) == pytest.approx(p.forward_device_ms)
+    page = (tmp_path / "index.html").read_text()
+    assert 'id="lines"' in page and "x @ w" in page
+    with compilekit.profile(device="cpu") as plain:
+        forward(x, w)
+    assert plain.lines == []
