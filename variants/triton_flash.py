@@ -364,36 +364,46 @@ if triton is not None:
         tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
 
 
-def check_inputs(q, k, v, causal: bool, window: int) -> None:
-    """Refuse what the kernel does not compute, with the reason (never a wrong answer): an
-    Unsupported error, which a cell records as `unsupported`."""
+def check_runtime(name: str, device) -> None:
+    """Refuse (Unsupported, naming the kernel) a device no Triton kernel here runs on: no
+    Triton, or a CPU without Triton's interpreter."""
     if triton is None:
         raise Unsupported(
-            "triton-flash needs Triton: a CUDA build of torch, or "
+            f"{name} needs Triton: a CUDA build of torch, or "
             "`pip install triton numpy` with TRITON_INTERPRET=1 on a CPU"
         )
-    if q.device.type != "cuda" and not INTERPRET:
+    if device.type != "cuda" and not INTERPRET:
         raise Unsupported(
-            "triton-flash needs a CUDA GPU, or Triton's interpreter on the CPU "
+            f"{name} needs a CUDA GPU, or Triton's interpreter on the CPU "
             "(set TRITON_INTERPRET=1 before starting)"
         )
-    check_shapes("triton-flash", q, k, v)
-    if not q.device == k.device == v.device:
-        raise Unsupported(
-            f"triton-flash wants q, k and v on one device; got {q.device}, {k.device}, {v.device}"
-        )
+
+
+def check_head(name: str, q) -> None:
+    """Refuse a head dim that is not a power of two in 16..256, and bfloat16 on the
+    interpreter (which computes it wrongly)."""
     dim = q.shape[-1]
     if dim < 16 or dim > 256 or dim & (dim - 1):
-        raise Unsupported(
-            f"triton-flash supports head dims 16..256 that are powers of two, not {dim}"
-        )
-    if window and not causal:
-        raise Unsupported("a sliding window is a causal window here: pass causal=True")
+        raise Unsupported(f"{name} supports head dims 16..256 that are powers of two, not {dim}")
     if INTERPRET and q.dtype == torch.bfloat16:
         raise Unsupported(
             "Triton's interpreter computes bfloat16 wrongly (numpy has no "
             "bfloat16): use float16 or float32 with TRITON_INTERPRET=1"
         )
+
+
+def check_inputs(q, k, v, causal: bool, window: int) -> None:
+    """Refuse what the kernel does not compute, with the reason (never a wrong answer): an
+    Unsupported error, which a cell records as `unsupported`."""
+    check_runtime("triton-flash", q.device)
+    check_shapes("triton-flash", q, k, v)
+    if not q.device == k.device == v.device:
+        raise Unsupported(
+            f"triton-flash wants q, k and v on one device; got {q.device}, {k.device}, {v.device}"
+        )
+    if window and not causal:
+        raise Unsupported("a sliding window is a causal window here: pass causal=True")
+    check_head("triton-flash", q)
 
 
 # launch key -> (the compiled kernel's runner for its grid, the constexpr values after the

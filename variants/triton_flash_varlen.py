@@ -12,8 +12,7 @@ import math
 
 import torch
 
-from compilekit.model.errors import Unsupported
-from variants.varlen import packed_inputs
+from variants.triton_flash import check_head, check_runtime
 from variants.varlen import workload as varlen_workload
 
 try:
@@ -103,24 +102,6 @@ def block_table(lengths, device):
     return tuple(torch.tensor(c, dtype=torch.int32, device=device) for c in columns)
 
 
-def check(q, k) -> None:
-    if triton is None:
-        raise Unsupported(
-            "triton-flash-varlen needs Triton: a CUDA build of torch, or "
-            "`pip install triton numpy` with TRITON_INTERPRET=1 on a CPU"
-        )
-    import os
-
-    if q.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-        raise Unsupported(
-            "triton-flash-varlen needs a CUDA GPU, or Triton's interpreter on the CPU "
-            "(set TRITON_INTERPRET=1 before starting)"
-        )
-    dim = q.shape[-1]
-    if dim < 16 or dim > 256 or dim & (dim - 1):
-        raise Unsupported(f"triton-flash-varlen takes head dims 16..256, powers of two; not {dim}")
-
-
 def launch(q, k, v, doc_start, doc_len, block_start, wrap=None):
     out = torch.empty_like(q)
     kernel = wrap(_varlen_fwd) if wrap else _varlen_fwd
@@ -151,7 +132,8 @@ else:  # torch < 2.6: no triton_op; eager only
 
 
 def prepare(q, k, v, lengths):
-    check(q, k)
+    check_runtime("triton-flash-varlen", q.device)
+    check_head("triton-flash-varlen", q)
     return (q, k, v, *block_table(lengths, q.device))
 
 
@@ -166,5 +148,4 @@ def unpack(out, lengths):
 
 
 def workload(shape, dtype: str, device: str):
-    packed = packed_inputs(shape, dtype, device)
-    return varlen_workload(shape, device, packed, attention, prepare, unpack)
+    return varlen_workload(shape, dtype, device, attention, prepare, unpack)
