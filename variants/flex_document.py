@@ -5,7 +5,6 @@ mask is built in the setup. Eagerly flex materialises every score (T x T): run i
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from variants.varlen import packed_inputs
 from variants.varlen import workload as varlen_workload
 
 DESCRIPTION = "flex_attention with a document-causal BlockMask over the packed sequence"
@@ -34,5 +33,4 @@ def unpack(out, lengths):
 
 
 def workload(shape, dtype: str, device: str):
-    packed = packed_inputs(shape, dtype, device)
-    return varlen_workload(shape, device, packed, attention, prepare, unpack)
+    return varlen_workload(shape, dtype, device, attention, prepare, unpack)

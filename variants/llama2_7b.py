@@ -15,5 +15,4 @@ DIMENSIONS = {**LLAMA2_7B, "num_hidden_layers": 32, "vocab_size": 32000}
 
 def workload(shape, dtype: str, device: str, attention: str = "sdpa", **config) -> Workload:
     """The model (config overrides: tests use tiny ones) and its prompt's token ids."""
-    model, ids = causal_lm({**DIMENSIONS, **config}, attention, shape, dtype, device)
-    return Workload(model, {"input_ids": ids})
+    return causal_lm({**DIMENSIONS, **config}, attention, shape, dtype, device)

@@ -14,5 +14,4 @@ DIMENSIONS = {**LLAMA3_8B, "num_hidden_layers": 32, "vocab_size": 128256}
 
 def workload(shape, dtype: str, device: str, attention: str = "sdpa", **config) -> Workload:
     """The model (config overrides: tests use tiny ones) and its prompt's token ids."""
-    model, ids = causal_lm({**DIMENSIONS, **config}, attention, shape, dtype, device)
-    return Workload(model, {"input_ids": ids})
+    return causal_lm({**DIMENSIONS, **config}, attention, shape, dtype, device)

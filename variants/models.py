@@ -107,13 +107,15 @@ def plug_in(name: str, attention) -> None:
     AttentionInterface.register(name, forward)
 
 
-def causal_lm(overrides: dict, attention: str, shape, dtype: str, device: str):
-    """(LlamaForCausalLM with these dimensions and random weights, built on the device in the
-    dtype (a 7B model never passes through the host), its input ids [batch, shape.seq])."""
+def causal_lm(dimensions: dict, attention: str, shape, dtype: str, device: str):
+    """Workload(LlamaForCausalLM at these dimensions with random weights, built on the device
+    in the dtype (a 7B model never passes through the host), {"input_ids": [batch, shape.seq]})."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = config_with(LlamaConfig, attention, **overrides)
+    from compilekit.measure.workload import Workload
+
+    cfg = config_with(LlamaConfig, attention, **dimensions)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(getattr(torch, dtype))
     try:
@@ -122,4 +124,4 @@ def causal_lm(overrides: dict, attention: str, shape, dtype: str, device: str):
     finally:
         torch.set_default_dtype(previous)
     ids, _ = build_inputs(shape, cfg, device)
-    return model, ids
+    return Workload(model, {"input_ids": ids})

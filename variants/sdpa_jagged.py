@@ -6,7 +6,7 @@ repeated in the setup (nested SDPA has no enable_gqa)."""
 import torch
 import torch.nn.functional as F
 
-from variants.varlen import offsets, packed_inputs
+from variants.varlen import offsets, repeated_kv
 from variants.varlen import workload as varlen_workload
 
 DESCRIPTION = "F.scaled_dot_product_attention(is_causal=True) over nested jagged tensors"
@@ -14,8 +14,7 @@ DESCRIPTION = "F.scaled_dot_product_attention(is_causal=True) over nested jagged
 
 def prepare(q, k, v, lengths):
     """Nested [N, H, j, D] views of the packed tensors (no copy of q)."""
-    group = q.shape[1] // k.shape[1]
-    k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    k, v = repeated_kv(q, k, v)
     offs = offsets(lengths, q.device).long()
     return tuple(
         torch.nested.nested_tensor_from_jagged(t, offs).transpose(1, 2) for t in (q, k, v)
@@ -31,5 +30,4 @@ def unpack(out, lengths):
 
 
 def workload(shape, dtype: str, device: str):
-    packed = packed_inputs(shape, dtype, device)
-    return varlen_workload(shape, device, packed, attention, prepare, unpack)
+    return varlen_workload(shape, dtype, device, attention, prepare, unpack)

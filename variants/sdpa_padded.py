@@ -6,7 +6,7 @@ enable_gqa on its memory-efficient kernel)."""
 import torch
 import torch.nn.functional as F
 
-from variants.varlen import packed_inputs
+from variants.varlen import repeated_kv
 from variants.varlen import workload as varlen_workload
 
 DESCRIPTION = "F.scaled_dot_product_attention over the batch padded to its longest document"
@@ -16,8 +16,7 @@ def prepare(q, k, v, lengths):
     """[N, H, Lmax, D] each, and the mask [N, 1, Lmax, Lmax]: causal, and no padding key (a
     padding query row still sees key 0, so no row is all -inf)."""
     longest = max(lengths)
-    group = q.shape[1] // k.shape[1]
-    k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    k, v = repeated_kv(q, k, v)
 
     def pad(t):
         out = t.new_zeros(len(lengths), longest, *t.shape[1:])
@@ -44,5 +43,4 @@ def unpack(out, lengths):
 
 
 def workload(shape, dtype: str, device: str):
-    packed = packed_inputs(shape, dtype, device)
-    return varlen_workload(shape, device, packed, attention, prepare, unpack, padded=True)
+    return varlen_workload(shape, dtype, device, attention, prepare, unpack, padded=True)

@@ -64,12 +64,20 @@ def padding_waste(lengths) -> float:
     return 1 - causal_pairs(lengths) / (len(lengths) * longest * (longest + 1) / 2)
 
 
-def workload(shape, device: str, packed, attention, prepare, unpack, padded=False) -> Workload:
-    """The Workload of a varlen variant: `prepare(q, k, v, lengths)` builds the inputs of
-    `attention` (timed here as setup), `unpack(out, lengths)` takes its output back to packed
-    [T, H, D] for the check; FLOPs from the real lengths (4 H D sum L(L+1)/2), whatever the
-    layout computes; padded: its padding waste is reported."""
+def repeated_kv(q, k, v):
+    """k and v with each K/V head repeated for the query heads that share it (GQA), for a
+    layout with no GQA of its own."""
+    group = q.shape[1] // k.shape[1]
+    return tuple(t.repeat_interleave(group, dim=1) for t in (k, v))
+
+
+def workload(shape, dtype: str, device: str, attention, prepare, unpack, padded=False):
+    """The Workload of a varlen variant over the cell's packed inputs: `prepare(q, k, v,
+    lengths)` builds the inputs of `attention` (timed here as setup), `unpack(out, lengths)`
+    takes its output back to packed [T, H, D] for the check; FLOPs from the real lengths
+    (4 H D sum L(L+1)/2), whatever the layout computes; padded: its padding waste is reported."""
     lengths = list(shape.lengths)
+    packed = packed_inputs(shape, dtype, device)
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     sync()
     start = time.perf_counter()

@@ -7,7 +7,7 @@ import inspect
 import torch
 
 from compilekit.model.errors import Unsupported
-from variants.varlen import offsets, packed_inputs
+from variants.varlen import offsets, repeated_kv
 from variants.varlen import workload as varlen_workload
 
 try:
@@ -37,8 +37,7 @@ def prepare(q, k, v, lengths):
         if "enable_gqa" in params:
             _KWARGS["enable_gqa"] = True
         else:  # repeated in the setup
-            group = q.shape[1] // k.shape[1]
-            k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+            k, v = repeated_kv(q, k, v)
     return q, k, v, offsets(lengths, q.device), max(lengths)
 
 
@@ -51,5 +50,4 @@ def unpack(out, lengths):
 
 
 def workload(shape, dtype: str, device: str):
-    packed = packed_inputs(shape, dtype, device)
-    return varlen_workload(shape, device, packed, attention, prepare, unpack)
+    return varlen_workload(shape, dtype, device, attention, prepare, unpack)
