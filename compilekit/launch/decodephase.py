@@ -55,7 +55,7 @@ def run_decode(cell, stage_dir: str, cache_dir: str, result) -> None:
             kv = figures.kv_bytes_per_position(session.cache)
         with result.step("time"), locks.timed_alone(result.steps_s, cell.device):
             runs = {key: _timed(key, session, fns) for key in _keys(cell)}
-        own = runs[("loop", "eager" if cell.mode == "eager" else "compiled")]
+        own = runs[("loop", _own(cell))]
         if "error" in own:  # the cell's own figure: without it there is nothing to report
             raise failures.CellEnded(*failures.failure_in_mode(cell, own["error"]))
         with locks.gpu_turn(result.steps_s):  # the profile's kernel times are figures
@@ -67,8 +67,13 @@ def run_decode(cell, stage_dir: str, cache_dir: str, result) -> None:
     result.env = envinfo.cell_env(cell.device)
 
 
+def _own(cell) -> str:
+    """The kind the cell's own figures are: its mode's callables."""
+    return "eager" if cell.mode == "eager" else "compiled"
+
+
 def _keys(cell) -> list[tuple[str, str]]:
-    kinds = ("eager",) if cell.mode == "eager" else ("eager", "compiled")
+    kinds = tuple(dict.fromkeys(("eager", _own(cell))))
     return [(path, kind) for path in PATHS for kind in kinds]
 
 
@@ -152,7 +157,7 @@ def _check(cell, variant, session, fns, eager, runs, result) -> dict:
 
     reference_tokens = eager.tokens
     first = range(min(CHECKED_STEPS, cell.shape.new))
-    kind = "eager" if cell.mode == "eager" else "compiled"
+    kind = _own(cell)
     forced = {
         k: run_loop(session, *fns[k][:2], forced=reference_tokens, keep=first)
         for k in dict.fromkeys(("eager", kind))
@@ -219,7 +224,7 @@ def _record(cell, result, runs, checks, weights, kv, copy_gbps, fns, stage_dir) 
     cell's usual fields read as per-token figures of the loop."""
     per_token = figures.bytes_per_token(weights, kv, cell.shape.prompt, cell.shape.new)
     device_ms = result.profiled_forward_device_ms  # one step of the cell's own kind
-    own = "eager" if cell.mode == "eager" else "compiled"
+    own = _own(cell)
     paths = {}
     for (path, kind), timed in runs.items():
         entry = paths.setdefault(path, {})

@@ -87,7 +87,7 @@ class Decode(Tokens):
     """A decode cell's size: batch x prompt tokens, then `new` tokens generated one at a time
     into a static KV cache of `capacity` positions (prompt + new unless given). A model
     workload's factory sees it as Tokens of the prompt (seq): it builds the model and the
-    prompt, and compilekit/decode runs the generation."""
+    prompt, and compilekit/measure/decode runs the generation."""
 
     new: int = 1
     capacity: int = 0

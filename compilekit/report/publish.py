@@ -26,7 +26,7 @@ from compilekit.evidence import diagnose, roofline
 from compilekit.model import result as results_mod
 from compilekit.model.errors import UserError
 from compilekit.model.spec import MODEL_SHAPE_RE
-from compilekit.model.store import read_json, write_json, write_json_gz
+from compilekit.model.store import kept, read_json, write_json, write_json_gz
 from compilekit.report import pages, sweeppage, sweepreport
 
 CELL_FILES = (
@@ -62,8 +62,8 @@ def rederive(run_dir: str, ceilings: dict | None) -> bool:
     """Derive the roofline (per kernel, against the sweep's measured ceilings), its summary line
     and the replay breakdown again from run_dir's kernel map; True when any changed."""
     result = results_mod.load(run_dir)
-    kmap_path = os.path.join(run_dir, "kernels.json")
-    if not result.measured or not os.path.isfile(kmap_path):
+    kmap_path = os.path.join(run_dir, "kernels.json")  # written plain; publish gzips it
+    if not result.measured or not os.path.isfile(kept(kmap_path)):
         return False
     kmap = read_json(kmap_path)
     records = kmap["kernels"]
@@ -117,10 +117,6 @@ def publish(
         os.makedirs(os.path.join(dest, cell))
         wanted = CELL_FILES + (CODE_FILES if cell in code_cells else ())
         copy_matching(os.path.join(sweep_dir, cell), os.path.join(dest, cell), wanted)
-        kmap = os.path.join(dest, cell, "kernels.json")
-        if os.path.isfile(kmap + ".gz") and not os.path.isfile(kmap):  # published before
-            write_json(kmap, read_json(kmap + ".gz"))
-            os.remove(kmap + ".gz")
         if rederive(os.path.join(dest, cell), ceilings):
             changed.append(cell)
         # a model's kernel map holds every kernel's source stack, its op table every op

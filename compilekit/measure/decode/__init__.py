@@ -7,5 +7,6 @@ A decode cell (shape `BxP+N[@C]`, compilekit.model.spec.Decode) runs two paths s
 - `generate` (generate.py): transformers' `generate()` with a static cache, compiled the way
   transformers documents for the mode.
 session.py holds the model, its prompt and the loop's cache; figures.py the arithmetic (bytes
-per token, GB/s, share of the copy ceiling, break-even); phase.py the measure process's steps.
+per token, GB/s, share of the copy ceiling, break-even); compilekit/launch/decodephase.py the
+measure process's steps.
 """

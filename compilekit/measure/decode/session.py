@@ -38,9 +38,9 @@ class Session:
         implementation = getattr(model.config, "_attn_implementation", "") or ""
         if implementation.startswith("compilekit:"):
             raise UserError(
-                f"{spec!r}: compilekit's attention variants take queries and keys of one "
-                "length; a decode step's one query over the cache needs the model's own "
-                "attention (sdpa, eager or flex_attention)"
+                f"{spec!r}: a plugged-in compilekit attention ignores the model's mask, and a "
+                "static cache's unfilled positions are masked only there: decode with the "
+                "model's own attention (sdpa, eager or flex_attention)"
             )
         limit = getattr(model.config, "max_position_embeddings", None)
         if limit and shape.prompt + shape.new > limit:
