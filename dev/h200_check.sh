@@ -18,7 +18,10 @@
 #      VARIANT=llama-block MODE=default`
 #   L  the lock tests (tests/launch/test_locks.py) on this torch
 #   D  decode: llama2-7b 1x32+200 (DECODE_SHAPE) under DECODE_MODE (default reduce-overhead),
-#      within D_S seconds: the cell's summary, result.json and its ops
+#      with DECODE_SET (an Inductor option, e.g. coordinate_descent_tuning=true), within D_S
+#      seconds: the cell's summary, result.json and its ops
+#   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
+#      ragged batches against the other paths, checked, within K_S seconds
 # PHASES="S V G" bash dev/h200_check.sh
 set -u
 # once per machine: a second instance started beside the first (a phase run in the
@@ -99,16 +102,20 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
       fi
       cat "$OUT/M_verify.txt" "$OUT/M_files.txt" ;;
     D)
-      decode=llama2-7b__${DECODE_MODE:-reduce-overhead}__${DECODE_SHAPE:-1x32+200}__bfloat16__cuda
       timeout "${D_S:-300}" python3 -m compilekit run --variant llama2-7b \
         --mode "${DECODE_MODE:-reduce-overhead}" --shape "${DECODE_SHAPE:-1x32+200}" --out $runs \
-        > "$OUT/D_run.txt" 2>&1
+        ${DECODE_SET:+--set "$DECODE_SET"} > "$OUT/D_run.txt" 2>&1
       echo "decode rc=$?" >> "$OUT/D_run.txt"
-      cp $runs/$decode/result.json "$OUT/D_result.json"
-      python3 -m compilekit ops $runs/$decode --top 12 > "$OUT/D_ops.txt" 2>&1
-      python3 -m compilekit kernels $runs/$decode > "$OUT/D_kernels.txt" 2>&1
-      cp $runs/$decode/log.txt "$OUT/D_log.txt" 2> /dev/null
+      decode=$(ls -td $runs/llama2-7b__* | head -1)  # its name carries the --set options
+      cp $decode/result.json "$OUT/D_result.json"
+      python3 -m compilekit ops $decode --top 12 > "$OUT/D_ops.txt" 2>&1
+      python3 -m compilekit kernels $decode > "$OUT/D_kernels.txt" 2>&1
+      cp $decode/log.txt "$OUT/D_log.txt" 2> /dev/null
       tail -12 "$OUT/D_run.txt" ;;
+    K)
+      timeout "${K_S:-240}" python3 dev/decode_varlen_bench.py --check --json "$OUT/K_bench.json" \
+        > "$OUT/K_bench.txt" 2>&1
+      cat "$OUT/K_bench.txt" | grep -v "^ " ;;
     L)
       python3 -m pytest -q -p no:cacheprovider tests/launch/test_locks.py > "$OUT/L_locks.txt" 2>&1
       tail -3 "$OUT/L_locks.txt" ;;
