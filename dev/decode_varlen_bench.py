@@ -35,7 +35,9 @@ def row(spec: str, shape_text: str, check: bool, device: str) -> dict:
     try:
         variant = load_variant(name)
         cell = types.SimpleNamespace(
-            shape=parse_shape(shape_text), dtype="bfloat16" if device == "cuda" else "float32", device=device,
+            shape=parse_shape(shape_text),
+            dtype="bfloat16" if device == "cuda" else "float32",
+            device=device,
             seed=0,
         )
         args = inputs_mod.cell_inputs(variant, cell)

@@ -18,7 +18,7 @@
 #      VARIANT=llama-block MODE=default`
 #   L  the lock tests (tests/launch/test_locks.py) on this torch
 #   D  decode: llama2-7b 1x32+200 (DECODE_SHAPE) under DECODE_MODE (default reduce-overhead),
-#      with DECODE_SET (an Inductor option, e.g. coordinate_descent_tuning=true), within D_S
+#      with DECODE_SET (Inductor options, e.g. "freezing=true coordinate_descent_tuning=true"), within D_S
 #      seconds: the cell's summary, result.json and its ops
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
 #      ragged batches against the other paths, checked, within K_S seconds
@@ -104,7 +104,7 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
     D)
       timeout "${D_S:-300}" python3 -m compilekit run --variant llama2-7b \
         --mode "${DECODE_MODE:-reduce-overhead}" --shape "${DECODE_SHAPE:-1x32+200}" --out $runs \
-        ${DECODE_SET:+--set "$DECODE_SET"} > "$OUT/D_run.txt" 2>&1
+        $(for o in ${DECODE_SET:-}; do printf -- "--set %s " "$o"; done) > "$OUT/D_run.txt" 2>&1
       echo "decode rc=$?" >> "$OUT/D_run.txt"
       decode=$(ls -td $runs/llama2-7b__* | head -1)  # its name carries the --set options
       cp $decode/result.json "$OUT/D_result.json"
@@ -113,7 +113,7 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
       cp $decode/log.txt "$OUT/D_log.txt" 2> /dev/null
       tail -12 "$OUT/D_run.txt" ;;
     K)
-      timeout "${K_S:-240}" python3 dev/decode_varlen_bench.py --check --json "$OUT/K_bench.json" \
+      timeout "${K_S:-240}" python3 dev/decode_varlen_bench.py --check --json "$OUT/K_bench.json" ${K_ARGS:-} \
         > "$OUT/K_bench.txt" 2>&1
       cat "$OUT/K_bench.txt" | grep -v "^ " ;;
     L)

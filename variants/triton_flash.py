@@ -570,7 +570,12 @@ def flash_attention(q, k, v, causal: bool = True, window: int = 0):
     op (a triton_op), so Inductor sees the kernel, schedules it and keeps it in CUDA graphs.
     """
     if not INTERPRET and not torch.compiler.is_compiling():
-        out = _launch_known(q, k, v, causal, window)
+        if q.shape[2] != k.shape[2] and not window:
+            from variants.triton_flash_decode import launch_known as decode_known
+
+            out = decode_known(q, k, v, causal)
+        else:
+            out = _launch_known(q, k, v, causal, window)
         if out is not None:
             return out
     check_inputs(q, k, v, causal, window)

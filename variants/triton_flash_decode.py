@@ -10,14 +10,20 @@ partial softmax (row max, row sum, unnormalised output) in float32; the second c
 splits of each row. Causal is bottom-right: the queries are the last Q positions of the keys,
 so query i sees keys up to K - Q + i (a single query sees every key).
 
+The tiles (keys per step, warps, pipeline stages) are autotuned per bucket of split length and
+row count; eagerly, a shape's later calls launch the tuned kernels straight (variants/launch.py),
+since at batch 1 the host's launch costs more than the GPU's work.
+
 triton_flash.flash_attention sends q and k of different lengths here.
 """
 
 import math
+import os
 
 import torch
 
 from compilekit.model.errors import Unsupported
+from variants.launch import direct_launcher
 
 try:
     import triton
@@ -26,12 +32,30 @@ except ImportError:  # CPU builds of torch come without triton
     triton = None
 
 MAX_ROWS = 128  # GROUP x Q rows per program: its accumulator is MAX_ROWS x D in registers
-BLOCK_N = 64  # keys per step
 MIN_SPLIT = 256  # keys per split at least: a shorter split costs more to combine than it saves
+SPLIT_ALIGN = 128  # a split starts on a multiple of the largest tile: every tile's loads align
+MAX_SPLITS = 128  # the combine reads every split's partials of a row at once
+PROGRAMS_PER_SM = 4  # enough programs in flight to keep the memory system busy
 OP_NAME = "compilekit::flash_decode"
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _configs():
+    if INTERPRET:  # every config would be interpreted in numpy: one
+        return [triton.Config({"BLOCK_N": 64}, num_warps=1, num_stages=1)]
+    # the loop only streams K and V: long tiles and deep pipelines keep loads in flight
+    return [
+        triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=st)
+        for n, w, st in [
+            (64, 4, 2), (64, 4, 3), (64, 4, 4), (128, 4, 2), (128, 4, 3), (128, 8, 2),
+            (128, 8, 3), (32, 4, 4),
+        ]
+    ]  # fmt: skip
+
 
 if triton is not None:
 
+    @triton.autotune(configs=_configs(), key=["SPLIT_BUCKET", "BLOCK_M", "HEAD_DIM"])
     @triton.jit
     def _split_kernel(
         Q, K, V, Opart, Mpart, Lpart,
@@ -39,6 +63,7 @@ if triton is not None:
         stride_kb, stride_kh, stride_kn, stride_kd,
         stride_vb, stride_vh, stride_vn, stride_vd,
         KV_HEADS, GROUP, N_Q, N_KV, SPLIT_LEN, NUM_SPLITS,
+        SPLIT_BUCKET,  # SPLIT_LEN rounded up to a power of two: the autotuner keys on it
         SM_SCALE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
         BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
     ):  # fmt: skip
@@ -70,12 +95,13 @@ if triton is not None:
         for n in range(start, end, BLOCK_N):
             offs_n = n + tl.arange(0, BLOCK_N)
             in_split = offs_n < end
+            # [BLOCK_N, D] as K lies in memory (D contiguous): coalesced, pipelined loads
             k = tl.load(
-                k_base + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd,
-                mask=in_split[None, :],
+                k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
+                mask=in_split[:, None],
                 other=0.0,
             )
-            s = tl.dot(q, k) * SM_SCALE
+            s = tl.dot(q, tl.trans(k)) * SM_SCALE
             keep = in_split[None, :] & real[:, None]
             if CAUSAL:
                 keep = keep & (offs_n[None, :] <= last_key[:, None])
@@ -145,24 +171,40 @@ def check(q, k) -> None:
 
 
 def splits_for(programs: int, keys: int, device) -> int:
-    """How many splits of the keys: enough programs for about two per SM, each split at least
-    MIN_SPLIT keys on a GPU (on the interpreter, two per program: the combine is exercised)."""
+    """How many splits of the keys: enough for PROGRAMS_PER_SM programs per SM, each split at
+    least MIN_SPLIT keys, at most MAX_SPLITS (on the interpreter, two per program: the combine
+    is exercised)."""
     if device.type != "cuda":
-        return min(2, triton.cdiv(keys, BLOCK_N))
+        return min(2, triton.cdiv(keys, 64))
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    return max(1, min(math.ceil(2 * sms / programs), keys // MIN_SPLIT))
+    wanted = math.ceil(PROGRAMS_PER_SM * sms / programs)
+    return max(1, min(wanted, keys // MIN_SPLIT, MAX_SPLITS))
+
+
+def plan(q, k) -> dict:
+    """The launch's sizes for q over k: rows per program, splits and their length."""
+    batch, heads, queries, _ = q.shape
+    kv_heads, keys = k.shape[1], k.shape[2]
+    group = heads // kv_heads
+    num_splits = splits_for(batch * kv_heads, keys, q.device)
+    align = 64 if INTERPRET else SPLIT_ALIGN
+    split_len = triton.cdiv(triton.cdiv(keys, num_splits), align) * align
+    return dict(
+        group=group,
+        block_m=max(16, triton.next_power_of_2(group * queries)),
+        split_len=split_len,
+        num_splits=triton.cdiv(keys, split_len),
+    )
 
 
 def launch(q, k, v, causal: bool, wrap=None):
     """out [B, H, Q, D] for q [B, H, Q, D] over k, v [B, H_kv, K, D]; wrap: torch.library's
-    wrap_triton under torch.compile (None eagerly)."""
+    wrap_triton under torch.compile (None eagerly: the shape's later calls then launch the
+    tuned kernels straight, launch_known)."""
     batch, heads, queries, dim = q.shape
     kv_heads, keys = k.shape[1], k.shape[2]
-    group = heads // kv_heads
-    block_m = max(16, triton.next_power_of_2(group * queries))
-    num_splits = splits_for(batch * kv_heads, keys, q.device)
-    split_len = triton.cdiv(triton.cdiv(keys, num_splits), BLOCK_N) * BLOCK_N
-    num_splits = triton.cdiv(keys, split_len)
+    p = plan(q, k)
+    block_m, num_splits = p["block_m"], p["num_splits"]
     slots = batch * kv_heads * num_splits * block_m
     opart = torch.empty(slots * dim, dtype=torch.float32, device=q.device)
     mpart = torch.empty(slots, dtype=torch.float32, device=q.device)
@@ -170,18 +212,88 @@ def launch(q, k, v, causal: bool, wrap=None):
     out = torch.empty_like(q)
     split_kernel = wrap(_split_kernel) if wrap else _split_kernel
     combine_kernel = wrap(_combine_kernel) if wrap else _combine_kernel
-    split_kernel[(batch * kv_heads, num_splits)](
+    split_grid = (batch * kv_heads, num_splits, 1)
+    split_args = (
         q, k, v, opart, mpart, lpart,
         *q.stride(), *k.stride(), *v.stride(),
-        kv_heads, group, queries, keys, split_len, num_splits,
-        SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, BLOCK_M=block_m, BLOCK_N=BLOCK_N,
-        CAUSAL=causal,
+        kv_heads, p["group"], queries, keys, p["split_len"], num_splits,
+        triton.next_power_of_2(p["split_len"]),
     )  # fmt: skip
-    combine_kernel[(batch * kv_heads, group * queries)](
-        opart, mpart, lpart, out, *out.stride(),
-        kv_heads, group, queries, num_splits,
-        HEAD_DIM=dim, BLOCK_M=block_m, BLOCK_S=max(2, triton.next_power_of_2(num_splits)),
+    split_consts = dict(
+        SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, BLOCK_M=block_m, CAUSAL=causal
+    )
+    split = split_kernel[split_grid[:2]](*split_args, **split_consts)
+    combine_grid = (batch * kv_heads, p["group"] * queries, 1)
+    combine_args = (
+        opart, mpart, lpart, out, *out.stride(), kv_heads, p["group"], queries, num_splits,
     )  # fmt: skip
+    combine_consts = dict(
+        HEAD_DIM=dim, BLOCK_M=block_m, BLOCK_S=max(2, triton.next_power_of_2(num_splits))
+    )
+    combine = combine_kernel[combine_grid[:2]](*combine_args, **combine_consts)
+    if wrap is None and not INTERPRET:
+        _remember(q, k, v, causal, (split, split_grid, split_args, split_consts),
+                  (combine, combine_grid, combine_args, combine_consts))  # fmt: skip
+    return out
+
+
+# launch key -> what launch_known needs to launch both kernels straight: the eager path's
+# later calls at a shape skip the autotuner's dispatch and Triton's argument binding, which
+# cost more host time than the GPU spends at batch 1
+_FAST_LAUNCH: dict = {}
+_FAST_LAUNCH_LIMIT = 256
+
+
+def launch_key(q, k, v, causal: bool) -> tuple:
+    """What the compiled kernels specialize on: shapes, strides, dtypes, device, alignment."""
+    return (
+        q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype,
+        v.dtype, q.device, k.device, v.device, causal, q.data_ptr() % 16, k.data_ptr() % 16,
+        v.data_ptr() % 16,
+    )  # fmt: skip
+
+
+def _tail(kernel, args: tuple, consts: dict, first: int) -> tuple:
+    """The arguments after the first `first` (the tensors made per call), constexprs included,
+    in the signature's order, as a compiled kernel's runner takes them."""
+    names = getattr(kernel, "arg_names", None) or kernel.fn.arg_names  # an autotuner wraps one
+    values = dict(consts)
+    if hasattr(kernel, "best_config"):
+        values.update(kernel.best_config.kwargs)
+    return args[first:] + tuple(values[n] for n in names[len(args) :])
+
+
+def _remember(q, k, v, causal, split, combine) -> None:
+    compiled_split, grid_s, args_s, consts_s = split
+    compiled_combine, grid_c, args_c, consts_c = combine
+    compiled = (compiled_split, compiled_combine)
+    if not all(hasattr(c, "run") and hasattr(c, "__getitem__") for c in compiled):
+        return  # a Triton whose launch returns no compiled kernel: the slow path stays
+    if len(_FAST_LAUNCH) >= _FAST_LAUNCH_LIMIT:
+        _FAST_LAUNCH.clear()
+    sizes = (args_s[3].numel(), args_s[4].numel())  # opart, mpart (= lpart)
+    _FAST_LAUNCH[launch_key(q, k, v, causal)] = (
+        sizes,
+        direct_launcher(compiled_split, grid_s),
+        _tail(_split_kernel, args_s, consts_s, 6),
+        direct_launcher(compiled_combine, grid_c),
+        _tail(_combine_kernel, args_c, consts_c, 4),
+    )
+
+
+def launch_known(q, k, v, causal: bool):
+    """The eager fast path: the output, both kernels launched straight with what the shape's
+    first launch kept; None where none was kept yet (then `launch`)."""
+    known = _FAST_LAUNCH.get(launch_key(q, k, v, causal))
+    if known is None:
+        return None
+    (opart_size, m_size), run_split, split_tail, run_combine, combine_tail = known
+    opart = torch.empty(opart_size, dtype=torch.float32, device=q.device)
+    mpart = torch.empty(m_size, dtype=torch.float32, device=q.device)
+    lpart = torch.empty(m_size, dtype=torch.float32, device=q.device)
+    out = torch.empty_like(q)
+    run_split(q, k, v, opart, mpart, lpart, *split_tail)
+    run_combine(opart, mpart, lpart, out, *combine_tail)
     return out
 
 

@@ -2,13 +2,15 @@
 sequence offsets, causal within each document, GQA (K/V heads dividing the heads).
 
 The setup lays the query blocks of every document end to end in a table (the document's first
-row and length, the block's first row in it), longest documents first so the longest programs
-start first; one program computes one query block of one head against the keys of its own
-document up to the block's last row (online softmax, as triton_flash.py). No row of padding is
-computed, and no block crosses a document. Varlen shape (compilekit/model/varlen.py).
+row and length, the block's first row in it), the blocks that see the most keys first so the
+longest programs start first; one program computes one query block of one head against the keys
+of its own document up to the block's last row, with triton_flash.py's loop (online softmax,
+unmasked blocks apart from the diagonal). No row of padding is computed, and no block crosses a
+document. Varlen shape (compilekit/model/varlen.py).
 """
 
 import math
+import os
 
 import torch
 
@@ -22,11 +24,27 @@ except ImportError:  # CPU builds of torch come without triton
     triton = None
 
 DESCRIPTION = "hand-written Triton flash attention over packed documents (offsets, causal, GQA)"
-BLOCK_M, BLOCK_N = 64, 64
 OP_NAME = "compilekit::flash_varlen"
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+# query rows per program, fixed when the block table is built: 128-row tiles keep Hopper's
+# wgmma units fed (as triton-flash's own configs); 64 on the interpreter, so that the tests'
+# short documents still span several blocks
+BLOCK_M = 64 if INTERPRET else 128
+
+
+def _configs():
+    if INTERPRET:  # every config would be interpreted in numpy: one
+        return [triton.Config({"BLOCK_N": 64}, num_warps=1, num_stages=1)]
+    return [
+        triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=st)
+        for n, w, st in [(64, 8, 3), (64, 4, 3), (128, 8, 3), (32, 4, 4), (64, 8, 2)]
+    ]
+
 
 if triton is not None:
+    from variants.triton_flash import _attn_blocks
 
+    @triton.autotune(configs=_configs(), key=["HEAD_DIM", "GROUP", "BLOCK_M"])
     @triton.jit
     def _varlen_fwd(
         Q, K, V, Out, DocStart, DocLen, BlockStart,
@@ -42,62 +60,53 @@ if triton is not None:
         doc_len = tl.load(DocLen + block)
         m_start = tl.load(BlockStart + block)
         offs_m = m_start + tl.arange(0, BLOCK_M)  # rows within the document
+        offs_n = tl.arange(0, BLOCK_N)
         offs_d = tl.arange(0, HEAD_DIM)
-        real = offs_m < doc_len
         rows = (doc_start + offs_m).to(tl.int64)
         q = tl.load(
             Q + rows[:, None] * stride_qt + head * stride_qh + offs_d[None, :],
-            mask=real[:, None],
+            mask=offs_m[:, None] < doc_len,
             other=0.0,
         )
+        first = doc_start.to(tl.int64)
+        k_base = K + first * stride_kt + kv_head * stride_kh
+        v_base = V + first * stride_vt + kv_head * stride_vh
         m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-        end = tl.minimum(m_start + BLOCK_M, doc_len)  # causal: no key past the block's last row
-        for n in range(0, end, BLOCK_N):
-            offs_n = n + tl.arange(0, BLOCK_N)
-            keys = (doc_start + offs_n).to(tl.int64)
-            in_doc = offs_n < doc_len
-            k = tl.load(
-                K + keys[None, :] * stride_kt + kv_head * stride_kh + offs_d[:, None],
-                mask=in_doc[None, :],
-                other=0.0,
-            )
-            s = tl.dot(q, k) * SM_SCALE
-            keep = (offs_n[None, :] <= offs_m[:, None]) & in_doc[None, :]
-            s = tl.where(keep, s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows past the document
-            p = tl.exp(s - m_safe[:, None])
-            alpha = tl.exp(m_i - m_safe)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            v = tl.load(
-                V + keys[:, None] * stride_vt + kv_head * stride_vh + offs_d[None, :],
-                mask=in_doc[:, None],
-                other=0.0,
-            )
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
+        qk_scale = SM_SCALE * 1.44269504  # exp(x) = exp2(x * log2(e))
+        # the document's keys this block sees: whole blocks left of its first row (no mask),
+        # then the diagonal and the document's tail (masked); triton-flash's own loop
+        full_hi = m_start // BLOCK_N * BLOCK_N
+        hi = tl.minimum(m_start + BLOCK_M, doc_len)
+        acc, l_i, m_i = _attn_blocks(
+            acc, l_i, m_i, q, k_base, v_base, stride_kt, 1, stride_vt, 1, offs_m, offs_n,
+            offs_d, 0, full_hi, doc_len, qk_scale, False, True, 0, BLOCK_N, False,
+        )  # fmt: skip
+        acc, l_i, m_i = _attn_blocks(
+            acc, l_i, m_i, q, k_base, v_base, stride_kt, 1, stride_vt, 1, offs_m, offs_n,
+            offs_d, full_hi, hi, doc_len, qk_scale, True, True, 0, BLOCK_N, False,
+        )  # fmt: skip
         out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
         tl.store(
             Out + rows[:, None] * stride_ot + head * stride_oh + offs_d[None, :],
             out.to(Out.dtype.element_ty),
-            mask=real[:, None],
+            mask=offs_m[:, None] < doc_len,
         )
 
 
 def block_table(lengths, device):
     """(first row of the document, its length, the block's first row in it) per query block,
-    longest documents first."""
+    the blocks that see the most keys first (a causal block sees its document up to its last
+    row), so the longest programs start first and the short ones fill the tail."""
     starts, total = [], 0
     for n in lengths:
         starts.append(total)
         total += n
-    table = [
-        (starts[i], n, m)
-        for i, n in sorted(enumerate(lengths), key=lambda item: -item[1])
-        for m in range(0, n, BLOCK_M)
-    ]
+    table = sorted(
+        ((starts[i], n, m) for i, n in enumerate(lengths) for m in range(0, n, BLOCK_M)),
+        key=lambda block: -min(block[2] + BLOCK_M, block[1]),
+    )
     columns = list(zip(*table))
     return tuple(torch.tensor(c, dtype=torch.int32, device=device) for c in columns)
 
@@ -110,7 +119,7 @@ def launch(q, k, v, doc_start, doc_len, block_start, wrap=None):
         q, k, v, out, doc_start, doc_len, block_start,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         out.stride(0), out.stride(1), q.shape[1] // k.shape[1],
-        SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+        SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, BLOCK_M=BLOCK_M,
     )  # fmt: skip
     return out
 

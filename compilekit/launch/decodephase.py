@@ -275,12 +275,14 @@ def _record(cell, result, runs, checks, weights, kv, copy_gbps, fns, stage_dir) 
 
 
 def _step_gap(stage_dir: str, token_ms, weights: float, per_token: float, copy_gbps):
-    """figures.gap for the cell's own loop, from the profiled step's kernels (None without a
-    ceiling or a kernel map)."""
+    """figures.gap for the cell's own loop, from the profiled step's kernels, each row's time
+    per call times its calls per step (None without a ceiling or a kernel map)."""
     path = os.path.join(stage_dir, "kernels.json")
     if not (copy_gbps and token_ms and os.path.isfile(path)):
         return None
     from compilekit.model.store import read_json
 
-    kernels = [(k["name"], k["device_ms"]) for k in read_json(path)["kernels"]]
+    kernels = [
+        (k["name"], k["device_ms"] * k["calls_per_forward"]) for k in read_json(path)["kernels"]
+    ]
     return figures.gap(token_ms, kernels, weights, per_token - weights, copy_gbps)

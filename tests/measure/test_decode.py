@@ -94,6 +94,51 @@ def test_the_gap_to_the_limit_by_hand():
     assert figures.kernel_class("triton_poi_fused_add_mul_0") == "other_kernels"
 
 
+def test_the_cells_gap_counts_every_call_of_a_kernel(tmp_path):
+    """A kernel map's row is one kernel's time per call and its calls per step (32 layers
+    share one fused matmul kernel): 32 x 0.1 ms of matmuls is 3.2 ms, not 0.1."""
+    from compilekit.launch.decodephase import _step_gap
+    from compilekit.model.store import write_json
+
+    write_json(
+        str(tmp_path / "kernels.json"),
+        {
+            "kernels": [
+                {
+                    "name": "triton_red_fused_mm_t_view_6",
+                    "device_ms": 0.1,
+                    "calls_per_forward": 32,
+                },
+                {"name": "triton_poi_fused_add_1", "device_ms": 0.01, "calls_per_forward": 16},
+            ]
+        },
+    )
+    gap = _step_gap(str(tmp_path), 4.0, 10e9, 10e9, 4000.0)
+    assert gap["matmuls_beyond_copy_ms"] == pytest.approx(3.2 - 2.5)
+    assert gap["other_kernels_ms"] == pytest.approx(0.16)
+    assert gap["idle_gpu_ms"] == pytest.approx(4.0 - 3.36)
+
+
+@pytest.mark.parametrize(
+    "options, mode",
+    [
+        ({}, None),
+        ({"mode": "reduce-overhead"}, "reduce-overhead"),
+        ({"options": {"freezing": True}}, None),
+    ],
+)
+def test_generate_compiles_with_the_cells_own_mode(options, mode):
+    """transformers' CompileConfig defaults to reduce-overhead: default mode, and a config's
+    options (torch.compile refuses a mode beside them), must say mode=None."""
+    pytest.importorskip("transformers")
+    from compilekit.measure.decode.generate import compile_config
+
+    config = compile_config(options, "cpu")
+    assert config.mode == mode
+    assert config.options == options.get("options")
+    assert compile_config(None, "cpu") is None
+
+
 def test_per_token_summary_uses_the_nearest_rank_p90():
     stats = figures.summary([float(ms) for ms in range(1, 11)])  # 1 .. 10 ms
     assert stats["median_ms"] == 5.5 and stats["p90_ms"] == 9.0 and stats["mean_ms"] == 5.5

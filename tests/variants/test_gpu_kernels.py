@@ -116,10 +116,12 @@ def test_gluon_flash_fast_launch_runs_the_known_kernel_on_fresh_inputs():
 
 @pytest.mark.parametrize("shape", ["16x32x1x8192x128", "1x32x3x32768x128", "2x8x1x1000x64"])
 def test_triton_flash_decode_shapes_bf16_eager_and_compiled(shape):
-    """The split-KV kernel at decode shapes, GQA 4, eagerly and under torch.compile (its
-    triton_op), against the bottom-right float64 reference."""
+    """The split-KV kernel at decode shapes, GQA 4, eagerly (the autotuned launch, then the
+    straight one) and under torch.compile (its triton_op), against the bottom-right float64
+    reference."""
     from compilekit.measure.inputs import max_rel_err
     from compilekit.model.spec import parse_shape
+    from variants import triton_flash_decode as decode
     from variants.masks import reference
     from variants.triton_flash import flash_attention
 
@@ -131,6 +133,12 @@ def test_triton_flash_decode_shapes_bf16_eager_and_compiled(shape):
     )
     truth = reference(q, k, v, causal=True)
     assert max_rel_err(flash_attention(q, k, v), truth) < 3e-2
+    # the shape's second call launches the tuned kernels straight (launch_known): new inputs
+    decode._FAST_LAUNCH.clear()
+    flash_attention(q, k, v)
+    assert len(decode._FAST_LAUNCH) == 1
+    q2, k2, v2 = (torch.randn_like(t) for t in (q, k, v))
+    assert max_rel_err(flash_attention(q2, k2, v2), reference(q2, k2, v2, causal=True)) < 3e-2
     compiled = torch.compile(functools.partial(flash_attention, causal=True), fullgraph=True)
     assert max_rel_err(compiled(q, k, v), truth) < 3e-2
 

@@ -21,7 +21,9 @@ def compile_config(options: dict | None, device: str):
         return None
     from transformers import CompileConfig
 
-    config = CompileConfig(**options)
+    # CompileConfig's own mode is reduce-overhead: default mode, and options (which
+    # torch.compile takes only without a mode), each say mode=None
+    config = CompileConfig(**{"mode": None, **options})
     if torch.device(device).type != "cuda":
         config._compile_all_devices = True
     return config
