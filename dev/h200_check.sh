@@ -39,6 +39,7 @@ export PYTHONPATH=/tmp/site:/tmp/site2:$PWD PYTHONUNBUFFERED=1 COMPILEKIT_CACHE=
 # brings back at most 8 files
 BACK=${OUT:-/tmp/back}
 OUT=/tmp/ck-out
+rm -rf "$OUT"  # a machine may be lent again with an earlier call's files still there
 mkdir -p "$OUT" "$BACK"
 trap 'tar czf "$BACK/results.tgz" -C "$OUT" .' EXIT
 nvidia-smi -L | tee "$OUT/gpu.txt"
