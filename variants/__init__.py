@@ -34,6 +34,13 @@ ANY_QUERY_LENGTH = {
     "flex", "flex-gqa", "triton-flash", "triton-flash-gqa",
 }  # fmt: skip
 
+# Variants that take K/V with fewer heads than q (a shape's HgG: G K/V heads, GQA) as they
+# are; the others would need the heads repeated, and refuse such a shape before it runs.
+ANY_KV_HEADS = {
+    "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-gqa", "flex",
+    "flex-gqa", "triton-flash", "triton-flash-gqa", "triton-flash-window", "gluon-flash",
+}  # fmt: skip
+
 # name -> module of a varlen variant: a ragged batch of documents (a varlen shape,
 # compilekit/model/varlen.py), each variant in its own layout (variants/varlen.py)
 VARLEN = {

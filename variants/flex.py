@@ -47,4 +47,4 @@ def causal_block_mask(seq: int, device, keys: int = 0):
 
 def attention(q, k, v):
     mask = causal_block_mask(q.shape[-2], q.device, k.shape[-2])
-    return flex_attention(q, k, v, block_mask=mask)
+    return flex_attention(q, k, v, block_mask=mask, enable_gqa=k.shape[1] != q.shape[1])

@@ -11,7 +11,7 @@ DESCRIPTION = "flex_attention(enable_gqa=True) with a causal BlockMask, 4 query 
 
 
 def attention(q, k, v):
-    k, v = shared_kv(k, v)  # (B, H / 4, S, D)
+    k, v = shared_kv(q, k, v)  # (B, H / 4, S, D)
     return flex_attention(
         q, k, v, block_mask=causal_block_mask(q.shape[-2], q.device, k.shape[-2]), enable_gqa=True
     )

@@ -1,9 +1,11 @@
 """What the GQA and sliding-window variants share: how K/V heads are shared, the window, and
 the float64 reference they are all checked against.
 
-A cell has one shape for q, k and v ([B, H, S, D], or [B, H, Q, D] for q and [B, H, K, D] for
-k and v at a decode shape BxHxQxKxD), so a GQA variant keeps every GQA_GROUP-th K/V
-head (H / GQA_GROUP of them) and each implementation is handed the same reduced K/V.
+A cell's k and v have the query heads ([B, H, S, D], or [B, H, Q, D] for q and [B, H, K, D] for
+k and v at a decode shape BxHxQxKxD) unless its shape names fewer (BxHgGx...: G K/V heads, as a
+GQA model holds them). From full heads a GQA variant keeps every GQA_GROUP-th K/V head (H /
+GQA_GROUP of them), so each implementation is handed the same reduced K/V; from a GQA shape it
+takes them as they are.
 """
 
 import math
@@ -51,8 +53,12 @@ def window_flops(shape) -> float:
     return attention_flops(shape, causal=True, window=WINDOW)
 
 
-def shared_kv(k, v, group: int = GQA_GROUP):
-    """K/V with H / group heads (every group-th head), as a GQA model would hold them."""
+def shared_kv(q, k, v, group: int = GQA_GROUP):
+    """K/V with H / group heads (every group-th head), as a GQA model would hold them; K/V that
+    already have fewer heads than q (a BxHgGx... shape) as they are. The copy the slicing makes
+    is timed with the call: a decode shape should name its K/V heads instead."""
+    if k.shape[1] < q.shape[1]:
+        return k, v
     if k.shape[1] % group:
         raise Unsupported(
             f"GQA with groups of {group} needs heads divisible by {group}, "
@@ -108,7 +114,7 @@ def reference(q, k, v, causal: bool = True, window: int = 0):
 
 
 def gqa_reference(q, k, v):
-    return reference(q, *shared_kv(k, v), causal=True)
+    return reference(q, *shared_kv(q, k, v), causal=True)
 
 
 def window_reference(q, k, v):
@@ -119,12 +125,14 @@ def causal_sdpa_kwargs(q, k) -> dict:
     """F.scaled_dot_product_attention's causal arguments for q [.., Q, D] over k [.., K, D]:
     is_causal where Q == K; else the queries are the last Q positions (bottom-right), which
     is_causal does not mean when the lengths differ (it aligns top-left): no mask for one
-    query (it sees every key), torch's lower-right causal bias for several."""
+    query (it sees every key), torch's lower-right causal bias for several; enable_gqa where
+    k has fewer heads than q."""
+    gqa = {"enable_gqa": True} if k.shape[-3] != q.shape[-3] else {}  # fewer K/V heads
     queries, keys = q.shape[-2], k.shape[-2]
     if queries == keys:
-        return {"is_causal": True}
+        return {"is_causal": True, **gqa}
     if queries == 1:
-        return {}
+        return gqa
     from torch.nn.attention.bias import causal_lower_right
 
-    return {"attn_mask": causal_lower_right(queries, keys)}
+    return {"attn_mask": causal_lower_right(queries, keys), **gqa}

@@ -12,5 +12,5 @@ DESCRIPTION = (
 
 
 def attention(q, k, v):
-    k, v = shared_kv(k, v)  # (B, H / 4, S, D)
-    return F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **causal_sdpa_kwargs(q, k))
+    k, v = shared_kv(q, k, v)  # (B, H / 4, S, D)
+    return F.scaled_dot_product_attention(q, k, v, **causal_sdpa_kwargs(q, k))  # enable_gqa

@@ -9,5 +9,5 @@ DESCRIPTION = "triton-flash, causal, 4 query heads per K/V head (GQA)"
 
 
 def attention(q, k, v):
-    k, v = shared_kv(k, v)  # (B, H / 4, S, D)
+    k, v = shared_kv(q, k, v)  # (B, H / 4, S, D)
     return flash_attention(q, k, v, causal=True)

@@ -5,7 +5,7 @@ a varlen variant's ragged batch."""
 from __future__ import annotations
 
 from compilekit.model.errors import UserError
-from variants import ANY_QUERY_LENGTH, VARIANTS, VARLEN
+from variants import ANY_KV_HEADS, ANY_QUERY_LENGTH, VARIANTS, VARLEN
 
 
 def shape_kind(shape) -> str:
@@ -44,6 +44,11 @@ def check_shape(spec: str, shape, workload: bool) -> None:
     if shape_kind(shape) != kind:
         what, want = SHAPE_WORDS[kind]
         raise UserError(f"{spec!r} is {what}: give its shape as {want}, not {shape}")
+    if getattr(shape, "kv_groups", 0) and spec in VARIANTS and spec not in ANY_KV_HEADS:
+        raise UserError(
+            f"{spec!r} takes K/V with the query heads, not {shape}: GQA K/V (HgG) run on "
+            f"{', '.join(sorted(ANY_KV_HEADS))}"
+        )
     if getattr(shape, "kv_seq", 0) and spec in VARIANTS and spec not in ANY_QUERY_LENGTH:
         raise UserError(
             f"{spec!r} takes queries and keys of one length (BxHxSxD), not {shape}: Q queries "

@@ -13,11 +13,12 @@ ERROR_BOUNDS = {"float64": 1e-9, "float32": 1e-3, "float16": 5e-3, "bfloat16": 3
 
 
 def make_inputs(shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
-    """Seeded q, k, v of `shape` ([B, H, S, D]; k and v [B, H, K, D] at BxHxQxKxD), drawn in
+    """Seeded q, k, v of `shape` ([B, H, S, D]; k and v [B, G, K, D] at BxHgGxQxKxD), drawn in
     float32 so that every dtype sees the same values."""
     gen = torch.Generator(device="cpu").manual_seed(seed)
     queries = (shape.batch, shape.heads, shape.seq, shape.head_dim)
-    keys = (shape.batch, shape.heads, getattr(shape, "keys", shape.seq), shape.head_dim)
+    kv_heads = getattr(shape, "kv_heads", shape.heads)
+    keys = (shape.batch, kv_heads, getattr(shape, "keys", shape.seq), shape.head_dim)
     return tuple(
         torch.randn(dims, generator=gen).to(device=device, dtype=getattr(torch, dtype))
         for dims in (queries, keys, keys)

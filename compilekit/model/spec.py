@@ -24,7 +24,7 @@ DTYPES = {
     "float64": "float64",
 }
 DEVICES = ("auto", "cpu", "cuda")
-SHAPE_RE = re.compile(r"^(\d+)x(\d+)x(\d+)(?:x(\d+))?x(\d+)$")
+SHAPE_RE = re.compile(r"^(\d+)x(\d+)(?:g(\d+))?x(\d+)(?:x(\d+))?x(\d+)$")
 
 
 # Past these a cell cannot allocate its inputs (or its float64 reference) on any machine here.
@@ -55,14 +55,22 @@ class Shape:
     seq: int
     head_dim: int
     kv_seq: int = 0
+    # K/V heads where fewer than the query heads (BxHgGx...: GQA, e.g. 1x32g8x1x8192x128),
+    # else 0: k and v are then made with that many heads, as a GQA model holds its cache
+    kv_groups: int = 0
 
     @property
     def keys(self) -> int:
         return self.kv_seq or self.seq
 
+    @property
+    def kv_heads(self) -> int:
+        return self.kv_groups or self.heads
+
     def __str__(self) -> str:
         keys = f"x{self.kv_seq}" if self.kv_seq else ""
-        return f"{self.batch}x{self.heads}x{self.seq}{keys}x{self.head_dim}"
+        heads = f"{self.heads}g{self.kv_groups}" if self.kv_groups else f"{self.heads}"
+        return f"{self.batch}x{heads}x{self.seq}{keys}x{self.head_dim}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,16 +157,23 @@ def parse_shape(text: str) -> Shape | Tokens:
             raise UserError(f"shape {text!r} is too large: each dimension at most {MAX_DIM:,}")
         return Tokens(*pair)
     match = SHAPE_RE.match(text.strip().lower())
-    dims = tuple(int(g) for g in match.groups() if g is not None) if match else ()
-    if not match or 0 in dims:
+    groups = match.groups() if match else ()
+    dims = tuple(int(g) for i, g in enumerate(groups) if g is not None and i != 2)
+    if not match or 0 in dims or groups[2] in ("0", "00"):
         raise UserError(
             f"malformed shape {text!r}: write BxHxSxD with positive integers for an attention "
-            "variant (e.g. 8x16x1024x64) or BxHxQxKxD for Q queries over K keys (e.g. "
-            "16x32x1x8192x128), BxS for a model (e.g. 8x128), BxP+N for a model's decode "
-            "(e.g. 1x32+200)"
+            "variant (e.g. 8x16x1024x64), BxHxQxKxD for Q queries over K keys (e.g. "
+            "16x32x1x8192x128) and H as HgG for G K/V heads (GQA, e.g. 1x32g8x1x8192x128), "
+            "BxS for a model (e.g. 8x128), BxP+N for a model's decode (e.g. 1x32+200)"
         )
     batch, heads, seq, *keys, dim = dims
-    shape = Shape(batch, heads, seq, dim, keys[0] if keys and keys[0] != seq else 0)
+    kv = int(groups[2]) if groups[2] else heads
+    if heads % kv:
+        raise UserError(
+            f"shape {text!r}: {kv} K/V heads must divide the {heads} query heads (GQA)"
+        )
+    kv_seq = keys[0] if keys and keys[0] != seq else 0
+    shape = Shape(batch, heads, seq, dim, kv_seq, kv if kv != heads else 0)
     largest = batch * heads * max(seq, shape.keys) * dim
     if max(dims) > MAX_DIM or largest > MAX_ELEMENTS:
         raise UserError(

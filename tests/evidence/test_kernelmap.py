@@ -416,7 +416,6 @@ def _raw_plain(x_ptr):
 """
 
 
-
 class _MissingBackend:
     """A public attribute raises ImportError, as transformers' stand-ins for missing backends
     do."""
@@ -425,6 +424,7 @@ class _MissingBackend:
         if name.startswith("_"):
             return object.__getattribute__(self, name)
         raise ImportError(f"{name}: this needs a library that is not installed")
+
 
 def test_a_kernel_launched_outside_any_op_maps_to_its_definition(tmp_path, monkeypatch):
     """gluon-flash and triton-flash launch their kernel raw in eager (no torch op: the
