@@ -23,8 +23,8 @@ from compilekit.compile.variant import load_variant
 from compilekit.measure import inputs as inputs_mod
 from compilekit.model.spec import parse_shape
 
-DECODE_SHAPES = "1x32x1x8192x128;1x32x1x32768x128;16x32x1x8192x128;16x32x1x32768x128"
-DECODE_PATHS = "sdpa-gqa,sdpa-flash,sdpa-efficient,sdpa-cudnn,flex-gqa:compiled,triton-flash-gqa"
+DECODE_SHAPES = "1x32g8x1x8192x128;1x32g8x1x32768x128;16x32g8x1x8192x128;16x32g8x1x32768x128"
+DECODE_PATHS = "sdpa,sdpa-flash,sdpa-efficient,sdpa-cudnn,flex:compiled,triton-flash"
 VARLEN_SHAPES = "lognormal512@65536x32g8x128;lognormal2048@65536x32g8x128"
 VARLEN_PATHS = "sdpa-padded,sdpa-jagged,varlen-attn,flex-document:compiled,triton-flash-varlen"
 
