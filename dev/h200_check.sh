@@ -18,8 +18,9 @@
 #      top ops by time and memory, its kernel map's files; `make experiment
 #      VARIANT=llama-block MODE=default`
 #   L  the lock tests (tests/launch/test_locks.py) on this torch
-#   D  decode: llama2-7b 1x32+200 (DECODE_SHAPE) under DECODE_MODE (default reduce-overhead),
-#      with DECODE_SET (Inductor options, e.g. "freezing=true coordinate_descent_tuning=true"), within D_S
+#   D  decode: llama2-7b (DECODE_VARIANT, e.g. llama2-7b@flex_attention) 1x32+200 (DECODE_SHAPE)
+#      under DECODE_MODE (default reduce-overhead),
+#      with DECODE_SET (Inductor options, e.g. "coordinate_descent_tuning=true"), within D_S
 #      seconds: the cell's summary, result.json and its ops
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
 #      ragged batches against the other paths, checked, within K_S seconds
@@ -104,11 +105,11 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
       fi
       cat "$OUT/M_verify.txt" "$OUT/M_files.txt" ;;
     D)
-      timeout "${D_S:-300}" python3 -m compilekit run --variant llama2-7b \
+      timeout "${D_S:-300}" python3 -m compilekit run --variant "${DECODE_VARIANT:-llama2-7b}" \
         --mode "${DECODE_MODE:-reduce-overhead}" --shape "${DECODE_SHAPE:-1x32+200}" --out $runs \
         $(for o in ${DECODE_SET:-}; do printf -- "--set %s " "$o"; done) > "$OUT/D_run.txt" 2>&1
       echo "decode rc=$?" >> "$OUT/D_run.txt"
-      decode=$(ls -td $runs/llama2-7b__* | head -1)  # its name carries the --set options
+      decode=$(ls -td "$runs/${DECODE_VARIANT:-llama2-7b}"__* | head -1)  # with its --set options
       cp $decode/result.json "$OUT/D_result.json"
       python3 -m compilekit ops $decode --top 12 > "$OUT/D_ops.txt" 2>&1
       python3 -m compilekit kernels $decode > "$OUT/D_kernels.txt" 2>&1
