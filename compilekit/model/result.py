@@ -21,7 +21,7 @@ import os
 import time
 
 from compilekit.model.spec import MODEL_SHAPE_RE, SHAPE_RE
-from compilekit.model.store import CorruptFile, json_fits, read_json, write_json
+from compilekit.model.store import CorruptFile, json_fits, kept, read_json, write_json
 from compilekit.model.varlen import VARLEN_RE
 
 SCHEMA_VERSION = 2
@@ -276,7 +276,7 @@ def read_run(run_dir: str) -> CellResult:
     UserError naming the file and the fix (the one loader of a run's record)."""
     from compilekit.model.errors import UserError
 
-    if not os.path.isfile(os.path.join(run_dir, "result.json")):
+    if not os.path.isfile(kept(os.path.join(run_dir, "result.json"))):
         raise UserError(
             f"{run_dir!r} is not a run directory (no result.json): give a directory "
             "made by `compilekit run`"

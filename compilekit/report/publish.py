@@ -30,7 +30,7 @@ from compilekit.model.store import kept, read_json, write_json, write_json_gz
 from compilekit.report import pages, sweeppage, sweepreport
 
 CELL_FILES = (
-    "result.json", "kernels.json", "kernels.json.gz", "ops.json", "ops.json.gz",
+    "result.json", "result.json.gz", "kernels.json", "kernels.json.gz", "ops.json", "ops.json.gz",
     # the other runs a result lists (a failed rerun, a noisy timing): their records only
     "attempts/*/result.json", "attempts/*/attempts/*/result.json",
 )  # fmt: skip
@@ -95,7 +95,9 @@ def publish(
     derived figures changed. page_cells and code_cells: labels of cells that keep a run page,
     and their generated code too."""
     found = os.listdir(sweep_dir) if os.path.isdir(sweep_dir) else []
-    cells = sorted(d for d in found if os.path.isfile(os.path.join(sweep_dir, d, "result.json")))
+    cells = sorted(
+        d for d in found if os.path.isfile(kept(os.path.join(sweep_dir, d, "result.json")))
+    )
     if not cells:
         raise UserError(f"no cell results under {sweep_dir!r}: give the OUT of a sweep")
     unknown = sorted((set(page_cells) | set(code_cells)) - set(cells))
@@ -119,8 +121,9 @@ def publish(
         copy_matching(os.path.join(sweep_dir, cell), os.path.join(dest, cell), wanted)
         if rederive(os.path.join(dest, cell), ceilings):
             changed.append(cell)
-        # a model's kernel map holds every kernel's source stack, its op table every op
-        for name in ("kernels.json", "ops.json"):
+        # a model's kernel map holds every kernel's source stack, its op table every op; and a
+        # cell's record, indented, is most of what a sweep of small kernel maps publishes
+        for name in ("kernels.json", "ops.json", "result.json"):
             path = os.path.join(dest, cell, name)
             if os.path.isfile(path):
                 write_json_gz(path, read_json(path))

@@ -5,7 +5,6 @@ inlining kernels, so it stays small for hundreds of cells."""
 
 from __future__ import annotations
 
-import base64
 import glob
 import os
 import sys
@@ -14,7 +13,7 @@ from collections import defaultdict
 from compilekit.model import result as results_mod
 from compilekit.model.errors import UserError
 from compilekit.model.spec import parse_shape
-from compilekit.model.store import write_text
+from compilekit.model.store import kept, write_text
 from compilekit.report import baselines, cellview, pages, sweepreport
 
 
@@ -85,19 +84,20 @@ def sweep_groups(results: list, out_dir: str) -> list[dict]:
     return out
 
 
-def inline_images(out_dir: str) -> list[tuple[str, str]]:
-    images = []
-    for path in sorted(glob.glob(os.path.join(out_dir, "*.png"))):
-        with open(path, "rb") as f:
-            images.append((os.path.basename(path), base64.b64encode(f.read()).decode()))
-    return images
+def images_beside(out_dir: str) -> list[str]:
+    """The plots beside the page (speedup.png, ...), by file name: the page shows them from
+    its own folder (embedded, they would weigh a third more than the files, and a published
+    sweep would carry each twice)."""
+    return [os.path.basename(p) for p in sorted(glob.glob(os.path.join(out_dir, "*.png")))]
 
 
 def run_href(out_dir: str, label: str) -> str:
-    """A cell's link from its sweep's page: its run page, or its result.json where it has
-    none (a published sweep keeps a few run pages)."""
+    """A cell's link from its sweep's page: its run page, or its result.json (gzipped in a
+    published sweep) where it has none (a published sweep keeps a few run pages)."""
     page = os.path.join(label, pages.PAGE)
-    return page if os.path.isfile(os.path.join(out_dir, page)) else f"{label}/result.json"
+    if os.path.isfile(os.path.join(out_dir, page)):
+        return page
+    return os.path.relpath(kept(os.path.join(out_dir, label, "result.json")), out_dir)
 
 
 def sweep_page(out_dir: str, log=None, refresh_runs: bool = False, run_pages: bool = True) -> str:
@@ -134,7 +134,7 @@ def sweep_page(out_dir: str, log=None, refresh_runs: bool = False, run_pages: bo
         counts=[
             (s, n) for s in results_mod.STATUSES if (n := sum(r.status == s for r in results))
         ],
-        images=inline_images(out_dir),
+        images=images_beside(out_dir),
         name=cellview.variant_name,
         against=baselines.comparisons(results, baselines.load(out_dir, log)),
         against_intro=baselines.INTRO,
@@ -148,7 +148,7 @@ def sweep_page(out_dir: str, log=None, refresh_runs: bool = False, run_pages: bo
 
 def page_for(path: str) -> str:
     """`compilekit html PATH`: a run directory's page, or a sweep directory's."""
-    if os.path.isfile(os.path.join(path, "result.json")):
+    if os.path.isfile(kept(os.path.join(path, "result.json"))):
         return pages.run_page(path)
     if os.path.isdir(path):
         return sweep_page(path, refresh_runs=True)

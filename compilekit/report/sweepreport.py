@@ -12,7 +12,7 @@ from tabulate import tabulate
 from compilekit.model import result as results_mod
 from compilekit.model.errors import UserError
 from compilekit.model.spec import parse_shape
-from compilekit.model.store import CorruptFile, read_json, write_text
+from compilekit.model.store import CorruptFile, kept, read_json, write_text
 from compilekit.report import baselines
 from compilekit.report.cellview import (
     _num,
@@ -42,7 +42,7 @@ def load_results(out_dir: str, log=None) -> list[results_mod.CellResult]:
         if (
             ".tmp-" in name
             or ".old-" in name
-            or not os.path.isfile(os.path.join(run_dir, "result.json"))
+            or not os.path.isfile(kept(os.path.join(run_dir, "result.json")))
         ):
             continue
         try:

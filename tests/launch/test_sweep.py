@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from compilekit.model.store import kept
 from tests.conftest import ROOT
 
 EAGER_ONLY = """name = "resume"
@@ -31,7 +32,7 @@ def _done(out):
     return sorted(
         d
         for d in os.listdir(out)
-        if os.path.isfile(os.path.join(out, d, "result.json"))
+        if os.path.isfile(kept(os.path.join(out, d, "result.json")))  # gzipped when published
         and ".tmp-" not in d
         and ".old-" not in d
     )
@@ -373,6 +374,12 @@ def test_sweep_page_links_every_cell_to_its_run_page(small_sweep, open_page):
     assert all(h.endswith("/index.html") and (out / h).is_file() for h in hrefs), hrefs
     problems = page.locator("#problems li").all_inner_texts()
     assert len(problems) == 4 and all("sdpa-cudnn" in p and "unsupported" in p for p in problems)
+    # the plots show from the files beside the page (a published sweep carries each once)
+    images = page.locator("figure img")
+    assert images.count() >= 1
+    for i in range(images.count()):
+        assert (out / images.nth(i).get_attribute("src")).is_file()
+        assert images.nth(i).evaluate("img => img.complete && img.naturalWidth > 0")
     assert png_colors(page.screenshot()) > 50
     links.first.click()
     page.wait_for_load_state()
@@ -429,9 +436,10 @@ def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_map
     republished = results_mod.load(str(dest / measured[0]))
     assert republished.roofline and "older code" not in republished.roofline
     assert not (dest / measured[0] / "trace.json").exists()
-    # the kernel map goes gzipped, and every reader takes it so
-    assert (dest / measured[0] / "kernels.json.gz").is_file()
-    assert not (dest / measured[0] / "kernels.json").exists()
+    # the kernel map and the record go gzipped, and every reader takes them so
+    for name in ("kernels.json", "result.json"):
+        assert (dest / measured[0] / f"{name}.gz").is_file(), name
+        assert not (dest / measured[0] / name).exists(), name
     from compilekit.model import kernelfile
     from compilekit.report import runview
 
@@ -457,8 +465,9 @@ def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_map
     assert others and not (dest / others[0] / "index.html").exists()
     assert not (dest / others[0] / "log.txt").exists()
     assert not glob.glob(str(dest / others[0] / "output_code*.py"))
-    # the sweep page links a cell without a run page to its result.json
-    assert f'href="{others[0]}/result.json"' in (dest / "index.html").read_text()
+    # the sweep page links a cell without a run page to its record
+    assert f'href="{others[0]}/result.json.gz"' in (dest / "index.html").read_text()
+    assert results_mod.read_run(str(dest / others[0])).label == others[0]
     # a published sweep publishes again (its gzipped maps read back and rederived)
     again = tmp_path / "again"
     proc = subprocess.run(
