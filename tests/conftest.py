@@ -23,16 +23,8 @@ CPU_SMALL = os.path.join(ROOT, "experiments", "cpu_small.toml")
 
 @pytest.fixture(scope="session")
 def cache_root(tmp_path_factory):
-    """A fresh compile cache per session, or COMPILEKIT_CACHE's (to reuse a sweep's compiles).
-    Under pytest-xdist the workers share one (a cell's cache is locked while it compiles), so
-    a cell two test files ask for compiles once."""
-    if os.environ.get("COMPILEKIT_CACHE"):
-        return os.environ["COMPILEKIT_CACHE"]
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = tmp_path_factory.getbasetemp().parent / "compile_cache"
-        shared.mkdir(exist_ok=True)
-        return str(shared)
-    return str(tmp_path_factory.mktemp("compile_cache"))
+    """A fresh compile cache per session, or COMPILEKIT_CACHE's (to reuse a sweep's compiles)."""
+    return os.environ.get("COMPILEKIT_CACHE") or str(tmp_path_factory.mktemp("compile_cache"))
 
 
 @pytest.fixture(scope="session")
