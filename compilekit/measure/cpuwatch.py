@@ -89,7 +89,8 @@ def _command(pid: str) -> str:
     args = [a.decode(errors="replace") for a in args if a]
     if not args:
         return f"pid {pid}"
-    return " ".join([os.path.basename(args[0])] + args[1:4])[:80]
+    # one line: a `python -c` script's newlines would split the note that names it
+    return " ".join(" ".join([os.path.basename(args[0])] + args[1:4]).split())[:80]
 
 
 def snapshot() -> tuple:
