@@ -148,20 +148,12 @@ _EXIT = {}
 
 def pytest_collection_modifyitems(config, items):
     """`make test` runs two pytest-xdist workers (-n 2 --dist loadgroup), each with its own
-    compile cache. The tests that run sweeps, kill processes or start Ray (PROCESS_FILES, and
+    compile cache. The tests that run sweeps, kill processes or start Ray (tests/launch, and
     every user of the small sweep) stay on one worker, in their order: a process one of them
     leaves to finish, or Ray's cluster, is machine-wide state the other worker would meet."""
     for item in items:
-        if item.nodeid.split("::")[0] in PROCESS_FILES or "small_sweep" in item.fixturenames:
+        if item.nodeid.startswith("tests/launch/") or "small_sweep" in item.fixturenames:
             item.add_marker(pytest.mark.xdist_group("processes"))
-
-
-PROCESS_FILES = {
-    "tests/launch/test_ray.py",
-    "tests/launch/test_faults.py",
-    "tests/launch/test_leftovers.py",
-    "tests/launch/test_sweep.py",
-}
 
 
 def pytest_sessionfinish(session, exitstatus):
