@@ -38,7 +38,7 @@ install:  ## install compilekit, test, plot, Ray and model deps, triton's interp
 
 test:  ## lint, then the CPU test suite (GPU tests skip with a reason)
 	$(PYTHON) -m ruff check compilekit variants tests
-	$(PYTHON) -m pytest -q -x -n 2 --dist loadgroup --durations=30 tests
+	$(PYTHON) -m pytest -q -x --durations=30 tests
 
 test-gpu:  ## run only the GPU-marked tests (on a CUDA machine)
 	$(PYTHON) -m pytest -q -m gpu tests

@@ -146,16 +146,6 @@ def small_sweep(tmp_path_factory, cache_root):
 _EXIT = {}
 
 
-def pytest_collection_modifyitems(config, items):
-    """`make test` runs two pytest-xdist workers (-n 2 --dist loadgroup), each with its own
-    compile cache. The tests that run sweeps, kill processes or start Ray (tests/launch, and
-    every user of the small sweep) stay on one worker, in their order: a process one of them
-    leaves to finish, or Ray's cluster, is machine-wide state the other worker would meet."""
-    for item in items:
-        if item.nodeid.startswith("tests/launch/") or "small_sweep" in item.fixturenames:
-            item.add_marker(pytest.mark.xdist_group("processes"))
-
-
 def pytest_sessionfinish(session, exitstatus):
     _EXIT["status"] = int(exitstatus)
 
