@@ -33,7 +33,7 @@ import math
 import torch
 
 from compilekit.model.errors import Unsupported
-from variants.launch import direct_launcher
+from variants.launch import LaunchCache, direct_launcher, tensor_key
 from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from variants.masks import (
     check_shapes,
@@ -530,19 +530,13 @@ def _descriptor(t, rows: int):
 # the query and key box rows): a known key's later calls skip Triton's JIT dispatch (binding,
 # specializing four descriptors, the cache key), which cost about 0.1 ms of host per call on the
 # H200, more than the kernel at small shapes. As variants/triton_flash.py does.
-_FAST_LAUNCH: dict = {}
-_FAST_LAUNCH_LIMIT = 256  # keys, each a shape, stride and tile pattern; cleared when full
+_FAST_LAUNCH = LaunchCache()
 
 
 def launch_key(q, k, v, causal: bool, overrides: dict) -> tuple:
     """Everything the compiled kernel is specialized on for these inputs (the output's strides
     follow from q's shape and strides), and everything check_inputs reads: a known key skips it."""
-    return (
-        q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(),
-        q.dtype, k.dtype, v.dtype, q.device, k.device, v.device,
-        q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16,
-        causal, tuple(sorted(overrides.items())),
-    )  # fmt: skip
+    return (*tensor_key(q, k, v), causal, tuple(sorted(overrides.items())))
 
 
 def _launch_known(q, k, v, causal: bool, overrides: dict):
@@ -580,12 +574,13 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
     if hasattr(compiled, "run") and hasattr(compiled, "__getitem__"):
         # the launcher wants every argument of the signature in order, constexprs included
         names = kernel.arg_names
-        if len(_FAST_LAUNCH) >= _FAST_LAUNCH_LIMIT:
-            _FAST_LAUNCH.clear()
-        _FAST_LAUNCH[launch_key(q, k, v, causal, overrides)] = (
-            direct_launcher(compiled, (*grid, 1)),
-            tail + tuple(consts[n] for n in names[4 + len(tail) :]),
-            q_rows, kv_rows,
+        _FAST_LAUNCH.remember(
+            launch_key(q, k, v, causal, overrides),
+            (
+                direct_launcher(compiled, (*grid, 1)),
+                tail + tuple(consts[n] for n in names[4 + len(tail) :]),
+                q_rows, kv_rows,
+            ),
         )  # fmt: skip
     return out
 

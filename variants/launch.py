@@ -1,6 +1,8 @@
 """Launching a compiled Triton (or Gluon) kernel again, cheaply: the eager fast paths of
-variants/triton_flash.py and variants/gluon_flash.py, where a shape's later calls skip Triton's
-dispatch and its runner's per-call work. Not a variant: a helper beside masks.py."""
+variants/triton_flash.py, triton_flash_decode.py and gluon_flash.py, where a shape's later calls
+skip Triton's dispatch and its runner's per-call work. Not a variant: a helper beside masks.py."""
+
+import os
 
 import torch
 
@@ -8,6 +10,33 @@ try:
     import triton
 except ImportError:  # CPU builds of torch come without triton
     triton = None
+
+# Triton's interpreter (TRITON_INTERPRET=1, read by Triton when it is imported): the kernels then
+# run in numpy on the CPU, where the fast paths and most tile configs have no point
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def tensor_key(*tensors) -> tuple:
+    """What a compiled Triton kernel is specialized on for these tensor arguments: each one's
+    shape and strides (passed as integer arguments, which Triton specializes on 1 and on
+    divisibility by 16), dtype, device and pointer alignment to 16 bytes."""
+    return tuple((t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16) for t in tensors)
+
+
+class LaunchCache(dict):
+    """launch key -> what a fast path needs to launch that key's compiled kernels straight.
+    Bounded: a process that walks through many shapes (a sweep, a ragged workload) would
+    otherwise keep every one; when full it starts again empty, which only costs the next call
+    of each key one slow launch."""
+
+    def __init__(self, limit: int = 256):
+        super().__init__()
+        self.limit = limit
+
+    def remember(self, key, value) -> None:
+        if len(self) >= self.limit:
+            self.clear()
+        self[key] = value
 
 
 def _launch_hooks_set() -> bool:

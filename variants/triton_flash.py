@@ -11,14 +11,13 @@ FLOPs: variants.masks.attention_flops (causal: 4·B·H·D·S(S+1)/2).
 """
 
 import math
-import os
 import threading
 
 import torch
 from torch.autograd import profiler as _autograd_profiler
 
 from compilekit.model.errors import Unsupported
-from variants.launch import direct_launcher
+from variants.launch import INTERPRET, LaunchCache, direct_launcher, tensor_key
 from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from variants.masks import (
     check_shapes,
@@ -32,8 +31,6 @@ try:
     import triton.language as tl
 except ImportError:  # CPU builds of torch come without triton
     triton = None
-
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _configs():
@@ -410,38 +407,16 @@ def check_inputs(q, k, v, causal: bool, window: int) -> None:
 # runtime arguments): the eager path's second and later calls with the same key skip the
 # autotuner's dispatch and Triton's argument binding, which cost more host time than the kernel
 # takes at small shapes (57-84 us per call on the H200 without it)
-_FAST_LAUNCH: dict = {}
-_FAST_LAUNCH_LIMIT = 256  # keys, each a shape and stride pattern; cleared when full
+_FAST_LAUNCH = LaunchCache()
 _AUTOTUNE_LOCK = threading.Lock()
 OP_NAME = "compilekit::flash_attention"  # the custom op; the eager launch's name in a profile
 
 
 def launch_key(q, k, v, out, causal: bool, window: int) -> tuple:
-    """Everything Triton specializes a compiled kernel on for these arguments: the integer
-    arguments' exact values (shapes and strides), the dtypes, the devices and each pointer's
-    16-byte alignment; and everything check_inputs reads, since a known key skips it. Equal
-    keys may share one compiled kernel and grid."""
-    return (
-        q.shape,
-        k.shape,
-        v.shape,
-        q.stride(),
-        k.stride(),
-        v.stride(),
-        out.stride(),
-        q.dtype,
-        k.dtype,
-        v.dtype,
-        q.device,
-        k.device,
-        v.device,
-        causal,
-        window,
-        q.data_ptr() % 16,
-        k.data_ptr() % 16,
-        v.data_ptr() % 16,
-        out.data_ptr() % 16,
-    )
+    """Everything Triton specializes a compiled kernel on for these arguments (tensor_key), and
+    everything check_inputs reads, since a known key skips it. Equal keys may share one
+    compiled kernel and grid."""
+    return (*tensor_key(q, k, v, out), causal, window)
 
 
 def _remember_launch(key, compiled, args: tuple, consts: dict, grid: tuple) -> None:
@@ -453,11 +428,9 @@ def _remember_launch(key, compiled, args: tuple, consts: dict, grid: tuple) -> N
     if not (hasattr(compiled, "run") and hasattr(compiled, "__getitem__")):
         return  # a Triton whose launch returns no compiled kernel: the slow path stays
     values = {**consts, **_attn_fwd.best_config.kwargs}
-    if len(_FAST_LAUNCH) >= _FAST_LAUNCH_LIMIT:
-        _FAST_LAUNCH.clear()
     # after q, k, v and out, every argument is fixed by the key: strides, sizes, constexprs
     tail = args[4:] + tuple(values[n] for n in names[len(args) :])
-    _FAST_LAUNCH[key] = (direct_launcher(compiled, grid), tail, values["TMA"])
+    _FAST_LAUNCH.remember(key, (direct_launcher(compiled, grid), tail, values["TMA"]))
 
 
 def _launch_known(q, k, v, causal: bool, window: int):

@@ -18,12 +18,11 @@ triton_flash.flash_attention sends q and k of different lengths here.
 """
 
 import math
-import os
 
 import torch
 
 from compilekit.model.errors import Unsupported
-from variants.launch import direct_launcher
+from variants.launch import INTERPRET, LaunchCache, direct_launcher, tensor_key
 
 try:
     import triton
@@ -37,7 +36,6 @@ SPLIT_ALIGN = 128  # a split starts on a multiple of the largest tile: every til
 MAX_SPLITS = 128  # the combine reads every split's partials of a row at once
 PROGRAMS_PER_SM = 4  # enough programs in flight to keep the memory system busy
 OP_NAME = "compilekit::flash_decode"
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _configs():
@@ -240,17 +238,12 @@ def launch(q, k, v, causal: bool, wrap=None):
 # launch key -> what launch_known needs to launch both kernels straight: the eager path's
 # later calls at a shape skip the autotuner's dispatch and Triton's argument binding, which
 # cost more host time than the GPU spends at batch 1
-_FAST_LAUNCH: dict = {}
-_FAST_LAUNCH_LIMIT = 256
+_FAST_LAUNCH = LaunchCache()
 
 
 def launch_key(q, k, v, causal: bool) -> tuple:
-    """What the compiled kernels specialize on: shapes, strides, dtypes, device, alignment."""
-    return (
-        q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype,
-        v.dtype, q.device, k.device, v.device, causal, q.data_ptr() % 16, k.data_ptr() % 16,
-        v.data_ptr() % 16,
-    )  # fmt: skip
+    """What the compiled kernels specialize on (tensor_key), and the mask."""
+    return (*tensor_key(q, k, v), causal)
 
 
 def _tail(kernel, args: tuple, consts: dict, first: int) -> tuple:
@@ -269,15 +262,16 @@ def _remember(q, k, v, causal, split, combine) -> None:
     compiled = (compiled_split, compiled_combine)
     if not all(hasattr(c, "run") and hasattr(c, "__getitem__") for c in compiled):
         return  # a Triton whose launch returns no compiled kernel: the slow path stays
-    if len(_FAST_LAUNCH) >= _FAST_LAUNCH_LIMIT:
-        _FAST_LAUNCH.clear()
     sizes = (args_s[3].numel(), args_s[4].numel())  # opart, mpart (= lpart)
-    _FAST_LAUNCH[launch_key(q, k, v, causal)] = (
-        sizes,
-        direct_launcher(compiled_split, grid_s),
-        _tail(_split_kernel, args_s, consts_s, 6),
-        direct_launcher(compiled_combine, grid_c),
-        _tail(_combine_kernel, args_c, consts_c, 4),
+    _FAST_LAUNCH.remember(
+        launch_key(q, k, v, causal),
+        (
+            sizes,
+            direct_launcher(compiled_split, grid_s),
+            _tail(_split_kernel, args_s, consts_s, 6),
+            direct_launcher(compiled_combine, grid_c),
+            _tail(_combine_kernel, args_c, consts_c, 4),
+        ),
     )
 
 

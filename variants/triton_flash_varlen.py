@@ -10,10 +10,10 @@ document. Varlen shape (compilekit/model/varlen.py).
 """
 
 import math
-import os
 
 import torch
 
+from variants.launch import INTERPRET
 from variants.triton_flash import check_head, check_runtime
 from variants.varlen import workload as varlen_workload
 
@@ -25,7 +25,6 @@ except ImportError:  # CPU builds of torch come without triton
 
 DESCRIPTION = "hand-written Triton flash attention over packed documents (offsets, causal, GQA)"
 OP_NAME = "compilekit::flash_varlen"
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # query rows per program, fixed when the block table is built: 128-row tiles keep Hopper's
 # wgmma units fed (as triton-flash's own configs); 64 on the interpreter, so that the tests'
 # short documents still span several blocks
