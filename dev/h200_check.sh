@@ -22,6 +22,8 @@
 #      under DECODE_MODE (default reduce-overhead),
 #      with DECODE_SET (Inductor options, e.g. "coordinate_descent_tuning=true"), within D_S
 #      seconds: the cell's summary, result.json and its ops
+#   T  dev/decode_split_tune.py: triton-flash's split policies at decode shapes against the best
+#      SDPA backend, within T_S seconds
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
 #      ragged batches against the other paths, checked, within K_S seconds
 # PHASES="S V G" bash dev/h200_check.sh
@@ -119,6 +121,10 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
       timeout "${K_S:-240}" python3 dev/decode_varlen_bench.py --check --json "$OUT/K_bench.json" ${K_ARGS:-} \
         > "$OUT/K_bench.txt" 2>&1
       cat "$OUT/K_bench.txt" | grep -v "^ " ;;
+    T)
+      timeout "${T_S:-240}" python3 dev/decode_split_tune.py --json "$OUT/T_tune.json" \
+        > "$OUT/T_tune.txt" 2>&1
+      grep -v "Warning\|^/" "$OUT/T_tune.txt" ;;
     L)
       python3 -m pytest -q -p no:cacheprovider tests/launch/test_locks.py > "$OUT/L_locks.txt" 2>&1
       tail -3 "$OUT/L_locks.txt" ;;
