@@ -23,7 +23,7 @@
 #      with DECODE_SET (Inductor options, e.g. "coordinate_descent_tuning=true"), within D_S
 #      seconds: the cell's summary, result.json and its ops
 #   T  dev/decode_split_tune.py: triton-flash's split policies at decode shapes against the best
-#      SDPA backend, within T_S seconds
+#      SDPA backend, within T_S seconds; compiled against eager at batch 1 (dev/decode_compiled_look.py)
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
 #      ragged batches against the other paths, checked, within K_S seconds
 # PHASES="S V G" bash dev/h200_check.sh
@@ -124,7 +124,10 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
     T)
       timeout "${T_S:-240}" python3 dev/decode_split_tune.py --json "$OUT/T_tune.json" \
         > "$OUT/T_tune.txt" 2>&1
-      grep -v "Warning\|^/" "$OUT/T_tune.txt" ;;
+      grep -v "Warning\|^/" "$OUT/T_tune.txt"
+      for shape in 1x32g8x1x8192x128 1x32g8x1x32768x128; do
+        timeout 90 python3 dev/decode_compiled_look.py --shape $shape 2>&1 | grep -v "Warning\|^/"
+      done | tee "$OUT/T_compiled.txt" ;;
     L)
       python3 -m pytest -q -p no:cacheprovider tests/launch/test_locks.py > "$OUT/L_locks.txt" 2>&1
       tail -3 "$OUT/L_locks.txt" ;;

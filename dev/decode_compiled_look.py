@@ -1,0 +1,62 @@
+"""Why compiled triton-flash is slower than eager at a decode shape: each path's do_bench median
+(with and without L2 flushing between calls), its host time per call (a user's loop,
+synchronized once), and the kernels a profile of ten calls shows with their device times.
+
+Usage (GPU): python dev/decode_compiled_look.py [--shape 1x32g8x1x32768x128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import types
+
+import torch
+import triton.testing
+
+from compilekit.compile.variant import load_variant
+from compilekit.measure import inputs as inputs_mod
+from compilekit.model.spec import parse_shape
+
+
+def look(name: str, fn, args) -> None:
+    fn(*args)
+    torch.cuda.synchronize()
+    flushed = triton.testing.do_bench(lambda: fn(*args), warmup=50, rep=300)
+    bench = getattr(triton.testing, "do_bench_cudagraph", None)
+    start = time.perf_counter()
+    for _ in range(200):
+        fn(*args)
+    host_us = (time.perf_counter() - start) / 200 * 1e6
+    torch.cuda.synchronize()
+    try:  # the device time alone: the calls replayed from one graph, no host in between
+        graph = bench(lambda: fn(*args), rep=100)
+    except Exception:  # noqa: BLE001  (a path that cannot be captured: no figure)
+        graph = float("nan")
+    print(f"{name:9} do_bench {flushed * 1e3:8.1f} us  host per call {host_us:7.1f} us  "
+          f"cuda graph {graph * 1e3:8.1f} us")  # fmt: skip
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(10):
+            fn(*args)
+        torch.cuda.synchronize()
+    for e in prof.key_averages():
+        if e.device_time_total > 0:
+            print(f"    {e.key[:90]:90} x{e.count:3}  {e.device_time_total / e.count:8.1f} us")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", default="1x32g8x1x32768x128")
+    args = parser.parse_args()
+    variant = load_variant("triton-flash")
+    cell = types.SimpleNamespace(
+        shape=parse_shape(args.shape), dtype="bfloat16", device="cuda", seed=0
+    )
+    inputs = inputs_mod.cell_inputs(variant, cell)
+    print(args.shape)
+    look("eager", variant.attention, inputs)
+    look("compiled", torch.compile(variant.attention), inputs)
+
+
+if __name__ == "__main__":
+    main()
