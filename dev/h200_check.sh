@@ -125,7 +125,7 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
       timeout "${T_S:-240}" python3 dev/decode_split_tune.py --json "$OUT/T_tune.json" \
         > "$OUT/T_tune.txt" 2>&1
       grep -v "Warning\|^/" "$OUT/T_tune.txt"
-      for shape in 1x32g8x1x8192x128 1x32g8x1x32768x128; do
+      for shape in ${LOOK_SHAPES:-1x32g8x1x32768x128}; do
         timeout 90 python3 dev/decode_compiled_look.py --shape $shape 2>&1 | grep -v "Warning\|^/"
       done | tee "$OUT/T_compiled.txt" ;;
     L)
