@@ -121,7 +121,9 @@ def test_sigkilled_sweep_leaves_no_cell_process(tmp_path, cache_root):
     assert _cmdlines_with("orphan_hang.py"), "the cell process should be running"
     proc.send_signal(signal.SIGKILL)  # the sweep alone, not its process group
     proc.wait()
-    time.sleep(5)
+    deadline = time.time() + 10  # the orphaned cell notices its parent's death, then ends
+    while time.time() < deadline and _cmdlines_with("orphan_hang.py"):
+        time.sleep(0.2)
     assert _cmdlines_with("orphan_hang.py") == []
 
 
