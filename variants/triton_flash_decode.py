@@ -51,9 +51,30 @@ def _configs():
     ]  # fmt: skip
 
 
+# tuning key -> the split kernel's config this process's eager autotuning chose: torch.compile's
+# own autotuning (Inductor times the configs again, apart) is then given that one config, so
+# compiled and eager run the same kernel (as variants/triton_flash.py does)
+_TUNED: dict = {}
+_TUNING_KEY = ("SPLIT_BUCKET", "BLOCK_M", "HEAD_DIM")
+
+
+def tuning_key(named_args: dict, kwargs: dict) -> tuple:
+    """What the autotuner keys on (its `key` list, and the dtype), from a launch's arguments."""
+    value = {**named_args, **kwargs}
+    return (*(value.get(n) for n in _TUNING_KEY), str(named_args["Q"].dtype))
+
+
+def _known(configs, named_args, **kwargs):
+    """Every config, or only the one eager autotuning chose for this key (_TUNED)."""
+    tuned = _TUNED.get(tuning_key(named_args, kwargs))
+    return [tuned] if any(c is tuned for c in configs) else configs
+
+
 if triton is not None:
 
-    @triton.autotune(configs=_configs(), key=["SPLIT_BUCKET", "BLOCK_M", "HEAD_DIM"])
+    @triton.autotune(
+        configs=_configs(), key=list(_TUNING_KEY), prune_configs_by={"early_config_prune": _known}
+    )
     @triton.jit
     def _split_kernel(
         Q, K, V, Opart, Mpart, Lpart,
@@ -260,6 +281,9 @@ def _remember(q, k, v, causal, split, combine) -> None:
     compiled_split, grid_s, args_s, consts_s = split
     compiled_combine, grid_c, args_c, consts_c = combine
     compiled = (compiled_split, compiled_combine)
+    _TUNED[tuning_key(dict(zip(_split_kernel.fn.arg_names, args_s)), consts_s)] = (
+        _split_kernel.best_config
+    )
     if not all(hasattr(c, "run") and hasattr(c, "__getitem__") for c in compiled):
         return  # a Triton whose launch returns no compiled kernel: the slow path stays
     sizes = (args_s[3].numel(), args_s[4].numel())  # opart, mpart (= lpart)
