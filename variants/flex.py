@@ -34,7 +34,11 @@ def block_mask(mask_mod, seq: int, device, keys: int = 0):
 
 def causal_block_mask(seq: int, device, keys: int = 0):
     """Causal over `seq` queries; over more keys, the queries are the last `seq` positions
-    (bottom-right, as at decode): query i sees keys up to keys - seq + i."""
+    (bottom-right, as at decode): query i sees keys up to keys - seq + i. None for one query,
+    which sees every key: flex_attention then masks nothing (and Inductor has no mask_mod to
+    lower, which fails over a long cache on torch 2.11's GPU path and on the CPU's)."""
+    if seq == 1:
+        return None
     if not keys or keys == seq:
         return block_mask(causal, seq, device)
     offset = keys - seq
