@@ -92,7 +92,10 @@ def _fits(configs, named_args, **kwargs):
 
     usable = [c for c in configs if tma_ok or not c.kwargs.get("TMA")]
     fitting = [c for c in usable if smem(c) <= SHARED_MEMORY_BYTES] or usable[-1:]
-    tuned = _TUNED.get(tuning_key(named_args, kwargs))
+    try:
+        tuned = _TUNED.get(tuning_key(named_args, kwargs))
+    except TypeError:  # a symbolic size (torch.compile's dynamic shapes): no eager key to match
+        return fitting
     return [tuned] if any(c is tuned for c in fitting) else fitting
 
 

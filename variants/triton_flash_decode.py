@@ -66,7 +66,10 @@ def tuning_key(named_args: dict, kwargs: dict) -> tuple:
 
 def _known(configs, named_args, **kwargs):
     """Every config, or only the one eager autotuning chose for this key (_TUNED)."""
-    tuned = _TUNED.get(tuning_key(named_args, kwargs))
+    try:
+        tuned = _TUNED.get(tuning_key(named_args, kwargs))
+    except TypeError:  # a symbolic size (torch.compile's dynamic shapes): no eager key to match
+        return configs
     return [tuned] if any(c is tuned for c in configs) else configs
 
 

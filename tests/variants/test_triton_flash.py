@@ -319,6 +319,36 @@ def test_a_key_tuned_eagerly_gives_torch_compile_its_winner_only(monkeypatch):
     assert tf._fits(configs, {**named, "S_BUCKET": 2048}, **consts) == configs  # another S
     assert tf._fits(configs, {**named, "Q": q.half()}, **consts) == configs  # another dtype
     assert tf._fits(configs[::2], named, **consts) == configs[::2]  # the winner is gone
+    # under torch.compile's dynamic shapes the bucket is a SymInt, which no eager key matches
+    assert tf._fits(configs, {**named, "S_BUCKET": _symbolic_size()}, **consts) == configs
+
+
+def _symbolic_size():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    return ShapeEnv().create_unbacked_symint()
+
+
+def test_the_decode_kernel_gets_the_eager_winner_under_compile_too(monkeypatch):
+    """As the prefill kernel: a split-length bucket tuned eagerly gives torch.compile's tuning
+    that config alone; other buckets and dtypes, and a symbolic bucket, get every config."""
+    import torch
+
+    from variants import triton_flash_decode as decode
+
+    if decode.triton is None:
+        pytest.skip("triton not installed")
+    monkeypatch.setattr(decode, "_TUNED", {})
+    configs = [decode.triton.Config({"BLOCK_N": n}, num_warps=4) for n in (128, 64, 32)]
+    q = torch.empty(1, 32, 1, 128, dtype=torch.bfloat16)
+    named = {"Q": q, "SPLIT_BUCKET": 512}
+    consts = {"SM_SCALE": 0.088, "HEAD_DIM": 128, "BLOCK_M": 16, "CAUSAL": True}
+    assert decode._known(configs, named, **consts) == configs
+    decode._TUNED[decode.tuning_key(named, consts)] = configs[2]
+    assert decode._known(configs, named, **consts) == [configs[2]]
+    assert decode._known(configs, {**named, "SPLIT_BUCKET": 1024}, **consts) == configs
+    assert decode._known(configs, {**named, "Q": q.half()}, **consts) == configs
+    assert decode._known(configs, {**named, "SPLIT_BUCKET": _symbolic_size()}, **consts) == configs
 
 
 def test_launch_key_tells_apart_what_triton_specializes_on():
