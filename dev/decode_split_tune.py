@@ -25,11 +25,12 @@ def main() -> None:
     parser.add_argument("--shapes", default=DECODE_SHAPES)
     parser.add_argument("--per-sm", default="2,4,8")
     parser.add_argument("--min-split", default="64,128,256")
+    parser.add_argument("--repeats", type=int, default=3, help="do_bench runs per row (median)")
     parser.add_argument("--json")
     args = parser.parse_args()
     rows = []
     for shape in args.shapes.split(";"):
-        sdpa = [row(p, shape, False, "cuda") for p in ("sdpa", "sdpa-cudnn", "sdpa-flash")]
+        sdpa = [row(p, shape, False, "cuda", args.repeats) for p in ("sdpa", "sdpa-cudnn", "sdpa-flash")]
         best = min((r for r in sdpa if "ms" in r), key=lambda r: r["ms"])
         print(f"{shape:24} best SDPA {best['variant']}: {best['ms']:.4f} ms", flush=True)
         for per_sm, min_split in itertools.product(
@@ -37,7 +38,7 @@ def main() -> None:
         ):
             decode.PROGRAMS_PER_SM, decode.MIN_SPLIT = per_sm, min_split
             decode._FAST_LAUNCH.clear()
-            r = row("triton-flash", shape, True, "cuda")
+            r = row("triton-flash", shape, True, "cuda", args.repeats)
             r.update(per_sm=per_sm, min_split=min_split, best_sdpa_ms=best["ms"])
             rows.append(r)
             figures = r.get("error") or (

@@ -2,13 +2,14 @@
 paths, back to back in one process: a quick look before a sweep (the sweep's cells are what
 get published).
 
-Each row: a variant (eagerly, or `name:compiled` under torch.compile default) at a shape, its
-triton.testing.do_bench median in ms and effective TFLOP/s (the variant's own FLOPs: real
-lengths for varlen), and its max relative error against the float64 reference with --check.
+Each row: a variant (eagerly, or `name:compiled` under torch.compile default) at a shape, the
+median of --repeats triton.testing.do_bench medians in ms (and their range), effective TFLOP/s
+(the variant's own FLOPs: real lengths for varlen), and its max relative error against the
+float64 reference with --check.
 A path that refuses the shape or fails is its row's error.
 
 Usage (GPU): python dev/decode_varlen_bench.py [--decode "SHAPE;SHAPE"] [--varlen "SHAPE;SHAPE"]
-             [--check] [--json out.json]
+             [--check] [--repeats 3] [--json out.json]
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ VARLEN_SHAPES = "lognormal512@65536x32g8x128;lognormal2048@65536x32g8x128"
 VARLEN_PATHS = "sdpa-padded,sdpa-jagged,varlen-attn,flex-document:compiled,triton-flash-varlen"
 
 
-def row(spec: str, shape_text: str, check: bool, device: str) -> dict:
+def row(spec: str, shape_text: str, check: bool, device: str, repeats: int = 1) -> dict:
     name, _, how = spec.partition(":")
     out = {"variant": name, "compiled": how == "compiled", "shape": shape_text}
     try:
@@ -43,7 +44,11 @@ def row(spec: str, shape_text: str, check: bool, device: str) -> dict:
         args = inputs_mod.cell_inputs(variant, cell)
         fn = torch.compile(variant.attention) if how == "compiled" else variant.attention
         result = fn(*args)
-        out["ms"] = bench(lambda: fn(*args), device)
+        # at decode shapes one do_bench moves by 10% from run to run: the median of several,
+        # and their spread
+        runs = sorted(bench(lambda: fn(*args), device) for _ in range(repeats))
+        out["ms"] = runs[len(runs) // 2]
+        out["ms_range"] = [runs[0], runs[-1]]
         flops = variant.flops(cell.shape) if variant.flops else None
         if flops:
             out["tflops"] = flops / out["ms"] / 1e9
@@ -78,6 +83,7 @@ def main() -> None:
     parser.add_argument("--varlen", default=VARLEN_SHAPES)
     parser.add_argument("--varlen-paths", default=VARLEN_PATHS)
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--repeats", type=int, default=3, help="do_bench runs per row (median)")
     parser.add_argument("--json")
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
@@ -85,11 +91,11 @@ def main() -> None:
     for shapes, paths in ((args.decode, args.decode_paths), (args.varlen, args.varlen_paths)):
         for shape in filter(None, shapes.split(";")):  # a listed varlen shape has commas
             for spec in paths.split(","):
-                rows.append(row(spec, shape, args.check, args.device))
+                rows.append(row(spec, shape, args.check, args.device, args.repeats))
                 r = rows[-1]
-                figures = (
-                    r.get("error")
-                    or f"{r['ms']:.4f} ms  {r.get('tflops', 0):.1f} TFLOP/s  "
+                figures = r.get("error") or (
+                    f"{r['ms']:.4f} ms ({r['ms_range'][0]:.4f}-{r['ms_range'][1]:.4f})  "
+                    f"{r.get('tflops', 0):.1f} TFLOP/s  "
                     f"err {r.get('max_rel_err', float('nan')):.2e}"
                 )
                 print(f"{shape:32} {spec:28} {figures}", flush=True)
