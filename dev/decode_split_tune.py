@@ -30,7 +30,10 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for shape in args.shapes.split(";"):
-        sdpa = [row(p, shape, False, "cuda", args.repeats) for p in ("sdpa", "sdpa-cudnn", "sdpa-flash")]
+        sdpa = [
+            row(p, shape, False, "cuda", args.repeats)
+            for p in ("sdpa", "sdpa-cudnn", "sdpa-flash")
+        ]
         best = min((r for r in sdpa if "ms" in r), key=lambda r: r["ms"])
         print(f"{shape:24} best SDPA {best['variant']}: {best['ms']:.4f} ms", flush=True)
         for per_sm, min_split in itertools.product(
