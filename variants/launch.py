@@ -39,6 +39,26 @@ class LaunchCache(dict):
         self[key] = value
 
 
+def autotune_key(names: tuple, named_args: dict, kwargs: dict) -> tuple:
+    """What an autotuner keys on (its `key` list `names`, and Q's dtype), from a launch's
+    arguments."""
+    value = {**named_args, **kwargs}
+    return (*(value.get(n) for n in names), str(named_args["Q"].dtype))
+
+
+def eager_winner(tuned: dict, key_of, configs: list, named_args: dict, kwargs: dict) -> list:
+    """`configs`, or only the config this process's eager autotuning chose for the launch's key
+    (tuned: key_of(named_args, kwargs) -> config) where it is among them: torch.compile's own
+    tuning of the kernel (Inductor times the configs again, apart) then runs the same kernel
+    as eager. Every config for a symbolic size (torch.compile's dynamic shapes), which cannot
+    be hashed and matches no eager key."""
+    try:
+        winner = tuned.get(key_of(named_args, kwargs))
+    except TypeError:
+        return configs
+    return [winner] if any(c is winner for c in configs) else configs
+
+
 def _launch_hooks_set() -> bool:
     """Whether a Triton launch hook is set (a profiler such as proton): Triton's own runner
     must then launch, so the hooks see the launch. Triton 3.6+ keeps them in HookChains, which

@@ -17,7 +17,14 @@ import torch
 from torch.autograd import profiler as _autograd_profiler
 
 from compilekit.model.errors import Unsupported
-from variants.launch import INTERPRET, LaunchCache, direct_launcher, tensor_key
+from variants.launch import (
+    INTERPRET,
+    LaunchCache,
+    autotune_key,
+    direct_launcher,
+    eager_winner,
+    tensor_key,
+)
 from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from variants.masks import (
     check_shapes,
@@ -70,11 +77,12 @@ SHARED_MEMORY_BYTES = 227 * 1024  # per block on the H100/H200
 _TUNED: dict = {}
 
 
+_TUNING_KEY = ("S_BUCKET", "HEAD_DIM", "CAUSAL", "WINDOW", "TMA_OK")  # the autotuner's key
+
+
 def tuning_key(named_args: dict, kwargs: dict) -> tuple:
-    """What the autotuner keys on (its `key` list, and the dtype), from a launch's arguments."""
-    value = {**named_args, **kwargs}
-    names = ("S_BUCKET", "HEAD_DIM", "CAUSAL", "WINDOW", "TMA_OK")
-    return (*(value.get(n) for n in names), str(named_args["Q"].dtype))
+    """What the autotuner keys on, from a launch's arguments."""
+    return autotune_key(_TUNING_KEY, named_args, kwargs)
 
 
 def _fits(configs, named_args, **kwargs):
@@ -92,11 +100,7 @@ def _fits(configs, named_args, **kwargs):
 
     usable = [c for c in configs if tma_ok or not c.kwargs.get("TMA")]
     fitting = [c for c in usable if smem(c) <= SHARED_MEMORY_BYTES] or usable[-1:]
-    try:
-        tuned = _TUNED.get(tuning_key(named_args, kwargs))
-    except TypeError:  # a symbolic size (torch.compile's dynamic shapes): no eager key to match
-        return fitting
-    return [tuned] if any(c is tuned for c in fitting) else fitting
+    return eager_winner(_TUNED, tuning_key, fitting, named_args, kwargs)
 
 
 def tma_ok(q, k, v) -> bool:
@@ -211,7 +215,7 @@ if triton is not None:
 
     @triton.autotune(
         configs=_configs(),
-        key=["S_BUCKET", "HEAD_DIM", "CAUSAL", "WINDOW", "TMA_OK"],
+        key=list(_TUNING_KEY),
         prune_configs_by={"early_config_prune": _fits},
     )
     @triton.jit

@@ -22,7 +22,14 @@ import math
 import torch
 
 from compilekit.model.errors import Unsupported
-from variants.launch import INTERPRET, LaunchCache, direct_launcher, tensor_key
+from variants.launch import (
+    INTERPRET,
+    LaunchCache,
+    autotune_key,
+    direct_launcher,
+    eager_winner,
+    tensor_key,
+)
 
 try:
     import triton
@@ -59,18 +66,13 @@ _TUNING_KEY = ("SPLIT_BUCKET", "BLOCK_M", "HEAD_DIM")
 
 
 def tuning_key(named_args: dict, kwargs: dict) -> tuple:
-    """What the autotuner keys on (its `key` list, and the dtype), from a launch's arguments."""
-    value = {**named_args, **kwargs}
-    return (*(value.get(n) for n in _TUNING_KEY), str(named_args["Q"].dtype))
+    """What the autotuner keys on, from a launch's arguments."""
+    return autotune_key(_TUNING_KEY, named_args, kwargs)
 
 
 def _known(configs, named_args, **kwargs):
     """Every config, or only the one eager autotuning chose for this key (_TUNED)."""
-    try:
-        tuned = _TUNED.get(tuning_key(named_args, kwargs))
-    except TypeError:  # a symbolic size (torch.compile's dynamic shapes): no eager key to match
-        return configs
-    return [tuned] if any(c is tuned for c in configs) else configs
+    return eager_winner(_TUNED, tuning_key, configs, named_args, kwargs)
 
 
 if triton is not None:
