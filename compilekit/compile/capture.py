@@ -6,9 +6,10 @@ figure is written): the FX and AOT caches off, so Inductor really compiles again
 Inductor's provenance (switched on in compile/settings.py) and output code. `read_trace` pulls
 them out, `write_kernels` splits each generated kernel into its own file.
 
-The capture's two patches to torch and depyf internals live here, and undo themselves on exit:
-depyf's kernel hook with the signature torch 2.13 calls, and a TORCH_TRACE handler attached
-after import (torch reads the TORCH_TRACE variable only when it is imported). The only other
+The capture's three patches to torch and depyf internals live here, and undo themselves on exit:
+depyf's kernel hook with the signature torch 2.13 calls, depyf's bytecode hook made to dump
+without replacing Dynamo's bytecode, and a TORCH_TRACE handler attached after import (torch
+reads the TORCH_TRACE variable only when it is imported). The only other
 one, for Inductor's benchmarks before torch 2.13, is settings.benchmarks_alone.
 """
 
@@ -48,24 +49,47 @@ def _shim_load_by_key_path(key, path, linemap=None, attrs=None, **kwargs):
     return data["unpatched_load_by_key_path"](key, new_path, linemap, attrs, **kwargs)
 
 
+def _dump_only(depyf_call):
+    """depyf's bytecode hook, minus its replacement of the code Dynamo made.
+
+    depyf runs its own decompiled-and-recompiled copy of Dynamo's bytecode in its place (so a
+    debugger can step through the dumped files); where its decompiler is wrong, the program
+    is: transformers' flex_attention_mask on Python 3.12 came back as `None[0][0:0] = [...]`
+    and the capture compile raised TypeError. The dump is written all the same; returning None
+    keeps Dynamo's bytecode, the program the user runs.
+    """
+
+    def call(self, code, new_code):
+        depyf_call(self, code, new_code)
+
+    return call
+
+
 @contextlib.contextmanager
 def depyf_dump(dump_dir: str):
-    """depyf.prepare_debug with our signature shim; both are undone on exit, even on error.
+    """depyf.prepare_debug with our signature shim and its dump-only bytecode hook; all are
+    undone on exit, even on error.
 
     Writes into dump_dir: full_code_for_<fn>_N.py (Dynamo's bytecode decompiled),
     __transformed_code_*.py, __compiled_fn_N.<stage>.N.py (FX graphs per stage) and
     __compiled_fn_N.kernel_N.py (Inductor output code and kernel modules).
     """
     import depyf
+    from depyf.explain.enable_debugging import DebuggableHook
     from torch._inductor.codecache import PyCodeCache
 
-    with depyf.prepare_debug(dump_dir):
-        depyf_hook = PyCodeCache.__dict__["load_by_key_path"]
-        PyCodeCache.load_by_key_path = _shim_load_by_key_path
-        try:
-            yield
-        finally:
-            PyCodeCache.load_by_key_path = depyf_hook
+    depyf_call = DebuggableHook.__dict__["__call__"]
+    DebuggableHook.__call__ = _dump_only(depyf_call)
+    try:
+        with depyf.prepare_debug(dump_dir):
+            depyf_hook = PyCodeCache.__dict__["load_by_key_path"]
+            PyCodeCache.load_by_key_path = _shim_load_by_key_path
+            try:
+                yield
+            finally:
+                PyCodeCache.load_by_key_path = depyf_hook
+    finally:
+        DebuggableHook.__call__ = depyf_call
 
 
 @contextlib.contextmanager

@@ -106,6 +106,31 @@ def test_depyf_shim_survives_torchs_new_keyword(tmp_path):
     assert any("VALUE = 42" in open(tmp_path / f).read() for f in dumped)
 
 
+def test_depyf_dump_keeps_dynamos_bytecode(tmp_path):
+    """depyf alone swaps in its decompiled copy of Dynamo's code; where that copy is wrong the
+    capture compile breaks. The dump must be written and the code that runs be Dynamo's."""
+    import torch
+    from depyf.explain.enable_debugging import DebuggableHook
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    def scaled(x):
+        return torch.relu(x) * 2
+
+    before = DebuggableHook.__call__
+    torch._dynamo.reset()
+    with capture.depyf_dump(str(tmp_path)):
+        compiled = torch.compile(scaled, backend="eager")
+        x = torch.randn(8)
+        assert torch.equal(compiled(x), torch.relu(x) * 2)
+        running = _debug_get_cache_entry_list(scaled.__code__)[0].code
+    torch._dynamo.reset()
+    assert DebuggableHook.__call__ is before
+    assert running.co_filename == __file__  # not depyf's __transformed_code file
+    files = os.listdir(tmp_path)
+    assert any(f.startswith("__transformed_code_") and "scaled" in f for f in files), files
+    assert any(f.startswith("full_code_for_scaled") for f in files), files
+
+
 def _line_of(path, needle):
     with open(path) as f:
         return next(i for i, text in enumerate(f, 1) if needle in text)

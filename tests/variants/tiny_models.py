@@ -67,3 +67,11 @@ def llama_lm(shape, dtype, device):
     from variants import llama2_7b
 
     return llama2_7b.workload(shape, dtype, device, **TINY_LLAMA_LM)
+
+
+def llama_lm_flex(shape, dtype, device):
+    """llama_lm with transformers' flex_attention: its mask function is where depyf's decompiler
+    once broke the capture compile."""
+    from variants import llama2_7b
+
+    return llama2_7b.workload(shape, dtype, device, attention="flex_attention", **TINY_LLAMA_LM)
