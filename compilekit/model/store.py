@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import gzip
+import io
 import json
 import os
 import shutil
@@ -57,10 +58,16 @@ def kept(path: str) -> str:
 
 
 def write_json_gz(path: str, data) -> None:
-    """`path`.gz: compact JSON, gzipped, written atomically; `path` itself removed."""
+    """`path`.gz: compact JSON, gzipped, written atomically; `path` itself removed. The same
+    data gives the same bytes (no name or time in the gzip header): republished results that
+    did not change leave git's tree as it was."""
     tmp = f"{path}.gz.tmp-{os.getpid()}-{threading.get_ident()}"
     try:
-        with gzip.open(tmp, "wt") as f:
+        with (
+            open(tmp, "wb") as raw,
+            gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as packed,
+            io.TextIOWrapper(packed, encoding="utf-8") as f,
+        ):
             json.dump(data, f, separators=(",", ":"), default=str)
         os.replace(tmp, path + ".gz")
     finally:

@@ -476,6 +476,9 @@ def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_map
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (again / measured[0] / "kernels.json.gz").is_file()
+    # unchanged data, the same bytes: a republished folder leaves git's tree as it was
+    ops = [(d / measured[0] / "ops.json.gz").read_bytes() for d in (again, dest)]
+    assert ops[0] == ops[1]
     # the same report, but for its title (the folder's name)
     body = [(d / "REPORT.md").read_text().split("\n", 1)[1] for d in (again, dest)]
     assert body[0] == body[1]
