@@ -29,6 +29,9 @@ from compilekit.report.cellview import (
     why_slow_lines,
 )
 
+# screen resolution: a published sweep's plots are most of its bytes, and results stay small
+PLOT_DPI = 100
+
 
 def load_results(out_dir: str, log=None) -> list[results_mod.CellResult]:
     """Every readable cell result under out_dir (one directory per cell); an unreadable one is
@@ -125,7 +128,7 @@ def plot(results: list[dict], out_dir: str) -> list[str]:
         ax.set_title(f"compile speedup at {shape}")
         ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, "speedup.png"), dpi=120)
+        fig.savefig(os.path.join(out_dir, "speedup.png"), dpi=PLOT_DPI)
         plt.close(fig)
         written.append("speedup.png")
     series = scaling_series(ok)
@@ -138,7 +141,7 @@ def plot(results: list[dict], out_dir: str) -> list[str]:
         ax.set_title("latency vs sequence length (fitted exponent in legend)")
         ax.legend(fontsize=6)
         fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, "seqlen.png"), dpi=120)
+        fig.savefig(os.path.join(out_dir, "seqlen.png"), dpi=PLOT_DPI)
         plt.close(fig)
         written.append("seqlen.png")
     return written
