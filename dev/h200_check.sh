@@ -12,7 +12,7 @@
 #   N  the models sweep (MODELS_TOML, default experiments/models.toml, or any experiment:
 #      experiments/decode.toml, experiments/varlen.toml; needs .whl/models/: ../shared/wheels/models/
 #      *.whl) into MODELS (default /tmp/models; a published copy carried in resumes it), within
-#      N_S seconds (PER_GPU cells at once), then published to $OUT/models (result, kernels and
+#      N_S seconds (PER_GPU cells at once; SWEEP_ARGS, e.g. --retry-failed), then published to $OUT/models (result, kernels and
 #      ops files per cell)
 #   M  after N, from MODELS: bert-base 8x128 eager, default and reduce-overhead verified, its
 #      top ops by time and memory, its kernel map's files; `make experiment
@@ -79,7 +79,7 @@ for phase in ${PHASES:-S V G}; do
     N)
       start=$(date +%s)
       timeout "${N_S:-480}" python3 -m compilekit sweep "${MODELS_TOML:-experiments/models.toml}" --out "$MODELS" \
-        --per-gpu "${PER_GPU:-4}" > "$OUT/N_sweep.txt" 2>&1
+        --per-gpu "${PER_GPU:-4}" ${SWEEP_ARGS:-} > "$OUT/N_sweep.txt" 2>&1
       echo "models sweep rc=$? wall_s $(( $(date +%s) - start ))" | tee -a "$OUT/N_sweep.txt"
       python3 dev/sweep_steps.py "$MODELS" > "$OUT/N_steps.txt" 2>&1
       pages=$(for c in $bert_default ${bert//MODE/reduce-overhead} \
