@@ -29,9 +29,6 @@ from compilekit.report.cellview import (
     why_slow_lines,
 )
 
-# screen resolution: a published sweep's plots are most of its bytes, and results stay small
-PLOT_DPI = 100
-
 
 def load_results(out_dir: str, log=None) -> list[results_mod.CellResult]:
     """Every readable cell result under out_dir (one directory per cell); an unreadable one is
@@ -86,9 +83,10 @@ def machine_mix(results: list) -> list[str]:
     ]
 
 
-def plot(results: list[dict], out_dir: str) -> list[str]:
+def plot(results: list[dict], out_dir: str, dpi: int = 100) -> list[str]:
     """speedup.png (per mode, per variant) and seqlen.png (log-log latency vs S with fitted
-    exponent). Returns the files written; None when matplotlib is missing."""
+    exponent), at a screen's dpi: plots are most of a published sweep's bytes. Returns the files
+    written; None when matplotlib is missing."""
     try:
         import matplotlib
 
@@ -128,7 +126,7 @@ def plot(results: list[dict], out_dir: str) -> list[str]:
         ax.set_title(f"compile speedup at {shape}")
         ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, "speedup.png"), dpi=PLOT_DPI)
+        fig.savefig(os.path.join(out_dir, "speedup.png"), dpi=dpi)
         plt.close(fig)
         written.append("speedup.png")
     series = scaling_series(ok)
@@ -141,7 +139,7 @@ def plot(results: list[dict], out_dir: str) -> list[str]:
         ax.set_title("latency vs sequence length (fitted exponent in legend)")
         ax.legend(fontsize=6)
         fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, "seqlen.png"), dpi=PLOT_DPI)
+        fig.savefig(os.path.join(out_dir, "seqlen.png"), dpi=dpi)
         plt.close(fig)
         written.append("seqlen.png")
     return written
