@@ -9,6 +9,7 @@ the timed process reuses exactly what the first compile built):
 - the cell's own Inductor options (`--set`, `[configs]`), also given to torch.compile: set here
   too for the knobs Inductor reads at run time rather than at compile time; and the cell's
   custom graph passes (`--pass`), as one composite object at `joint_custom_pre_pass`.
+- CPU: Inductor's ISA probes run in a folder every cell shares (shared_isa_probes).
 - in a sweep, each of Inductor's GPU benchmarks runs with the GPU alone (benchmarks_alone), and
   a compile's start and end let go of and take again the GPU (around_compiles).
 Environment variables the parent sets for each process (cache directories, TORCH_TRACE, compile
@@ -19,6 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+
+# the folder of Inductor's CPU ISA probes that every cell shares (set by the parent: runner.py)
+ISA_PROBES = "COMPILEKIT_ISA_PROBES"
 
 
 def toolkit_changes(device: str, capture: bool) -> dict:
@@ -42,12 +47,36 @@ def toolkit_settings(
     toolkit_changes() (what compilekit itself set)."""
     from torch._inductor import config
 
+    if device == "cpu":
+        shared_isa_probes()
     changes = toolkit_changes(device, capture)
     cell_changes = dict(cell_config or {})
     if graph_pass is not None:
         cell_changes["joint_custom_pre_pass"] = graph_pass
     with config.patch({**cell_changes, **changes}):
         yield changes
+
+
+def shared_isa_probes() -> None:
+    """Inductor's CPU ISA probes, built in the folder ISA_PROBES names rather than in the cell's
+    own empty cache. They are a machine's C++ test builds (one with ATen's vector headers: 5 s
+    on 2 cores, more than a small cell's whole compile), which a user's Inductor cache holds
+    from their first compile on: a cold figure that paid them would be a new machine's, not a
+    new model's. torch keeps the answer for the process, so later compiles never probe."""
+    folder = os.environ.get(ISA_PROBES)
+    if not folder:
+        return
+    from torch._inductor import cpu_vec_isa
+
+    own = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder  # where Inductor's code cache writes
+    try:
+        cpu_vec_isa.valid_vec_isa_list()
+    finally:
+        if own is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = own
 
 
 _AROUND: list = []  # the (on_start, on_end) pairs of the around_compiles blocks now open

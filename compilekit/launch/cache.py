@@ -83,6 +83,14 @@ def _is_docstring(node) -> bool:
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
 
 
+def isa_probe_folder(cache_root: str) -> str:
+    """Where every cell under cache_root builds Inductor's CPU ISA probes (settings.py's
+    shared_isa_probes), one folder per torch version."""
+    from compilekit.evidence.envinfo import installed_version
+
+    return os.path.join(cache_root, "cpu-isa-probes", f"torch-{installed_version('torch')}")
+
+
 def folder(cell, cache_root: str, key: dict | None = None) -> str:
     """The cell's own cache folder, named by a hash of its key (key_of(cell) if not given)."""
     import hashlib

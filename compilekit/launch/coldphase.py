@@ -19,6 +19,14 @@ import time
 
 from compilekit.launch import calls, failures
 
+COLD_INCLUDES = (
+    "the first compiled call in a fresh process with empty Inductor caches (after one eager "
+    "call): Dynamo trace, Inductor import and lowering, kernel compiles, the call itself"
+)
+COLD_CPU = (
+    "; not Inductor's CPU ISA probes, a machine's one-time builds that a user's cache holds "
+    "(kept in a folder every cell shares)"
+)
 RETUNED = "retuned.json"  # in capture/: the choices the capture compile tuned again, if any
 # A first run's cold and measure processes start together (runner._cold_beside_measure):
 BESIDE_ENV = "COMPILEKIT_COLD_BESIDE_MEASURE"
@@ -114,9 +122,7 @@ def run_cold(cell, cache_dir: str, result) -> None:
             "autotune": tuned,
             "measured_at": datetime.datetime.now().isoformat(timespec="seconds"),
             "steps_s": dict(result.steps_s),
-            "includes": "the first compiled call in a fresh process with empty Inductor caches "
-            "(after one eager call): Dynamo trace, Inductor import and lowering, kernel "
-            "compiles, the call itself",
+            "includes": COLD_INCLUDES + (COLD_CPU if cell.device == "cpu" else ""),
         },
     )
     if not separate_capture(cell):

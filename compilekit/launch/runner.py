@@ -23,6 +23,7 @@ import sys
 import time
 
 from compilekit import ROOT
+from compilekit.compile import settings
 from compilekit.launch import cache, coldphase, locks, reaper
 from compilekit.launch import cell as cell_process
 from compilekit.model import result as results
@@ -40,7 +41,8 @@ from compilekit.model.store import (
 # Cell processes this process started and has not yet seen end (for Ctrl-C).
 _RUNNING: set = set()
 # The environment each process of a cell gets, beyond the caller's (see compile/settings.py
-# for what is set inside torch). TORCHINDUCTOR_CACHE_DIR is the cell's own cache everywhere.
+# for what is set inside torch). TORCHINDUCTOR_CACHE_DIR is the cell's own cache everywhere;
+# COMPILEKIT_ISA_PROBES the folder of CPU ISA probes all cells share (settings.shared_isa_probes).
 PHASE_ENV = {
     "cold": {},
     "capture": {},
@@ -76,6 +78,7 @@ def _start(phase, cell, stage_dir, cache_dir, timeout_s, env, log, pass_fds=()):
         **(env or {}),
         **PHASE_ENV[phase],
         "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_dir, "inductor"),
+        settings.ISA_PROBES: cache.isa_probe_folder(os.path.dirname(cache_dir)),
         "PYTHONUNBUFFERED": "1",
         reaper.MARK: str(os.getpid()),  # dies with it; what it leaves, reaper.py ends
         "COMPILEKIT_SPAWNED_AT": repr(time.time()),

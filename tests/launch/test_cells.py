@@ -124,6 +124,30 @@ def test_second_run_reuses_the_cold_measurement(run_cell, cache_root, tmp_path):
     assert os.listdir(os.path.join(again.run_dir, "kernels"))  # the capture came along
 
 
+def test_cpu_cells_share_inductors_isa_probes_and_keep_them_out_of_the_cold_figure(
+    run_cell, cache_root
+):
+    """Inductor's ISA probes (C++ test builds, 5 s on 2 cores) are a machine's, not a model's:
+    built once in a shared folder, never in a cell's own cache, and the cold figure says so."""
+    import glob
+
+    from compilekit.launch import cache
+
+    compiled = run_cell("naive", "default")
+    probe = "__avx_chk_kernel"  # Inductor's vector-ISA check, compiled once per ISA
+
+    def probes_in(folder):
+        return [p for p in glob.glob(os.path.join(folder, "**", "*.cpp"), recursive=True)
+                if probe in open(p).read()]  # fmt: skip
+
+    assert probes_in(cache.isa_probe_folder(cache_root))
+    assert "ISA probes" in compiled.compile_notes["cold"]
+    folders = glob.glob(os.path.join(cache_root, compiled.label + "-*"))
+    assert folders
+    for folder in folders:
+        assert not probes_in(folder), folder
+
+
 def _key_of_a_copy(tmp_path):
     """key(variant, passes=()) -> the cache folder a cell gets from a copy of this checkout in
     tmp_path (each call a fresh process, so edits to the copy count)."""
@@ -181,7 +205,10 @@ def test_cache_key_follows_what_shapes_the_compile_and_nothing_else(tmp_path):
     )
     spec = f"{tmp_path / 'my_pass.py'}:factory"
     naive, passed = key("naive"), key("naive", [spec])
-    _append(tmp_path / "compilekit" / "launch" / "cell.py", "\n# a comment\n\n\ndef later():\n    pass\n")
+    _append(
+        tmp_path / "compilekit" / "launch" / "cell.py",
+        "\n# a comment\n\n\ndef later():\n    pass\n",
+    )
     _append(tmp_path / "compilekit" / "measure" / "timing.py", "\nTIMING_EDIT = 1\n")
     _append(tmp_path / "compilekit" / "compile" / "settings.py", "\n# a comment only\n")
     settings = tmp_path / "compilekit" / "compile" / "settings.py"
