@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import sys
 
@@ -63,6 +64,7 @@ def dynamo_counters() -> dict:
         "unique_graphs": counters["stats"].get("unique_graphs", 0),
         "calls_captured": counters["stats"].get("calls_captured", 0),
         "recompiles": recompile_reasons(),
+        "recompile_limit_hit": recompile_limit_hit(),
         "inductor": {k: v for k, v in counters["inductor"].items() if v},
     }
 
@@ -77,6 +79,40 @@ def recompile_reasons() -> list[str]:
         if recompile:  # "0/0: n == 2     # file:3 in f\nUser stack trace: ...": its first line
             reasons.append(re.sub(r"\s+", " ", str(recompile).strip().splitlines()[0]))
     return reasons
+
+
+def recompile_limit_hit() -> list[str]:
+    """The functions Dynamo stopped compiling at its recompile limit, `name (file:line)` with
+    the line of the guard that failed last: a call that matches none of their compiled
+    versions runs them eagerly, so a figure taken after that is partly eager whatever the
+    mode."""
+    from torch._dynamo.utils import get_compilation_metrics
+
+    hit = []
+    for metrics in get_compilation_metrics():
+        if "recompile limit" not in str(getattr(metrics, "fail_reason", None) or "").lower():
+            continue
+        # torch leaves the code's name empty here; the last guard's source line names it
+        reason = str(getattr(metrics, "recompile_reason", None) or "").split("\n")[0]
+        where = re.search(r"(\S+):(\d+) in (\S+)\s*$", reason)
+        frame = getattr(metrics, "compile_id", None) or "?"
+        name = (
+            f"{where[3]} ({os.path.basename(where[1])}:{where[2]})" if where else f"frame {frame}"
+        )
+        if name not in hit:
+            hit.append(name)
+    return hit
+
+
+def recompile_limit_note(hit: list[str] | None) -> str | None:
+    """The cell's line for recompile_limit_hit, or None."""
+    if not hit:
+        return None
+    return (
+        f"recompile limit hit: {', '.join(hit)} ran eagerly where no compiled version fit "
+        "(torch._dynamo.config.recompile_limit; the recompiles' reasons name the value that "
+        "changes): the compiled figure is partly eager"
+    )
 
 
 def sdpa_backend(kernel_records: list[dict], op_names: list[str] = ()) -> str | None:

@@ -10,6 +10,7 @@ import os
 
 from tabulate import tabulate
 
+from compilekit.evidence import diagnose
 from compilekit.evidence.roofline import NONE_PLACED
 from compilekit.report import varlenview
 
@@ -338,6 +339,8 @@ def cell_notes(result) -> list[str]:
         notes.append(
             f"recompiles ({len(dynamo['recompiles'])}): " + "; ".join(dynamo["recompiles"][:3])
         )
+    if note := diagnose.recompile_limit_note(dynamo.get("recompile_limit_hit")):
+        notes.append(note)
     if result.attempts:
         notes.append(attempts_text(result))
     return notes

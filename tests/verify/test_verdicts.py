@@ -299,6 +299,12 @@ def test_graph_break_and_recompiles_are_shown(run_cell, tmp_path_factory):
     assert any(line.startswith("graph breaks:") for line in notes), notes
     assert any("STEP" in reason for reason in result.dynamo["recompiles"]), result.dynamo
     assert any(line.startswith("recompiles (") for line in notes), notes
+    # STEP changes on every call: past Dynamo's limit, attention runs eagerly, and a reader
+    # must be told the compiled figure is partly eager
+    assert any(
+        hit.startswith("attention (breaks.py:") for hit in result.dynamo["recompile_limit_hit"]
+    ), result.dynamo
+    assert any("partly eager" in line for line in notes if "attention (breaks.py" in line), notes
 
 
 def _fake_run(folder, name, kernels, shape="1x2x64x16"):
