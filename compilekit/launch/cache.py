@@ -91,6 +91,17 @@ def isa_probe_folder(cache_root: str) -> str:
     return os.path.join(cache_root, "cpu-isa-probes", f"torch-{installed_version('torch')}")
 
 
+def inductor_env(cache_dir: str) -> dict:
+    """The environment every process of the cell in cache_dir compiles under: its own Inductor
+    cache, and the CPU ISA probes all cells under the same root share."""
+    from compilekit.compile import settings
+
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_dir, "inductor"),
+        settings.ISA_PROBES: isa_probe_folder(os.path.dirname(cache_dir)),
+    }
+
+
 def folder(cell, cache_root: str, key: dict | None = None) -> str:
     """The cell's own cache folder, named by a hash of its key (key_of(cell) if not given)."""
     import hashlib

@@ -23,7 +23,6 @@ import sys
 import time
 
 from compilekit import ROOT
-from compilekit.compile import settings
 from compilekit.launch import cache, coldphase, locks, reaper
 from compilekit.launch import cell as cell_process
 from compilekit.model import result as results
@@ -77,8 +76,7 @@ def _start(phase, cell, stage_dir, cache_dir, timeout_s, env, log, pass_fds=()):
         **os.environ,
         **(env or {}),
         **PHASE_ENV[phase],
-        "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_dir, "inductor"),
-        settings.ISA_PROBES: cache.isa_probe_folder(os.path.dirname(cache_dir)),
+        **cache.inductor_env(cache_dir),
         "PYTHONUNBUFFERED": "1",
         reaper.MARK: str(os.getpid()),  # dies with it; what it leaves, reaper.py ends
         "COMPILEKIT_SPAWNED_AT": repr(time.time()),

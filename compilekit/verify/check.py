@@ -161,13 +161,11 @@ def _bare_env(cell, cache_root: str) -> dict:
     """The bare child's environment: the cell's Inductor cache (and the shared ISA probes, as
     a user's cache holds them), no trace, one compile thread."""
     from compilekit import ROOT
-    from compilekit.compile import settings
     from compilekit.launch import cache
 
     env = {
         **os.environ,
-        "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache.folder(cell, cache_root), "inductor"),
-        settings.ISA_PROBES: cache.isa_probe_folder(cache_root),
+        **cache.inductor_env(cache.folder(cell, cache_root)),
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
         "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
     }
