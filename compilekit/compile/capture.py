@@ -6,10 +6,11 @@ figure is written): the FX and AOT caches off, so Inductor really compiles again
 Inductor's provenance (switched on in compile/settings.py) and output code. `read_trace` pulls
 them out, `write_kernels` splits each generated kernel into its own file.
 
-The capture's three patches to torch and depyf internals live here, and undo themselves on exit:
+The capture's four patches to torch and depyf internals live here, and undo themselves on exit:
 depyf's kernel hook with the signature torch 2.13 calls, depyf's bytecode hook made to dump
-without replacing Dynamo's bytecode, and a TORCH_TRACE handler attached after import (torch
-reads the TORCH_TRACE variable only when it is imported). The only other
+without replacing Dynamo's bytecode, a TORCH_TRACE handler attached after import (torch
+reads the TORCH_TRACE variable only when it is imported), and Inductor's graph counter started
+again (graph_ids_from_zero). The only other
 one, for Inductor's benchmarks before torch 2.13, is settings.benchmarks_alone.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import itertools
 import json
 import os
 import re
@@ -115,11 +117,35 @@ def torch_trace(trace_dir: str):
 
 
 @contextlib.contextmanager
+def graph_ids_from_zero():
+    """Inductor's graph counter started again from 0 for the block, then put back.
+
+    Inductor numbers the graphs a process compiles, and on the CPU each C++ kernel's profiler
+    name carries that number (`graph_1_cpp_fused_...`), so its source does too. The capture
+    recompile, the process's second compile of the same graphs, would otherwise give every
+    kernel a new source and build each one again (3 of a tiny Llama decode cell's 6 s capture).
+    Counted from 0 again, the graphs come in the cold compile's order and get its numbers: the
+    same sources, served from the kernel cache."""
+    from torch._inductor import compile_fx
+
+    counter = getattr(compile_fx, "_graph_counter", None)
+    if counter is None:  # a torch that counts elsewhere: the capture only builds again
+        yield
+        return
+    compile_fx._graph_counter = itertools.count(0)
+    try:
+        yield
+    finally:
+        compile_fx._graph_counter = counter
+
+
+@contextlib.contextmanager
 def capture_on(capture_dir: str):
     """A recompile in this process with everything captured, into capture_dir/depyf and
     capture_dir/torch_trace: Dynamo's caches reset, the FX graph and AOT autograd caches off
     (a cache hit would skip the compile that emits provenance and runs the passes); kernel
-    caches stay on, so nothing is compiled to machine code again."""
+    caches stay on and the graphs are numbered as the cold compile numbered them, so nothing
+    is compiled to machine code again."""
     import torch
     from torch._functorch import config as functorch_config
     from torch._inductor import config
@@ -128,6 +154,7 @@ def capture_on(capture_dir: str):
     with (
         config.patch(fx_graph_cache=False),
         functorch_config.patch(enable_autograd_cache=False),
+        graph_ids_from_zero(),
         torch_trace(os.path.join(capture_dir, "torch_trace")),
         depyf_dump(os.path.join(capture_dir, "depyf")),
     ):

@@ -131,6 +131,25 @@ def test_depyf_dump_keeps_dynamos_bytecode(tmp_path):
     assert any(f.startswith("full_code_for_scaled") for f in files), files
 
 
+def test_the_capture_recompile_builds_no_kernel_again(run_cell, cache_root):
+    """The capture recompile numbers its graphs as the cold compile did, so on the CPU its C++
+    kernels (whose profiler names carry the graph's number) are the cold compile's, from the
+    kernel cache: the cell's Inductor cache holds each kernel once, not once per compile."""
+    import glob
+    import re
+
+    from compilekit.launch import cache
+    from compilekit.model.spec import Cell, parse_shape
+    from tests.conftest import SMALL_SHAPE
+
+    assert run_cell("naive", "default").status == "ok"
+    cell = Cell("naive", "default", parse_shape(SMALL_SHAPE), "float32", "cpu")
+    inductor = os.path.join(cache.folder(cell, cache_root), "inductor")
+    sources = [open(p).read() for p in glob.glob(f"{inductor}/**/*.main.cpp", recursive=True)]
+    assert sources and all("graph_0_cpp_fused" in s for s in sources), len(sources)
+    assert len({re.sub(r"graph_\d+_", "", s) for s in sources}) == len(sources)
+
+
 def _line_of(path, needle):
     with open(path) as f:
         return next(i for i, text in enumerate(f, 1) if needle in text)
