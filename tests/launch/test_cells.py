@@ -324,7 +324,9 @@ def attention(q, k, v):
 """
 
 
-def test_a_first_run_overlaps_the_imports_but_never_the_cold_compile_and_the_measure(tmp_path):
+def test_a_first_run_overlaps_the_imports_but_never_the_cold_compile_and_the_measure(
+    tmp_path, cache_root
+):
     """The cold and measure processes of a first run start together: the measure process has
     imported before the cold process makes its first call, and makes none of its own until
     the cold process is done."""
@@ -334,8 +336,11 @@ def test_a_first_run_overlaps_the_imports_but_never_the_cold_compile_and_the_mea
     (tmp_path / "noting.py").write_text(NOTING_VARIANT)
     cell = Cell(f"{tmp_path / 'noting.py'}:attention", "default", parse_shape("1x2x32x16"),
                 "float32", "cpu")  # fmt: skip
-    result = runner.launch(cell, str(tmp_path / "out"), cache_root=str(tmp_path / "cache"))
+    # the session's cache root (its CPU ISA probes are built): the variant is new, so its
+    # cell is a first run all the same
+    result = runner.launch(cell, str(tmp_path / "out"), cache_root=cache_root)
     assert result.measured, result.reason
+    assert set(result.processes) == {"cold", "measure"}
     notes = [json.loads(ln) for ln in (tmp_path / "notes.jsonl").read_text().splitlines()]
     at = {(phase, what): [t for p, w, t in notes if (p, w) == (phase, what)]
           for phase in ("cold", "measure") for what in ("import", "call")}  # fmt: skip
