@@ -9,13 +9,18 @@ import uuid
 
 from tests.launch.test_faults import _cmdlines_with
 
+# started on the first call of each process (the timed calls would start hundreds)
 HELPERS = """
 import subprocess, sys
 
+STARTED = []
+
 def attention(q, k, v):
-    for own_session in (False, True):
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", {marker!r}],
-                         start_new_session=own_session)
+    if not STARTED:
+        STARTED.append(True)
+        for own_session in (False, True):
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", {marker!r}],
+                             start_new_session=own_session)
     return q
 """
 
