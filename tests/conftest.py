@@ -27,6 +27,14 @@ def cache_root(tmp_path_factory):
     return os.environ.get("COMPILEKIT_CACHE") or str(tmp_path_factory.mktemp("compile_cache"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_cache_for_the_session(cache_root):
+    """Every cell a test starts, in this process or in a child it starts (a CLI call, a sweep,
+    Ray's workers), compiles under the session's cache root: nothing goes into the user's own
+    cache, and the root's CPU ISA probes are built once."""
+    os.environ["COMPILEKIT_CACHE"] = cache_root
+
+
 @pytest.fixture(scope="session")
 def run_cell(tmp_path_factory, cache_root):
     """run_cell(variant, mode, shape=, dtype=, config=) -> CellResult (run_dir set); memoized."""

@@ -58,14 +58,14 @@ def test_bad_input_to_a_factory_is_one_line_exit_2(factory, shape, needle, tmp_p
 
 
 def test_tiny_bert_compiled_is_checked_against_itself_in_float64_and_mapped_to_its_lines(
-    tmp_path,
+    tmp_path, cache_root
 ):
     """The verdict, the reference, and the kernel map: the forward's device time on lines of
     transformers' modeling_bert.py (its helpers' lines stay in each kernel's stack)."""
     from compilekit.usercell import make_cell, run_cell
 
     cell = make_cell(f"{TINY}:bert_one_layer", "default", "1x16", "float32", "cpu")
-    result = run_cell(cell, str(tmp_path))
+    result = run_cell(cell, str(tmp_path), cache_root=cache_root)
     assert result.status == "ok", result.reason
     assert result.reference == "the same model in float64"
     assert result.max_rel_err < result.error_bound
