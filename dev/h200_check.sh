@@ -14,6 +14,9 @@
 #      *.whl) into MODELS (default /tmp/models; a published copy carried in resumes it), within
 #      N_S seconds (PER_GPU cells at once; SWEEP_ARGS, e.g. --retry-failed), then published to $OUT/models (result, kernels and
 #      ops files per cell)
+#   R  cells into MODELS, one `compilekit run` each (R_CELLS: "variant/mode/shape ...", bf16;
+#      a cell already there is measured again), then MODELS published to $OUT/models (the
+#      N phase runs a whole experiment, max-autotune cells first)
 #   M  after N, from MODELS: bert-base 8x128 eager, default and reduce-overhead verified, its
 #      top ops by time and memory, its kernel map's files; `make experiment
 #      VARIANT=llama-block MODE=default`
@@ -87,6 +90,14 @@ for phase in ${PHASES:-S V G}; do
         [ -f "$MODELS/$c/result.json" ] && echo "--page $c"; done)
       python3 -m compilekit publish "$MODELS" "$OUT/models" $pages > "$OUT/N_publish.txt" 2>&1
       tail -3 "$OUT/N_sweep.txt" ;;
+    R)
+      for spec in ${R_CELLS:-bert-base/default/8x128}; do
+        shape=${spec##*/}; rest=${spec%/*}; mode=${rest##*/}; variant=${rest%/*}
+        log="$OUT/R_$(echo "$variant-$mode-$shape" | tr -c 'A-Za-z0-9.-' _).txt"
+        cell "$variant" "$mode" --shape "$shape" --dtype bfloat16 --out "$MODELS" > "$log" 2>&1
+        head -3 "$log"
+      done
+      python3 -m compilekit publish "$MODELS" "$OUT/models" > "$OUT/R_publish.txt" 2>&1 ;;
     M)
       python3 -m compilekit verify "$MODELS/${bert//MODE/eager}" "$MODELS/$bert_default" \
         "$MODELS/${bert//MODE/reduce-overhead}" > "$OUT/M_verify.txt" 2>&1
