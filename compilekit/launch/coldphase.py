@@ -100,6 +100,8 @@ def run_cold(cell, cache_dir: str, result) -> None:
         from compilekit.model.store import write_json
 
         variant = failures.cell_variant(cell)
+        if cell.device == "cpu":  # ISA probes while the measure process imports, not after
+            settings.shared_isa_probes()
     wait_for_measure_imports(cache_dir, result)
     with (
         locks.gpu_shared_between_compiles(result.steps_s),
