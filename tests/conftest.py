@@ -31,8 +31,14 @@ def cache_root(tmp_path_factory):
 def one_cache_for_the_session(cache_root):
     """Every cell a test starts, in this process or in a child it starts (a CLI call, a sweep,
     Ray's workers), compiles under the session's cache root: nothing goes into the user's own
-    cache, and the root's CPU ISA probes are built once."""
+    cache, and the root's CPU ISA probes are built once. Put back as it was after the session."""
+    before = os.environ.get("COMPILEKIT_CACHE")
     os.environ["COMPILEKIT_CACHE"] = cache_root
+    yield
+    if before is None:
+        os.environ.pop("COMPILEKIT_CACHE", None)
+    else:
+        os.environ["COMPILEKIT_CACHE"] = before
 
 
 @pytest.fixture(scope="session")
