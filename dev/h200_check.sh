@@ -19,7 +19,7 @@
 #      N phase runs a whole experiment, max-autotune cells first)
 #   M  after N, from MODELS: bert-base 8x128 eager, default and reduce-overhead verified, its
 #      top ops by time and memory, its kernel map's files; `make experiment
-#      VARIANT=llama-block MODE=default`
+#      VARIANT=llama-block MODE=default` (M_LLAMA=0 leaves that out)
 #   L  the lock tests (tests/launch/test_locks.py) on this torch
 #   D  decode: llama2-7b (DECODE_VARIANT, e.g. llama2-7b@flex_attention) 1x32+200 (DECODE_SHAPE)
 #      under DECODE_MODE (default reduce-overhead),
@@ -110,7 +110,9 @@ for phase in ${PHASES:-S V G}; do
       python3 -c "import json,collections,sys; k=json.load(open(sys.argv[1]+'/kernels.json')); c=collections.Counter()
 for r in k['by_source_line']: c[r['file'].rsplit('/',1)[-1]]+=r['attributed_ms']
 t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS/$bert_default" > "$OUT/M_files.txt" 2>&1
-      if command -v make > /dev/null; then
+      if [ "${M_LLAMA:-1}" = 0 ]; then
+        :  # the llama-block front door already shown
+      elif command -v make > /dev/null; then
         make experiment VARIANT=llama-block MODE=default OUT=$runs > "$OUT/M_llama_default.txt" 2>&1
       else
         echo "(no make here: the command it runs)" > "$OUT/M_llama_default.txt"
