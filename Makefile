@@ -1,9 +1,10 @@
 # compilekit: `make help` lists the targets.
-# Variables: VARIANT MODE SHAPE DTYPE DEVICE OUT FRESH TIMEOUT SET PASS RUN KERNEL EXPERIMENT GPUS FORCE DIR
+# Variables: VARIANT MODE SHAPE DTYPE DEVICE OUT FRESH TIMEOUT SET PASS RUN KERNEL EXPERIMENT GPUS FORCE DIR TEST_WORKERS
 #            A B (make html-diff) RAY
 # They reach the commands through the environment ("$$VARIANT"), never spliced into the shell
 # line, so a quote or a space in a path cannot break the command.
 PYTHON ?= python3
+TEST_WORKERS ?= 2
 VARIANT ?= naive
 MODE ?= default
 DEVICE ?= auto
@@ -38,7 +39,10 @@ install:  ## install compilekit, test, plot, Ray and model deps, triton's interp
 
 test:  ## lint, then the CPU test suite (GPU tests skip with a reason)
 	$(PYTHON) -m ruff check compilekit variants tests
-	$(PYTHON) -m pytest -q -x --durations=30 tests
+	@# Two workers, a test file each at a time (its module fixtures stay in one process): a
+	@# test spends much of its time waiting on one child process, so one pytest process keeps
+	@# only about one core busy. Each worker compiles under its own session cache.
+	$(PYTHON) -m pytest -q -x -n $(TEST_WORKERS) --dist loadfile --durations=30 tests
 
 test-gpu:  ## run only the GPU-marked tests (on a CUDA machine)
 	$(PYTHON) -m pytest -q -m gpu tests

@@ -1,4 +1,5 @@
-"""Shared, session-wide runs: a cold compile costs 10-30 s on 2 cores, so each cell runs once."""
+"""Shared, session-wide runs: a cold compile costs 10-30 s on 2 cores, so each cell runs once
+in a pytest process (`make test` runs two, each with its own session and compile cache)."""
 
 import os
 import subprocess
