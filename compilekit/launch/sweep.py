@@ -8,8 +8,8 @@ most the cells in flight. One sweep at a time writes into an output directory.
 
 from __future__ import annotations
 
+import collections
 import os
-import queue
 import sys
 import tempfile
 import threading
@@ -23,6 +23,50 @@ from compilekit.model.store import Busy, CorruptFile, exclusive_lock, kept, writ
 
 # what --retry-failed and --retry-noisy ask to run again
 RETRY = ("failed", "noisy")
+# At most this many max-autotune cells run on one GPU at once: every benchmark they run to
+# choose a kernel holds the GPU alone, so more of them only queue for it (on one H200, with
+# eight at once each cold compile waited 65-103 s for benchmark turns; with four, 0-19 s).
+# A GPU's other cell processes take the other cells meanwhile.
+AUTOTUNE_PER_GPU = 4
+
+
+def _autotunes(cell) -> bool:
+    return cell.mode.startswith("max-autotune")
+
+
+class Todo:
+    """The cells left to run, handed to the sweep's workers: max-autotune's first (their cold
+    compiles take longest, so the other cells fill that time instead of a sweep's tail), with
+    at most AUTOTUNE_PER_GPU of them running on a GPU at once."""
+
+    def __init__(self, cells):
+        self._cells = sorted(cells, key=lambda c: not _autotunes(c))
+        self._autotuning = collections.Counter()  # gpu -> its max-autotune cells running
+        self._changed = threading.Condition()
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def take(self, gpu):
+        """The next cell for a worker of `gpu` (None: any device), or None when none is left;
+        waits while the cells left are max-autotune ones and `gpu` runs its share of them."""
+        with self._changed:
+            while self._cells:
+                for i, cell in enumerate(self._cells):
+                    if not _autotunes(cell):
+                        return self._cells.pop(i)
+                    if gpu is None or self._autotuning[gpu] < AUTOTUNE_PER_GPU:
+                        self._autotuning[gpu] += 1
+                        return self._cells.pop(i)
+                self._changed.wait()
+            return None
+
+    def finished(self, cell, gpu) -> None:
+        """`cell`, taken for `gpu`, has ended (whatever its result)."""
+        with self._changed:
+            if _autotunes(cell) and (gpu is None or self._autotuning[gpu] > 0):
+                self._autotuning[gpu] -= 1
+            self._changed.notify_all()
 
 
 def cell_done(run_dir: str, retry=(), log=sys.stdout) -> results.CellResult | None:
@@ -139,12 +183,8 @@ def run_sweep(
 
 def _run_locked(experiment, out_dir, gpus, force, retry, cache_root, fresh, per_gpu, log):
     done, cells = select_cells(experiment, out_dir, force, retry, log)
-    todo: queue.Queue = queue.Queue()
-    # max-autotune's cold compiles first: the longest, so the other cells fill that time
-    # instead of a sweep's tail
-    for cell in sorted(cells, key=lambda c: not c.mode.startswith("max-autotune")):
-        todo.put(cell)
-    total, pending = len(experiment.cells), todo.qsize()
+    todo = Todo(cells)
+    total, pending = len(experiment.cells), len(todo)
     print(
         f"{experiment.name}: {total} cells, {total - pending} already done, {pending} to run"
         + (f" on GPUs {','.join(gpus)}" if gpus else ""),
@@ -178,12 +218,11 @@ def _run_locked(experiment, out_dir, gpus, force, retry, cache_root, fresh, per_
 
     def work(gpu):
         nonlocal finished
-        while True:
+        while (cell := todo.take(gpu)) is not None:
             try:
-                cell = todo.get_nowait()
-            except queue.Empty:
-                return
-            result = launch(cell, gpu)
+                result = launch(cell, gpu)
+            finally:
+                todo.finished(cell, gpu)
             with lock:
                 done[cell.label()] = result
                 finished += 1

@@ -504,3 +504,44 @@ def test_publish_takes_a_libraries_workspace_memset_off_the_roofline():
         (301989888, 17179869184),
         (301989888, 17179869184),
     ]
+
+
+def test_a_gpu_runs_at_most_its_share_of_max_autotune_cells_and_others_beside_them(
+    tmp_path, monkeypatch
+):
+    """Eight cell processes on one GPU, eight max-autotune cells and four eager ones: never more
+    max-autotune cells at once than a GPU's share (their benchmarks queue for the GPU), the
+    eager cells run beside them, and every cell gets its result."""
+    import io
+    import threading
+
+    from compilekit.launch import sweep
+    from compilekit.model import result as results
+    from compilekit.userexperiment import load_experiment
+
+    path = tmp_path / "mixed.toml"
+    path.write_text(
+        'variants = ["naive", "sdpa"]\nmodes = ["eager", "max-autotune", '
+        '"max-autotune-no-cudagraphs"]\nshapes = ["1x2x64x32", "1x2x96x32"]\ndevice = "cpu"\n'
+    )
+    running, seen, lock = [], [], threading.Lock()
+
+    def fake_launch(cell, out_dir, **_):
+        with lock:
+            running.append(cell.mode)
+            seen.append(list(running))
+        time.sleep(0.3)
+        with lock:
+            running.remove(cell.mode)
+        return results.for_cell(cell, status="ok", compiled_ms=1.0)
+
+    monkeypatch.setattr(sweep, "launch_or_record", fake_launch)
+    monkeypatch.setattr(sweep, "AUTOTUNE_PER_GPU", 2)
+    done = sweep.run_sweep(
+        load_experiment(str(path)), str(tmp_path / "out"), gpus=["0"], per_gpu=8, log=io.StringIO()
+    )
+    assert [r.status for r in done] == ["ok"] * 12
+    autotuning = [sum(m.startswith("max-autotune") for m in now) for now in seen]
+    assert max(autotuning) == 2, seen
+    # the eager cells start while max-autotune ones run, not after the last of them
+    assert any("eager" in now and "max-autotune" in now for now in seen), seen
