@@ -43,8 +43,8 @@ def rows(decode: dict) -> list[list[str]]:
     out = []
     for path, kinds in decode["paths"].items():
         for kind, s in kinds.items():
-            if "error" in s:
-                out.append([path, kind, s["error"][:100]] + ["-"] * (len(HEADERS) - 3))
+            if "error" in s:  # its words go under the table (failure_lines): a column is narrow
+                out.append([path, kind, "failed"] + ["-"] * (len(HEADERS) - 3))
                 continue
             out.append(
                 [
@@ -61,6 +61,16 @@ def rows(decode: dict) -> list[list[str]]:
                 ]
             )
     return out
+
+
+def failure_lines(decode: dict) -> list[str]:
+    """One line per path and kind that failed, with its reason."""
+    return [
+        f"error       {s['error'][:300]}"
+        for kinds in decode["paths"].values()
+        for s in kinds.values()
+        if "error" in s
+    ]
 
 
 def gigabytes(n: float) -> str:
@@ -139,6 +149,7 @@ def summary_lines(result) -> list[str]:
     decode = result.decode
     lines = [size_line(decode)]
     lines += tabulate(rows(decode), headers=HEADERS, disable_numparse=True).splitlines()
+    lines += failure_lines(decode)
     for line in (gap_line(decode.get("gap")), compile_line(result)):
         if line:
             lines.append(line)

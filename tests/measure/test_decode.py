@@ -237,3 +237,13 @@ def test_a_first_difference_says_where_and_how_close_eagers_logits_were():
     expected = logits[0, eager[0, 3]] - logits[0, other[0, 3]]
     assert found["eager_margin"] == pytest.approx(float(expected)) and expected >= 0
     assert torch.equal(run_loop(session, session.prefill, session.step).tokens, eager)
+
+
+def test_a_failed_path_says_failed_in_its_row_and_why_under_the_table():
+    from compilekit.report.decodeview import failure_lines, rows
+
+    why = "generate compiled failed: RuntimeError: " + "index out of bounds " * 20
+    decode = {"paths": {"generate": {"compiled": {"error": why}}}}
+    (row,) = rows(decode)
+    assert row[:3] == ["generate", "compiled", "failed"] and set(row[3:]) == {"-"}
+    assert failure_lines(decode) == [f"error       {why[:300]}"]
