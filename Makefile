@@ -38,6 +38,7 @@ install:  ## install compilekit, test, plot, Ray and model deps, triton's interp
 	$(PYTHON) -c "import triton, numpy" 2>/dev/null || $(PYTHON) -m pip install -q triton numpy
 
 test:  ## lint, then the CPU test suite (GPU tests skip with a reason)
+	@$(PYTHON) -c "import xdist" 2>/dev/null || { echo "make test: pytest-xdist is not installed: run make install" >&2; exit 2; }
 	$(PYTHON) -m ruff check compilekit variants tests
 	@# Two workers, a test file each at a time (its module fixtures stay in one process): a
 	@# test spends much of its time waiting on one child process, so one pytest process keeps
