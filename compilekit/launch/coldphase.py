@@ -28,9 +28,10 @@ COLD_CPU = (
     "(kept in a folder every cell shares)"
 )
 RETUNED = "retuned.json"  # in capture/: the choices the capture compile tuned again, if any
-# A first run's cold and measure processes start together (runner._cold_beside_measure):
+# A first run's cold (under max-autotune: capture) and measure processes start together
+# (runner._beside_measure):
 BESIDE_ENV = "COMPILEKIT_COLD_BESIDE_MEASURE"
-COLD_LOCK = "cold.lock"  # in the cache folder: held by the cold process from birth to death
+COLD_LOCK = "cold.lock"  # in the cache folder: held by that process from birth to death
 IMPORTED = "measure.imported"  # in the cache folder: the measure process has done its imports
 
 
@@ -56,9 +57,10 @@ def wait_for_measure_imports(cache_dir: str, result) -> None:
 
 
 def wait_for_cold(cache_dir: str, result) -> None:
-    """In the measure process, started beside the cold process: say its imports are done, then
-    wait (without the CPU lock) for the cold process to end, with its cache filled. ColdEnded
-    where it left no cold figure or capture."""
+    """In the measure process, started beside the cold process (under max-autotune, the
+    capture process, after the cold one): say its imports are done, then wait (without the CPU
+    lock) for that process to end, with the cache filled. ColdEnded where no cold figure or
+    capture was left."""
     import fcntl
 
     from compilekit.launch import locks

@@ -3,11 +3,11 @@ and timeout, and the run directory that appears (or the good one that stays) at 
 
 A compiled cell's first run starts two processes (compilekit/launch/cell.py says what each
 does), together so their imports overlap: `cold` (the honest cold compile, then the dump and
-provenance) and `measure`, which waits for it (_cold_beside_measure); under max-autotune a
-`capture` process comes between, one after another. Later runs start only `measure`, which
-reuses the cold figure and the capture kept with the cache. An eager cell runs `measure` alone.
-Each process runs in its own session (a timeout ends its compile workers too), dies with its
-parent and enforces its own timeout.
+provenance) and `measure`, which waits for it (_beside_measure). Under max-autotune `cold`
+runs alone, then `capture` beside `measure`, which waits for that one. Later runs start only
+`measure`, which reuses the cold figure and the capture kept with the cache. An eager cell
+runs `measure` alone. Each process runs in its own session (a timeout ends its compile workers
+too), dies with its parent and enforces its own timeout.
 """
 
 from __future__ import annotations
@@ -133,22 +133,23 @@ def _finish(proc, timeout_s: float, log) -> int | str:
             print(f"compilekit: ended {ended} process(es) the cell left running", file=log)
 
 
-def _cold_beside_measure(cell, stage_dir, cache_dir, timeout_s, env, log, walls):
-    """The cold and measure processes of a first run, started together so their imports overlap
-    (seconds each); the cold compile waits for the measure process's imports, and
-    the measure process for the cold process's end, so neither figure has the other beside it
-    (coldphase.wait_for_measure_imports, coldphase.wait_for_cold). Returns the exit codes
-    (cold, measure); measure's is None where the cold process ended the cell."""
+def _beside_measure(first, cell, stage_dir, cache_dir, timeout_s, env, log, walls):
+    """The last process before measure (`first`: cold, or max-autotune's capture) and the
+    measure process of a first run, started together so their imports overlap (seconds each);
+    the cold compile waits for the measure process's imports, and the measure process for
+    `first`'s end, so neither figure has the other beside it (coldphase.
+    wait_for_measure_imports, coldphase.wait_for_cold). Returns the exit codes (first,
+    measure); measure's is None where `first` ended the cell."""
     from compilekit.model.store import open_lock
 
     start = time.perf_counter()
-    # Held by the cold process from birth to death, and here until what it left running (its
-    # compile workers, still starting up) is ended: the measure process waits for it.
+    # Held by `first` from birth to death, and here until what it left running (its compile
+    # workers, still starting up) is ended: the measure process waits for it.
     held = open_lock(os.path.join(cache_dir, coldphase.COLD_LOCK))
     fcntl.flock(held, fcntl.LOCK_EX)
     try:
         beside = {**(env or {}), coldphase.BESIDE_ENV: "1"}
-        cold = _start("cold", cell, stage_dir, cache_dir, timeout_s, beside, log, (held,))
+        cold = _start(first, cell, stage_dir, cache_dir, timeout_s, beside, log, (held,))
     except BaseException:
         os.close(held)
         raise
@@ -161,7 +162,7 @@ def _cold_beside_measure(cell, stage_dir, cache_dir, timeout_s, env, log, walls)
         time.sleep(0.05)
     cold_code = _finish(cold, max(0.0, timeout_s + 15 - (time.perf_counter() - start)), log)
     os.close(held)
-    walls["cold_process"] = round(time.perf_counter() - start, 3)
+    walls[f"{first}_process"] = round(time.perf_counter() - start, 3)
     ended = cold_code != 0 or os.path.exists(os.path.join(stage_dir, "result.json"))
     if ended:
         _kill(measure)
@@ -174,14 +175,15 @@ def _cold_beside_measure(cell, stage_dir, cache_dir, timeout_s, env, log, walls)
     return cold_code, None if ended else measure_code
 
 
-def _after_pair(cell, codes, timeout_s: float, stage_dir: str, log):
-    """The record of a cold and measure pair: the measure process's, or how one of them ended."""
+def _after_pair(first, cell, codes, timeout_s: float, stage_dir: str, log):
+    """The record of a pair (`first`, measure): the measure process's, or how one of them
+    ended."""
     log.flush()
-    cold_code, measure_code = codes
+    first_code, measure_code = codes
     if os.path.exists(os.path.join(stage_dir, "result.json")):
-        return results.load(stage_dir)  # measured, or ended in the cold process
-    if cold_code != 0:
-        return _died(cell, "cold", cold_code, timeout_s, stage_dir)
+        return results.load(stage_dir)  # measured, or ended in `first`
+    if first_code != 0:
+        return _died(cell, first, first_code, timeout_s, stage_dir)
     return _died(cell, "measure", measure_code, 2 * timeout_s, stage_dir)
 
 
@@ -266,10 +268,8 @@ def _launch_locked(cell, out_dir, cache_dir, key, fresh, timeout_s, env) -> resu
     with open(log_path, "w") as log:
         if cache_note:
             print(f"compilekit: {cache_note}", file=log, flush=True)
-        one_by_one = phases
-        if phases == ["cold", "measure"]:
-            codes = _cold_beside_measure(cell, stage_dir, cache_dir, timeout_s, env, log, walls)
-            result, one_by_one = _after_pair(cell, codes, timeout_s, stage_dir, log), []
+        # a first run: the phases before the last one alone, the last one beside measure
+        one_by_one, paired = (phases[:-2], phases[-2]) if rebuild else (phases, None)
         for phase in one_by_one:
             phase_start = time.perf_counter()
             code = _spawn(phase, cell, stage_dir, cache_dir, timeout_s, env, log)
@@ -280,6 +280,10 @@ def _launch_locked(cell, out_dir, cache_dir, key, fresh, timeout_s, env) -> resu
             if code != 0 or phase == "measure":
                 result = _died(cell, phase, code, timeout_s, stage_dir)
                 break
+        if result is None and paired:
+            args = (cell, stage_dir, cache_dir, timeout_s, env, log, walls)
+            codes = _beside_measure(paired, *args)
+            result = _after_pair(paired, cell, codes, timeout_s, stage_dir, log)
     if result.status == "failed" and rebuild:
         shutil.rmtree(cache_dir, ignore_errors=True)  # never reuse a half-built cache
     if cache_note:

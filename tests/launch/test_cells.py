@@ -76,6 +76,11 @@ def test_every_mode_runs_naive_on_cpu(run_cell, mode):
         # asked for, never applied on CPU, and the run says so with torch's reason
         assert cudagraphs["requested"] and not cudagraphs["applied"]
         assert "skipped on cpu" in cudagraphs["note"]
+        # cold alone, then the capture recompile with the measure process importing beside it
+        assert set(result.processes) == {"cold", "capture", "measure"}
+        assert "wait_for_cold" in result.steps_s and "cold.wait_for_measure_imports" not in (
+            result.steps_s
+        )
     else:
         assert not cudagraphs["requested"]
 
