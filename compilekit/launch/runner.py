@@ -149,21 +149,21 @@ def _beside_measure(first, cell, stage_dir, cache_dir, timeout_s, env, log, wall
     fcntl.flock(held, fcntl.LOCK_EX)
     try:
         beside = {**(env or {}), coldphase.BESIDE_ENV: "1"}
-        cold = _start(first, cell, stage_dir, cache_dir, timeout_s, beside, log, (held,))
+        before = _start(first, cell, stage_dir, cache_dir, timeout_s, beside, log, (held,))
     except BaseException:
         os.close(held)
         raise
     measure_log = open(os.path.join(stage_dir, "log.measure.txt"), "w")
     measure = _start("measure", cell, stage_dir, cache_dir, 2 * timeout_s, beside, measure_log)
     imported = os.path.join(cache_dir, coldphase.IMPORTED)
-    while cold.poll() is None and time.perf_counter() - start < timeout_s + 15:
+    while before.poll() is None and time.perf_counter() - start < timeout_s + 15:
         if measure.poll() is not None and not os.path.exists(imported):
             open(imported, "w").close()  # it died: the cold compile need not wait for it
         time.sleep(0.05)
-    cold_code = _finish(cold, max(0.0, timeout_s + 15 - (time.perf_counter() - start)), log)
+    before_code = _finish(before, max(0.0, timeout_s + 15 - (time.perf_counter() - start)), log)
     os.close(held)
     walls[f"{first}_process"] = round(time.perf_counter() - start, 3)
-    ended = cold_code != 0 or os.path.exists(os.path.join(stage_dir, "result.json"))
+    ended = before_code != 0 or os.path.exists(os.path.join(stage_dir, "result.json"))
     if ended:
         _kill(measure)
     measure_code = _finish(measure, 2 * timeout_s, measure_log)
@@ -172,7 +172,7 @@ def _beside_measure(first, cell, stage_dir, cache_dir, timeout_s, env, log, wall
     with open(measure_log.name, errors="replace") as f:
         log.write(f.read())  # one log, each process's lines together
     os.remove(measure_log.name)
-    return cold_code, None if ended else measure_code
+    return before_code, None if ended else measure_code
 
 
 def _after_pair(first, cell, codes, timeout_s: float, stage_dir: str, log):
