@@ -281,8 +281,7 @@ def _launch_locked(cell, out_dir, cache_dir, key, fresh, timeout_s, env) -> resu
                 result = _died(cell, phase, code, timeout_s, stage_dir)
                 break
         if result is None and paired:
-            args = (cell, stage_dir, cache_dir, timeout_s, env, log, walls)
-            codes = _beside_measure(paired, *args)
+            codes = _beside_measure(paired, cell, stage_dir, cache_dir, timeout_s, env, log, walls)
             result = _after_pair(paired, cell, codes, timeout_s, stage_dir, log)
     if result.status == "failed" and rebuild:
         shutil.rmtree(cache_dir, ignore_errors=True)  # never reuse a half-built cache

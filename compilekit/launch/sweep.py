@@ -64,7 +64,7 @@ class Todo:
     def finished(self, cell, gpu) -> None:
         """`cell`, taken for `gpu`, has ended (whatever its result)."""
         with self._changed:
-            if _autotunes(cell) and (gpu is None or self._autotuning[gpu] > 0):
+            if _autotunes(cell):  # take() counted it, whatever the gpu
                 self._autotuning[gpu] -= 1
             self._changed.notify_all()
 
