@@ -32,12 +32,14 @@ class CpuUse:
     steal_cores: float  # time the hypervisor gave our cores to another guest
     top: list  # [(command line, cores)] of the busiest other processes, most first
     tick_cores: float = 0.0  # the figures' resolution: one clock tick over the block
+    cores: list | None = None  # the CPUs watched, where not the whole machine
 
     def text(self) -> str:
         """'other processes used 2.1 cores (python3 -m compilekit.launch.cell cold 1.9); 0.4 stolen
-        by the hypervisor'."""
+        by the hypervisor', with ' of CPUs 14,15' where only those were watched."""
         busiest = ", ".join(f"{name} {cores:.1f}" for name, cores in self.top)
-        text = f"other processes used {self.others_cores:.1f} cores" + (
+        scope = f" of CPUs {','.join(map(str, self.cores))}" if self.cores else ""
+        text = f"other processes used {self.others_cores:.1f} cores{scope}" + (
             f" ({busiest})" if busiest else ""
         )
         if self.steal_cores >= NAMED_CORES:
@@ -51,32 +53,54 @@ class CpuUse:
             "steal_cores": round(self.steal_cores, 3),
             "top": [[name, round(cores, 3)] for name, cores in self.top],
             "tick_cores": round(self.tick_cores, 3),
-        }
+        } | ({"cores": self.cores} if self.cores else {})
 
 
-def _machine_ticks() -> tuple[int, int]:
-    """(busy, stolen) clock ticks of all CPUs since boot, from /proc/stat's first line."""
+def timing_cores() -> frozenset[int] | None:
+    """The CPUs this thread may run on, where that is not every CPU (a sweep moves its timing
+    thread onto a core no other cell process uses; a user may taskset a run), else None: other
+    processes on the other CPUs do not compete with it, so only these are worth watching."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    mine = frozenset(os.sched_getaffinity(0))
+    return mine if len(mine) < (os.cpu_count() or 0) else None
+
+
+def _machine_ticks(cores=None) -> tuple[int, int]:
+    """(busy, stolen) clock ticks since boot of all CPUs (/proc/stat's first line) or of these."""
     with open(os.path.join(PROC, "stat")) as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    return user + nice + system + irq + softirq, steal
+        lines = f.read().splitlines()
+    if cores is None:
+        rows = lines[:1]
+    else:
+        rows = [r for r in lines if r[3:4].isdigit() and int(r.split()[0][3:]) in cores]
+    busy = stolen = 0
+    for row in rows:
+        fields = [int(x) for x in row.split()[1:]]
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+        busy, stolen = busy + user + nice + system + irq + softirq, stolen + steal
+    return busy, stolen
 
 
-def _process_ticks(pid: str) -> int | None:
-    """utime + stime of one process (all its threads), or None if it is gone."""
+def _process_stat(pid: str) -> tuple[int, int] | None:
+    """(utime + stime of one process, all its threads; the CPU it last ran on), or None if it
+    is gone."""
     try:
         with open(os.path.join(PROC, pid, "stat")) as f:
             after_name = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+        # proc(5)'s fields 14 and 15 (user and system ticks) and 39 (the CPU last run on)
+        return int(after_name[11]) + int(after_name[12]), int(after_name[36])
+    except (OSError, IndexError, ValueError):
         return None
-    return int(after_name[11]) + int(after_name[12])  # fields 14 and 15 of proc(5)
 
 
-def _all_processes() -> dict[str, int]:
-    ticks = {}
+def _all_processes(cores=None) -> dict[str, int]:
+    """{pid: ticks} of every process, or of those that last ran on these CPUs (and this one)."""
+    me, ticks = str(os.getpid()), {}
     for pid in os.listdir(PROC):
-        if pid.isdigit() and (t := _process_ticks(pid)) is not None:
-            ticks[pid] = t
+        if pid.isdigit() and (stat := _process_stat(pid)) is not None:
+            if cores is None or stat[1] in cores or pid == me:
+                ticks[pid] = stat[0]
     return ticks
 
 
@@ -93,22 +117,25 @@ def _command(pid: str) -> str:
     return " ".join(" ".join([os.path.basename(args[0])] + args[1:4]).split())[:80]
 
 
-def snapshot() -> tuple:
-    """(perf_counter, (busy, stolen) machine ticks, {pid: ticks}) now; OSError or ValueError
-    where /proc cannot be read."""
-    return time.perf_counter(), _machine_ticks(), _all_processes()
+def snapshot(cores=None) -> tuple:
+    """(perf_counter, (busy, stolen) ticks, {pid: ticks}) now, of the whole machine or of these
+    CPUs; OSError or ValueError where /proc cannot be read."""
+    return time.perf_counter(), _machine_ticks(cores), _all_processes(cores)
 
 
-def use_between(start: tuple, end: tuple, me: str, hz: int, name=None) -> CpuUse | None:
-    """The CPU use between two snapshots, this process (pid `me`) left out; None for a block
-    under MIN_WALL_S. `name(pid)` names a process (default: its command line)."""
+def use_between(
+    start: tuple, end: tuple, me: str, hz: int, name=None, cores=None
+) -> CpuUse | None:
+    """The CPU use between two snapshots (taken over `cores`, or the whole machine), this
+    process (pid `me`) left out; None for a block under MIN_WALL_S. `name(pid)` names a process
+    (default: its command line)."""
     (t0, (busy0, steal0), procs0), (t1, (busy1, steal1), procs1) = start, end
     wall = t1 - t0
     if wall < MIN_WALL_S:
         return None
     mine = procs1.get(me, 0) - procs0.get(me, 0)
 
-    def cores(ticks: int) -> float:
+    def to_cores(ticks: int) -> float:
         return max(0.0, ticks / hz / wall)
 
     others = sorted(
@@ -116,21 +143,29 @@ def use_between(start: tuple, end: tuple, me: str, hz: int, name=None) -> CpuUse
         reverse=True,
     )
     name = name or _command
-    top = [(name(p), cores(t)) for t, p in others[:TOP] if cores(t) >= NAMED_CORES]
-    return CpuUse(wall, cores(busy1 - busy0 - mine), cores(steal1 - steal0), top, cores(1))
+    top = [(name(p), to_cores(t)) for t, p in others[:TOP] if to_cores(t) >= NAMED_CORES]
+    watched = sorted(cores) if cores else None
+    return CpuUse(
+        wall, to_cores(busy1 - busy0 - mine), to_cores(steal1 - steal0), top, to_cores(1), watched
+    )
 
 
 class watch:
-    """`with cpuwatch.watch() as w: ...` then w.use: a CpuUse for the block, or None where
-    /proc cannot say (not Linux). A block under MIN_WALL_S is read over MIN_WALL_S from its
-    start (waiting out the rest): what else ran just after it stands for what ran during it,
-    where the block alone would be too short for /proc's clock ticks. Reading /proc takes
-    milliseconds, outside the block."""
+    """`with cpuwatch.watch(cores) as w: ...` then w.use: a CpuUse for the block, over these
+    CPUs (timing_cores()) or, with None, the whole machine; None where /proc cannot say (not
+    Linux). Over some CPUs, this process's ticks on any CPU are left out of theirs: its other
+    threads idle while it times, and on a CPU cell its kernels' threads run on those CPUs.
+    A block under MIN_WALL_S is read over MIN_WALL_S from its start (waiting out the rest):
+    what else ran just after it stands for what ran during it, where the block alone would be
+    too short for /proc's clock ticks. Reading /proc takes milliseconds, outside the block."""
+
+    def __init__(self, cores=None):
+        self.cores = cores
 
     def __enter__(self):
         self.use = None
         try:
-            self._start = snapshot()
+            self._start = snapshot(self.cores)
         except (OSError, ValueError):
             self._start = None
         return self
@@ -142,8 +177,9 @@ class watch:
         if short > 0:
             time.sleep(short)
         try:
-            end = snapshot()
+            end = snapshot(self.cores)
         except (OSError, ValueError):
             return False
-        self.use = use_between(self._start, end, str(os.getpid()), os.sysconf("SC_CLK_TCK"))
+        hz = os.sysconf("SC_CLK_TCK")
+        self.use = use_between(self._start, end, str(os.getpid()), hz, cores=self.cores)
         return False

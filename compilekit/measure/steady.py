@@ -34,14 +34,17 @@ def time_cell(cell, variant, compiled, args, result) -> None:
 
     attempts = []
     with_eager = result.eager_note is None  # else eager ran out of memory: compiled alone
+    # in a sweep the timing thread has a core of its own: only what ran there competed with it
+    pinned = cpuwatch.timing_cores()
     for attempt in range(1 + retimes()):
         if attempt:
             time.sleep(RETIME_PAUSE_S)
-        with cpuwatch.watch() as watched:
+        with cpuwatch.watch(pinned) as watched:
             eager, steady, host, loops = timed_calls(cell, variant, compiled, args, with_eager)
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") and not pinned else None
         timed = [t for t in (eager, steady) if t]
-        note = noise_note(timed, load, os.cpu_count() or 1, watched.use)
+        cores = len(pinned) if pinned else os.cpu_count() or 1
+        note = noise_note(timed, load, cores, watched.use, pinned=bool(pinned))
         attempts.append((spread(timed), eager, steady, host, loops, note, watched.use))
         if note is None:
             break
@@ -119,17 +122,22 @@ def spread(timings: list[dict]) -> float:
     return max(t["p90_ms"] / t["min_ms"] if t["min_ms"] else 1.0 for t in timings)
 
 
-def noise_note(timings: list[dict], load: float, cores: int, use=None) -> str | None:
+def noise_note(
+    timings: list[dict], load: float | None, cores: int, use=None, pinned: bool = False
+) -> str | None:
     """Why these timings may be disturbed (a wide spread, a loaded machine, other processes or
     the hypervisor busy on our cores meanwhile: `use`, a cpuwatch.CpuUse); None if clean. A
-    wide spread also says what else ran, when /proc could tell."""
+    wide spread also says what else ran, when /proc could tell. `pinned`: the timing thread
+    ran on these `cores` only (the machine's load average, None, says nothing about them), and
+    a quarter of one of them taken by another process competes with it."""
     notes = []
     widest = spread(timings)
     if widest > NOISY_SPREAD:
         notes.append(f"p90 is {widest:.2f}x the fastest sample")
-    if load > cores:
+    if load is not None and load > cores:
         notes.append(f"load average {load:.1f} on {cores} cores")
-    busy_cores = max(BUSY_OTHERS_CORES, BUSY_OTHERS_SHARE * cores)
+    share = BUSY_OTHERS_SHARE * cores
+    busy_cores = share if pinned else max(BUSY_OTHERS_CORES, share)
     busy = use is not None and max(use.others_cores, use.steal_cores) >= busy_cores
     if use is not None and (notes or busy):
         notes.append(f"meanwhile {use.text()}")

@@ -40,6 +40,40 @@ def test_this_process_is_left_out_and_the_busiest_others_named():
     assert cpuwatch.use_between(start, (0.01,) + end[1:], "1", 100) is None  # under MIN_WALL_S
 
 
+def _fake_proc(root, cpu0, cpu1, processes):
+    """A /proc with two CPUs (busy user ticks each) and processes {pid: (ticks, last CPU)}."""
+    root.mkdir(exist_ok=True)
+    total = cpu0 + cpu1
+    (root / "stat").write_text(
+        f"cpu  {total} 0 0 900 0 0 0 0\ncpu0 {cpu0} 0 0 450 0 0 0 0\ncpu1 {cpu1} 0 0 450 0 0 0 0\n"
+    )
+    for pid, (ticks, cpu) in processes.items():
+        (root / pid).mkdir(exist_ok=True)
+        fields = ["S"] + ["0"] * 10 + [str(ticks), "0"] + ["0"] * 23 + [str(cpu)]
+        (root / pid / "stat").write_text(f"{pid} (python3) " + " ".join(fields))
+
+
+def test_watching_some_cpus_counts_only_what_ran_there(monkeypatch, tmp_path):
+    """A sweep's timing thread has CPU 1 to itself: a compile busy on CPU 0 is not counted or
+    named, a process that ran on CPU 1 is, and this process is left out wherever it ran."""
+    import os
+
+    me = str(os.getpid())
+    monkeypatch.setattr(cpuwatch, "PROC", str(tmp_path))
+    _fake_proc(tmp_path, 1000, 500, {me: (100, 0), "2": (50, 0), "3": (10, 1)})
+    start = cpuwatch.snapshot({1})
+    _fake_proc(tmp_path, 1200, 560, {me: (110, 0), "2": (250, 0), "3": (60, 1)})
+    end = cpuwatch.snapshot({1})
+    use = cpuwatch.use_between((0.0,) + start[1:], (1.0,) + end[1:], me, 100, str, {1})
+    assert use.others_cores == pytest.approx(0.5) and use.top == [("3", pytest.approx(0.5))]
+    assert use.cores == [1] and "cores of CPUs 1" in use.text()
+    whole = cpuwatch.use_between(
+        (0.0,) + cpuwatch.snapshot()[1:], (1.0,) + cpuwatch.snapshot()[1:], me, 100, str
+    )
+    assert whole.others_cores == 0.0  # no change between two reads of the same files
+    assert cpuwatch._machine_ticks() == (1760, 0) and cpuwatch._machine_ticks({0}) == (1200, 0)
+
+
 def test_a_short_block_is_read_over_the_minimum_wall_and_no_proc_says_nothing(
     monkeypatch, tmp_path
 ):

@@ -625,6 +625,9 @@ class _QuietWatch:
     """cpuwatch.watch on a CPU that nothing disturbed: the tests' own machine may change speed
     meanwhile (this VM's did, 49 -> 83 ns per loop step), which would add an attempt."""
 
+    def __init__(self, cores=None):
+        self.cores = cores
+
     def __enter__(self):
         self.use = None
         return self
@@ -633,10 +636,10 @@ class _QuietWatch:
         return False
 
 
-def _time_with(monkeypatch, benches, watch=_QuietWatch, retimes=None):
+def _time_with(monkeypatch, benches, watch=_QuietWatch, retimes=None, load=0.0):
     """Run steady.time_cell with timing.bench answering `benches`, given as (eager, compiled)
     per attempt (steady.timed_calls asks for compiled first), and `watch` as cpuwatch.watch;
-    retimes: COMPILEKIT_RETIMES (None: unset, the default count)."""
+    retimes: COMPILEKIT_RETIMES (None: unset, the default count); load: the load average."""
     import os
     import types
 
@@ -651,7 +654,7 @@ def _time_with(monkeypatch, benches, watch=_QuietWatch, retimes=None):
         monkeypatch.delenv("COMPILEKIT_RETIMES", raising=False)
     else:
         monkeypatch.setenv("COMPILEKIT_RETIMES", retimes)
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0), raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load), raising=False)
     spec = types.SimpleNamespace(device="cpu", mode="default", shape=None)
     variant = types.SimpleNamespace(attention=None, flops=None)
     result = CellResult(
@@ -713,11 +716,7 @@ def test_a_timing_beside_busy_processes_is_taken_again_and_says_what_ran(monkeyp
         ]
     )
 
-    class Watch:
-        def __enter__(self):
-            self.use = None
-            return self
-
+    class Watch(_QuietWatch):
         def __exit__(self, *exc):
             self.use = next(uses)
 
@@ -736,6 +735,40 @@ def test_a_timing_beside_busy_processes_is_taken_again_and_says_what_ran(monkeyp
     )
     assert busy["cpu_use"]["others_cores"] == 2.5
     assert result.cpu_use["others_cores"] == 0.1
+
+
+def test_a_timing_on_a_core_of_its_own_is_judged_by_that_core(monkeypatch):
+    """In a sweep the timing thread runs on a core no other cell process uses: the machine's
+    load average and the other cores' compiles say nothing about it (on the H200 they re-timed
+    nearly every cell of the blog matrix, holding the GPU three times as long), but another
+    process on that core does."""
+    import os
+
+    from compilekit.measure import cpuwatch
+
+    watched = []
+    uses = iter([cpuwatch.CpuUse(2.0, 0.0, 0.0, [], cores=[7])])
+
+    class Watch(_QuietWatch):
+        def __exit__(self, *exc):
+            watched.append(self.cores)
+            self.use = next(uses)
+
+    monkeypatch.setattr(cpuwatch, "timing_cores", lambda: frozenset({7}))
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    quiet = _timing(1.0, 0.99, 1.0)
+    result = _time_with(monkeypatch, [quiet, quiet, quiet, quiet], Watch, load=40.0)
+    assert watched == [frozenset({7})]  # one attempt, watching core 7
+    assert result.compiled_ms == 1.0 and not result.noisy
+    from compilekit.measure.steady import noise_note
+
+    alone = cpuwatch.CpuUse(2.0, 0.0, 0.0, [], cores=[7])
+    assert noise_note([quiet], None, 1, alone, pinned=True) is None
+    on_mine = cpuwatch.CpuUse(2.0, 0.3, 0.0, [("python3 spin", 0.3)], cores=[7])
+    note = noise_note([quiet], None, 1, on_mine, pinned=True)
+    assert "other processes used 0.3 cores of CPUs 7 (python3 spin 0.3)" in note
+    # the same 0.3 cores over a whole 2-core machine leave the timer its own core
+    assert noise_note([quiet], 0.5, 2, on_mine) is None
 
 
 def test_the_timed_calls_follow_the_bare_childs_order(monkeypatch):
