@@ -90,21 +90,56 @@ def decoder_block(overrides: dict, attention: str):
     return LlamaBlock()
 
 
-def plug_in(name: str, attention) -> None:
+def plugged_name(variant: str) -> str:
+    """The name a compilekit attention variant is registered under with transformers:
+    `compilekit:<variant>`, with "flash" spelled "fa" (a model asked for any implementation
+    whose name holds "flash" looks for the flash-attn package or a hub kernel instead)."""
+    return "compilekit:" + variant.replace("flash", "fa")
+
+
+def plug_in(name: str, attention, cached=None) -> None:
     """Register a compilekit attention variant (causal, [B, H, S, D], scale 1/sqrt(D)) with
     transformers' AttentionInterface under `name`: a model whose config names it runs its
     attention through the variant, with the model's own projections, rotary and layout. K/V
-    heads shared by several query heads (GQA) are repeated for it."""
+    heads shared by several query heads (GQA) are repeated for it.
+
+    Over a static KV cache (keys longer than queries: a decode step, or a prompt written into
+    a cache) the variant's `cached(q, k, v, kv_lens)` runs instead, with each row's key count
+    taken from the model's position ids (the last query's position + 1, on the device: a CUDA
+    graph replays it): rows hold no padding, as compilekit's decode prompts do. A variant
+    without one is refused there, never run over the cache's empty slots."""
     from transformers import AttentionInterface
 
     def forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kw):
+        if key.shape[2] != query.shape[2]:
+            return _over_cache(name, cached, query, key, value, kw.get("position_ids")), None
         groups = query.shape[1] // key.shape[1]
         if groups > 1:
             key = key.repeat_interleave(groups, dim=1)
             value = value.repeat_interleave(groups, dim=1)
         return attention(query, key, value).transpose(1, 2).contiguous(), None
 
+    forward.takes_kv_cache = cached is not None  # what a decode session asks (measure/decode)
     AttentionInterface.register(name, forward)
+
+
+def _over_cache(name: str, cached, query, key, value, position_ids):
+    """The plugged-in attention over a static cache ([B, S, H, D] out, as transformers wants)."""
+    import torch
+
+    from compilekit.model.errors import Unsupported
+
+    if cached is None:
+        raise Unsupported(
+            f"{name} takes queries and keys of one length, not a KV cache: decode with "
+            "@triton-flash, or one of the model's own attentions"
+        )
+    if position_ids is None:
+        raise Unsupported(f"{name} over a KV cache needs the model's position ids")
+    kv_lens = (position_ids[:, -1] + 1).to(torch.int32)
+    if kv_lens.shape[0] != query.shape[0]:  # one row of positions for the whole batch
+        kv_lens = kv_lens.expand(query.shape[0]).contiguous()
+    return cached(query, key, value, kv_lens).transpose(1, 2).contiguous()
 
 
 def causal_lm(dimensions: dict, attention: str, shape, dtype: str, device: str):

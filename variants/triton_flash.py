@@ -568,6 +568,34 @@ def flash_attention(q, k, v, causal: bool = True, window: int = 0):
     return _launch(q, k, v, causal, window)
 
 
+def cached_attention(q, k, v, kv_lens):
+    """Causal attention over a model's static KV cache: q [B, H, Q, D] holds, for each row b,
+    the last Q of the first kv_lens[b] positions of k, v [B, H_kv, K, D] (kv_lens: int32 [B]
+    on q's device, each at least Q); keys past kv_lens[b] are never read. A decode step is
+    Q = 1 with kv_lens the position + 1. The split-KV kernel (variants/triton_flash_decode.py),
+    launched straight eagerly and through its triton_op under torch.compile, so a CUDA graph
+    keeps it and reads the lengths from the device each replay."""
+    from variants import triton_flash_decode as decode
+
+    if not INTERPRET and not torch.compiler.is_compiling():
+        out = decode.launch_known(q, k, v, True, kv_lens)
+        if out is not None:
+            return out
+    check_inputs(q, k, v, True, 0)
+    decode.check(q, k)
+    wanted = (torch.int32, (q.shape[0],), q.device)
+    if (kv_lens.dtype, tuple(kv_lens.shape), kv_lens.device) != wanted:
+        raise Unsupported(
+            f"kv_lens must be int32 [{q.shape[0]}] on {q.device}; got {kv_lens.dtype} "
+            f"{list(kv_lens.shape)} on {kv_lens.device}"
+        )
+    if INTERPRET:
+        return decode.launch(q.contiguous(), k.contiguous(), v.contiguous(), True, None, kv_lens)
+    if torch.compiler.is_compiling():
+        return decode.decode_op(q, k, v, True, kv_lens)
+    return decode.launch(q, k, v, True, kv_lens=kv_lens)
+
+
 def _decode(q, k, v, causal: bool, window: int):
     """q [B, H, Q, D] over longer k, v (variants/triton_flash_decode.py)."""
     from variants import triton_flash_decode as decode

@@ -8,7 +8,9 @@ the first kernel gives each program one K/V head, every query of every query hea
 it (GROUP x Q rows: K/V read once for the group), and one split of the keys, and writes its
 partial softmax (row max, row sum, unnormalised output) in float32; the second combines the
 splits of each row. Causal is bottom-right: the queries are the last Q positions of the keys,
-so query i sees keys up to K - Q + i (a single query sees every key).
+so query i sees keys up to K - Q + i (a single query sees every key). Given per-row key counts
+(kv_lens, a model's static cache filled up to its position), row b's keys end at kv_lens[b]:
+the queries are the last Q positions of those, and the rest of the cache is never read.
 
 The tiles (keys per step, warps, pipeline stages) are autotuned per bucket of split length and
 row count; eagerly, a shape's later calls launch the tuned kernels straight (variants/launch.py),
@@ -82,14 +84,14 @@ if triton is not None:
     )
     @triton.jit
     def _split_kernel(
-        Q, K, V, Opart, Mpart, Lpart,
+        Q, K, V, Opart, Mpart, Lpart, KV_LENS,
         stride_qb, stride_qh, stride_qm, stride_qd,
         stride_kb, stride_kh, stride_kn, stride_kd,
         stride_vb, stride_vh, stride_vn, stride_vd,
         KV_HEADS, GROUP, N_Q, N_KV, SPLIT_LEN, NUM_SPLITS,
         SPLIT_BUCKET,  # SPLIT_LEN rounded up to a power of two: the autotuner keys on it
         SM_SCALE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-        BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+        BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, HAS_LENS: tl.constexpr,
     ):  # fmt: skip
         bh = tl.program_id(0)  # batch * KV_HEADS + K/V head
         split = tl.program_id(1)
@@ -113,9 +115,12 @@ if triton is not None:
         m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+        n_kv = N_KV
+        if HAS_LENS:  # this row's cache holds fewer keys: the splits past them read nothing
+            n_kv = tl.load(KV_LENS + b)
         start = split * SPLIT_LEN
-        end = tl.minimum(start + SPLIT_LEN, N_KV)
-        last_key = N_KV - N_Q + query  # the last key each row may see
+        end = tl.minimum(start + SPLIT_LEN, n_kv)
+        last_key = n_kv - N_Q + query  # the last key each row may see
         for n in range(start, end, BLOCK_N):
             offs_n = n + tl.arange(0, BLOCK_N)
             in_split = offs_n < end
@@ -221,10 +226,10 @@ def plan(q, k) -> dict:
     )
 
 
-def launch(q, k, v, causal: bool, wrap=None):
+def launch(q, k, v, causal: bool, wrap=None, kv_lens=None):
     """out [B, H, Q, D] for q [B, H, Q, D] over k, v [B, H_kv, K, D]; wrap: torch.library's
     wrap_triton under torch.compile (None eagerly: the shape's later calls then launch the
-    tuned kernels straight, launch_known)."""
+    tuned kernels straight, launch_known); kv_lens: int32 [B], the keys each row holds."""
     batch, heads, queries, dim = q.shape
     kv_heads, keys = k.shape[1], k.shape[2]
     p = plan(q, k)
@@ -238,14 +243,15 @@ def launch(q, k, v, causal: bool, wrap=None):
     combine_kernel = wrap(_combine_kernel) if wrap else _combine_kernel
     split_grid = (batch * kv_heads, num_splits, 1)
     split_args = (
-        q, k, v, opart, mpart, lpart,
+        q, k, v, opart, mpart, lpart, q if kv_lens is None else kv_lens,  # q: never read
         *q.stride(), *k.stride(), *v.stride(),
         kv_heads, p["group"], queries, keys, p["split_len"], num_splits,
         triton.next_power_of_2(p["split_len"]),
     )  # fmt: skip
     split_consts = dict(
-        SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, BLOCK_M=block_m, CAUSAL=causal
-    )
+        SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, BLOCK_M=block_m, CAUSAL=causal,
+        HAS_LENS=kv_lens is not None,
+    )  # fmt: skip
     split = split_kernel[split_grid[:2]](*split_args, **split_consts)
     combine_grid = (batch * kv_heads, p["group"] * queries, 1)
     combine_args = (
@@ -256,7 +262,7 @@ def launch(q, k, v, causal: bool, wrap=None):
     )
     combine = combine_kernel[combine_grid[:2]](*combine_args, **combine_consts)
     if wrap is None and not INTERPRET:
-        _remember(q, k, v, causal, (split, split_grid, split_args, split_consts),
+        _remember(q, k, v, causal, kv_lens, (split, split_grid, split_args, split_consts),
                   (combine, combine_grid, combine_args, combine_consts))  # fmt: skip
     return out
 
@@ -267,9 +273,10 @@ def launch(q, k, v, causal: bool, wrap=None):
 _FAST_LAUNCH = LaunchCache()
 
 
-def launch_key(q, k, v, causal: bool) -> tuple:
+def launch_key(q, k, v, causal: bool, kv_lens=None) -> tuple:
     """What the compiled kernels specialize on (tensor_key), and the mask."""
-    return (*tensor_key(q, k, v), causal)
+    lens = () if kv_lens is None else tensor_key(kv_lens)
+    return (*tensor_key(q, k, v), causal, lens)
 
 
 def _tail(kernel, args: tuple, consts: dict, first: int) -> tuple:
@@ -282,7 +289,7 @@ def _tail(kernel, args: tuple, consts: dict, first: int) -> tuple:
     return args[first:] + tuple(values[n] for n in names[len(args) :])
 
 
-def _remember(q, k, v, causal, split, combine) -> None:
+def _remember(q, k, v, causal, kv_lens, split, combine) -> None:
     compiled_split, grid_s, args_s, consts_s = split
     compiled_combine, grid_c, args_c, consts_c = combine
     compiled = (compiled_split, compiled_combine)
@@ -293,21 +300,21 @@ def _remember(q, k, v, causal, split, combine) -> None:
         return  # a Triton whose launch returns no compiled kernel: the slow path stays
     sizes = (args_s[3].numel(), args_s[4].numel())  # opart, mpart (= lpart)
     _FAST_LAUNCH.remember(
-        launch_key(q, k, v, causal),
+        launch_key(q, k, v, causal, kv_lens),
         (
             sizes,
             direct_launcher(compiled_split, grid_s),
-            _tail(_split_kernel, args_s, consts_s, 6),
+            _tail(_split_kernel, args_s, consts_s, 7),
             direct_launcher(compiled_combine, grid_c),
             _tail(_combine_kernel, args_c, consts_c, 4),
         ),
     )
 
 
-def launch_known(q, k, v, causal: bool):
+def launch_known(q, k, v, causal: bool, kv_lens=None):
     """The eager fast path: the output, both kernels launched straight with what the shape's
     first launch kept; None where none was kept yet (then `launch`)."""
-    known = _FAST_LAUNCH.get(launch_key(q, k, v, causal))
+    known = _FAST_LAUNCH.get(launch_key(q, k, v, causal, kv_lens))
     if known is None:
         return None
     (opart_size, m_size), run_split, split_tail, run_combine, combine_tail = known
@@ -315,7 +322,7 @@ def launch_known(q, k, v, causal: bool):
     mpart = torch.empty(m_size, dtype=torch.float32, device=q.device)
     lpart = torch.empty(m_size, dtype=torch.float32, device=q.device)
     out = torch.empty_like(q)
-    run_split(q, k, v, opart, mpart, lpart, *split_tail)
+    run_split(q, k, v, opart, mpart, lpart, q if kv_lens is None else kv_lens, *split_tail)
     run_combine(opart, mpart, lpart, out, *combine_tail)
     return out
 
@@ -323,10 +330,16 @@ def launch_known(q, k, v, causal: bool):
 if triton is not None and hasattr(torch.library, "triton_op"):
 
     @torch.library.triton_op(OP_NAME, mutates_args=())
-    def decode_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    def decode_op(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        causal: bool,
+        kv_lens: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         # wrap_triton: Inductor sees both kernels and keeps them in its graph and CUDA graphs
-        return launch(q, k, v, causal, torch.library.wrap_triton)
+        return launch(q, k, v, causal, torch.library.wrap_triton, kv_lens)
 else:  # torch < 2.6: no triton_op; eager only
 
-    def decode_op(q, k, v, causal):
-        return launch(q, k, v, causal)
+    def decode_op(q, k, v, causal, kv_lens=None):
+        return launch(q, k, v, causal, kv_lens=kv_lens)

@@ -227,10 +227,12 @@ def _attention_for(name: str, module, attention: str) -> str:
     variant = load_variant(attention)
     if variant.factory is not None:
         raise UserError(f"{attention!r} is a model, not an attention to plug into {name!r}")
-    from variants.models import plug_in
+    from variants.models import plug_in, plugged_name
 
-    plug_in(f"compilekit:{attention}", variant.attention)
-    return f"compilekit:{attention}"
+    # over a static KV cache (decode) the variant's own cached path, where its module has one
+    cached = getattr(inspect.getmodule(variant.attention), "cached_attention", None)
+    plug_in(plugged_name(attention), variant.attention, cached)
+    return plugged_name(attention)
 
 
 def _workload_variant(spec, factory, module, source: str, builtin: bool) -> Variant:

@@ -125,6 +125,77 @@ def test_decode_shapes_match_the_bottom_right_reference():
     assert "at most 128 query rows per K/V head" in refused and "got 192" in refused
 
 
+CACHED_CHILD = r"""
+import json, sys, torch
+from variants.triton_flash import cached_attention
+from variants.masks import reference
+out = []
+# (B, H, H_kv, Q, capacity, D, key counts per row): a static cache filled to each row's count
+for i, (b, h, hkv, nq, cap, d, lens) in enumerate(json.loads(sys.argv[1])):
+    gen = torch.Generator().manual_seed(200 + i)
+    q = torch.randn(b, h, nq, d, generator=gen)
+    k, v = (torch.randn(b, hkv, cap, d, generator=gen) for _ in range(2))
+    for row, n in enumerate(lens):  # the empty slots: NaN, so a read of one shows
+        k[row, :, n:], v[row, :, n:] = float("nan"), float("nan")
+    o = cached_attention(q, k, v, torch.tensor(lens, dtype=torch.int32))
+    errs = [float((o[r].double() - reference(q[r:r+1], k[r:r+1, :, :n], v[r:r+1, :, :n],
+                                             causal=True)[0]).abs().max()) for r, n in enumerate(lens)]
+    out.append({"errs": errs, "finite": bool(torch.isfinite(o).all())})
+try:
+    cached_attention(torch.randn(2, 4, 1, 16), torch.randn(2, 4, 8, 16), torch.randn(2, 4, 8, 16),
+                     torch.tensor([3, 4]))
+except RuntimeError as exc:
+    out.append(str(exc))
+print(json.dumps(out))
+"""
+# a decode step (Q = 1) and a prompt written into the cache (Q = 3), GQA 4/2 and 8/1, rows of
+# different fill, one row filled to the last slot and one with a whole empty split after it
+CACHED_CASES = [
+    (2, 4, 2, 1, 200, 16, [37, 150]),
+    (2, 8, 1, 3, 130, 32, [3, 130]),
+]
+
+
+def test_cached_attention_reads_each_rows_keys_only():
+    """What a model's static cache needs: each row attends to its own first kv_lens keys (its
+    queries the last of those positions), and never reads the empty slots past them (NaN
+    there would spread into its output)."""
+    proc = _child(CACHED_CHILD, json.dumps(CACHED_CASES))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    *found, refused = json.loads(proc.stdout.strip().splitlines()[-1])
+    for case, got in zip(CACHED_CASES, found, strict=True):
+        assert got["finite"], case
+        assert max(got["errs"]) < 1e-5, (case, got)
+    assert "kv_lens must be int32 [2]" in refused
+
+
+CACHED_OP = r"""
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from variants import triton_flash_decode as decode
+wrapped = []
+real_wrap = torch.library.wrap_triton
+torch.library.wrap_triton = lambda kernel: wrapped.append(kernel) or real_wrap(kernel)
+# the split plan asks the GPU for its SMs: an H200's, where no GPU is
+torch.cuda.get_device_properties = lambda device: type("P", (), {"multi_processor_count": 132})
+with FakeTensorMode():
+    q = torch.empty(2, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.empty(2, 8, 2048, 128, device="cuda", dtype=torch.bfloat16)
+    lens = torch.empty(2, device="cuda", dtype=torch.int32)
+    with_lens = decode.decode_op(q, k, k, True, lens)
+    without = decode.decode_op(q, k, k, True)
+print(tuple(with_lens.shape), tuple(without.shape), len(wrapped))
+"""
+
+
+def test_the_cached_op_torch_compile_traces_takes_the_lengths():
+    """Under torch.compile the cache's lengths go through the triton_op (a tensor argument, so
+    a CUDA graph reads them on every replay), and both kernels reach Inductor via wrap_triton."""
+    proc = _child(CACHED_OP, interpret=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "(2, 32, 1, 128) (2, 32, 1, 128) 4"
+
+
 def test_refuses_what_it_does_not_compute():
     code = r"""
 import torch

@@ -36,11 +36,12 @@ class Session:
                 f"{prompt.dtype} {list(prompt.shape)}"
             )
         implementation = getattr(model.config, "_attn_implementation", "") or ""
-        if implementation.startswith("compilekit:"):
+        if implementation.startswith("compilekit:") and not _takes_kv_cache(implementation):
             raise UserError(
-                f"{spec!r}: a plugged-in compilekit attention ignores the model's mask, and a "
-                "static cache's unfilled positions are masked only there: decode with the "
-                "model's own attention (sdpa, eager or flex_attention)"
+                f"{spec!r}: {implementation} takes queries and keys of one length, and a static "
+                "cache's unfilled positions are masked only by the model's mask: decode with "
+                "@triton-flash (it reads each row's filled keys only) or the model's own "
+                "attention (sdpa, eager or flex_attention)"
             )
         limit = getattr(model.config, "max_position_embeddings", None)
         if limit and shape.prompt + shape.new > limit:
@@ -97,6 +98,15 @@ class Session:
     def step(self, ids: torch.Tensor, position: torch.Tensor):
         """One token's forward: (next token, its logits)."""
         return self.forward_greedy(ids, position)
+
+
+def _takes_kv_cache(implementation: str) -> bool:
+    """Whether the attention registered under this name reads a static cache's filled keys
+    (variants/models.py's plug_in marks those that do)."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    forward = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, None)
+    return bool(getattr(forward, "takes_kv_cache", False))
 
 
 def _is_causal_lm(model) -> bool:
