@@ -84,14 +84,16 @@ if triton is not None:
     )
     @triton.jit
     def _split_kernel(
-        Q, K, V, Opart, Mpart, Lpart, KV_LENS,
+        Q, K, V, Opart, Mpart, Lpart, KV_LENS, Out,
         stride_qb, stride_qh, stride_qm, stride_qd,
         stride_kb, stride_kh, stride_kn, stride_kd,
         stride_vb, stride_vh, stride_vn, stride_vd,
+        stride_ob, stride_oh, stride_om, stride_od,
         KV_HEADS, GROUP, N_Q, N_KV, SPLIT_LEN, NUM_SPLITS,
         SPLIT_BUCKET,  # SPLIT_LEN rounded up to a power of two: the autotuner keys on it
         SM_SCALE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
         BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, HAS_LENS: tl.constexpr,
+        ONE_SPLIT: tl.constexpr,
     ):  # fmt: skip
         bh = tl.program_id(0)  # batch * KV_HEADS + K/V head
         split = tl.program_id(1)
@@ -148,10 +150,21 @@ if triton is not None:
             )
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m_i = m_new
-        slot = (bh * NUM_SPLITS + split) * BLOCK_M + rows
-        tl.store(Mpart + slot, m_i)
-        tl.store(Lpart + slot, l_i)
-        tl.store(Opart + slot[:, None].to(tl.int64) * HEAD_DIM + offs_d[None, :], acc)
+        if ONE_SPLIT:  # the whole row is here: normalise and write it, no combine to launch
+            o = acc / tl.where(real, l_i, 1.0)[:, None]
+            o_ptrs = (
+                Out
+                + b.to(tl.int64) * stride_ob
+                + head[:, None].to(tl.int64) * stride_oh
+                + query[:, None] * stride_om
+                + offs_d[None, :] * stride_od
+            )
+            tl.store(o_ptrs, o.to(Out.dtype.element_ty), mask=real[:, None])
+        else:
+            slot = (bh * NUM_SPLITS + split) * BLOCK_M + rows
+            tl.store(Mpart + slot, m_i)
+            tl.store(Lpart + slot, l_i)
+            tl.store(Opart + slot[:, None].to(tl.int64) * HEAD_DIM + offs_d[None, :], acc)
 
     @triton.jit
     def _combine_kernel(
@@ -229,42 +242,55 @@ def plan(q, k) -> dict:
 def launch(q, k, v, causal: bool, wrap=None, kv_lens=None):
     """out [B, H, Q, D] for q [B, H, Q, D] over k, v [B, H_kv, K, D]; wrap: torch.library's
     wrap_triton under torch.compile (None eagerly: the shape's later calls then launch the
-    tuned kernels straight, launch_known); kv_lens: int32 [B], the keys each row holds."""
+    tuned kernels straight, launch_known); kv_lens: int32 [B], the keys each row holds. One
+    split (a short cache) writes the output itself; more are combined by a second kernel."""
     batch, heads, queries, dim = q.shape
     kv_heads, keys = k.shape[1], k.shape[2]
     p = plan(q, k)
     block_m, num_splits = p["block_m"], p["num_splits"]
-    slots = batch * kv_heads * num_splits * block_m
-    opart = torch.empty(slots * dim, dtype=torch.float32, device=q.device)
-    mpart = torch.empty(slots, dtype=torch.float32, device=q.device)
-    lpart = torch.empty(slots, dtype=torch.float32, device=q.device)
     out = torch.empty_like(q)
+    one = num_splits == 1
+    opart, mpart, lpart = _partials(q, batch * kv_heads * num_splits * block_m, one, out)
     split_kernel = wrap(_split_kernel) if wrap else _split_kernel
-    combine_kernel = wrap(_combine_kernel) if wrap else _combine_kernel
     split_grid = (batch * kv_heads, num_splits, 1)
     split_args = (
-        q, k, v, opart, mpart, lpart, q if kv_lens is None else kv_lens,  # q: never read
-        *q.stride(), *k.stride(), *v.stride(),
+        q, k, v, opart, mpart, lpart, out if kv_lens is None else kv_lens, out,
+        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         kv_heads, p["group"], queries, keys, p["split_len"], num_splits,
         triton.next_power_of_2(p["split_len"]),
     )  # fmt: skip
     split_consts = dict(
         SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, BLOCK_M=block_m, CAUSAL=causal,
-        HAS_LENS=kv_lens is not None,
+        HAS_LENS=kv_lens is not None, ONE_SPLIT=one,
     )  # fmt: skip
     split = split_kernel[split_grid[:2]](*split_args, **split_consts)
-    combine_grid = (batch * kv_heads, p["group"] * queries, 1)
-    combine_args = (
-        opart, mpart, lpart, out, *out.stride(), kv_heads, p["group"], queries, num_splits,
-    )  # fmt: skip
-    combine_consts = dict(
-        HEAD_DIM=dim, BLOCK_M=block_m, BLOCK_S=max(2, triton.next_power_of_2(num_splits))
-    )
-    combine = combine_kernel[combine_grid[:2]](*combine_args, **combine_consts)
+    combine = None
+    if not one:
+        combine_kernel = wrap(_combine_kernel) if wrap else _combine_kernel
+        combine_grid = (batch * kv_heads, p["group"] * queries, 1)
+        combine_args = (
+            opart, mpart, lpart, out, *out.stride(), kv_heads, p["group"], queries, num_splits,
+        )  # fmt: skip
+        combine_consts = dict(
+            HEAD_DIM=dim, BLOCK_M=block_m, BLOCK_S=max(2, triton.next_power_of_2(num_splits))
+        )
+        compiled = combine_kernel[combine_grid[:2]](*combine_args, **combine_consts)
+        combine = (compiled, combine_grid, combine_args, combine_consts)
     if wrap is None and not INTERPRET:
-        _remember(q, k, v, causal, kv_lens, (split, split_grid, split_args, split_consts),
-                  (combine, combine_grid, combine_args, combine_consts))  # fmt: skip
+        _remember(q, k, v, causal, kv_lens, (split, split_grid, split_args, split_consts), combine)
     return out
+
+
+def _partials(q, slots: int, one: bool, out):
+    """The splits' float32 partials (output, row max, row sum); with one split none are
+    written, and `out` stands in for each (never read nor written)."""
+    if one:
+        return out, out, out
+    dim = q.shape[-1]
+    opart = torch.empty(slots * dim, dtype=torch.float32, device=q.device)
+    mpart = torch.empty(slots, dtype=torch.float32, device=q.device)
+    lpart = torch.empty(slots, dtype=torch.float32, device=q.device)
+    return opart, mpart, lpart
 
 
 # launch key -> what launch_known needs to launch both kernels straight: the eager path's
@@ -291,39 +317,44 @@ def _tail(kernel, args: tuple, consts: dict, first: int) -> tuple:
 
 def _remember(q, k, v, causal, kv_lens, split, combine) -> None:
     compiled_split, grid_s, args_s, consts_s = split
-    compiled_combine, grid_c, args_c, consts_c = combine
-    compiled = (compiled_split, compiled_combine)
     _TUNED[tuning_key(dict(zip(_split_kernel.fn.arg_names, args_s)), consts_s)] = (
         _split_kernel.best_config
     )
+    compiled = (compiled_split,) + (() if combine is None else (combine[0],))
     if not all(hasattr(c, "run") and hasattr(c, "__getitem__") for c in compiled):
         return  # a Triton whose launch returns no compiled kernel: the slow path stays
-    sizes = (args_s[3].numel(), args_s[4].numel())  # opart, mpart (= lpart)
+    run_combine = None
+    if combine is not None:
+        compiled_combine, grid_c, args_c, consts_c = combine
+        run_combine = (
+            direct_launcher(compiled_combine, grid_c),
+            _tail(_combine_kernel, args_c, consts_c, 4),
+        )
+    slots = 0 if combine is None else args_s[4].numel()  # mpart's (= lpart's) length
     _FAST_LAUNCH.remember(
         launch_key(q, k, v, causal, kv_lens),
         (
-            sizes,
+            slots,
             direct_launcher(compiled_split, grid_s),
-            _tail(_split_kernel, args_s, consts_s, 7),
-            direct_launcher(compiled_combine, grid_c),
-            _tail(_combine_kernel, args_c, consts_c, 4),
+            _tail(_split_kernel, args_s, consts_s, 8),
+            run_combine,
         ),
     )
 
 
 def launch_known(q, k, v, causal: bool, kv_lens=None):
-    """The eager fast path: the output, both kernels launched straight with what the shape's
+    """The eager fast path: the output, the kernels launched straight with what the shape's
     first launch kept; None where none was kept yet (then `launch`)."""
     known = _FAST_LAUNCH.get(launch_key(q, k, v, causal, kv_lens))
     if known is None:
         return None
-    (opart_size, m_size), run_split, split_tail, run_combine, combine_tail = known
-    opart = torch.empty(opart_size, dtype=torch.float32, device=q.device)
-    mpart = torch.empty(m_size, dtype=torch.float32, device=q.device)
-    lpart = torch.empty(m_size, dtype=torch.float32, device=q.device)
+    slots, run_split, split_tail, run_combine = known
     out = torch.empty_like(q)
-    run_split(q, k, v, opart, mpart, lpart, q if kv_lens is None else kv_lens, *split_tail)
-    run_combine(opart, mpart, lpart, out, *combine_tail)
+    opart, mpart, lpart = _partials(q, slots, run_combine is None, out)
+    run_split(q, k, v, opart, mpart, lpart, out if kv_lens is None else kv_lens, out, *split_tail)
+    if run_combine is not None:
+        launcher, tail = run_combine
+        launcher(opart, mpart, lpart, out, *tail)
     return out
 
 

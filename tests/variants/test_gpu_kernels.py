@@ -114,7 +114,9 @@ def test_gluon_flash_fast_launch_runs_the_known_kernel_on_fresh_inputs():
             gluon_flash.attention(flat[1:].view(shape), k, v)
 
 
-@pytest.mark.parametrize("shape", ["16x32x1x8192x128", "1x32x3x32768x128", "2x8x1x1000x64"])
+@pytest.mark.parametrize(
+    "shape", ["16x32x1x8192x128", "1x32x3x32768x128", "2x8x1x1000x64", "1x32x1x200x128"]
+)
 def test_triton_flash_decode_shapes_bf16_eager_and_compiled(shape):
     """The split-KV kernel at decode shapes, GQA 4, eagerly (the autotuned launch, then the
     straight one) and under torch.compile (its triton_op), against the bottom-right float64
@@ -141,6 +143,37 @@ def test_triton_flash_decode_shapes_bf16_eager_and_compiled(shape):
     assert max_rel_err(flash_attention(q2, k2, v2), reference(q2, k2, v2, causal=True)) < 3e-2
     compiled = torch.compile(functools.partial(flash_attention, causal=True), fullgraph=True)
     assert max_rel_err(compiled(q, k, v), truth) < 3e-2
+
+
+def test_triton_flash_over_a_static_cache_in_a_cuda_graph_reads_each_replays_lengths():
+    """cached_attention eagerly (a long cache, several splits, and a short one, one split) and
+    under reduce-overhead: the lengths are a device tensor, so one graph serves every step,
+    each replay attending to the keys its lengths name (empty slots hold NaN)."""
+    from compilekit.measure.inputs import max_rel_err
+    from variants.masks import reference
+    from variants.triton_flash import cached_attention
+
+    def check(out, q, k, v, lens):
+        for row, n in enumerate(lens.tolist()):
+            one = slice(row, row + 1)
+            truth = reference(q[one], k[one, :, :n], v[one, :, :n], causal=True)
+            assert max_rel_err(out[row : row + 1], truth) < 3e-2, (row, n)
+
+    for capacity in (8192, 232):
+        q = torch.randn(2, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
+        k, v = (
+            torch.randn(2, 8, capacity, 128, device="cuda", dtype=torch.bfloat16) for _ in "kv"
+        )
+        lens = torch.tensor([capacity // 3, capacity - 1], device="cuda", dtype=torch.int32)
+        for row, n in enumerate(lens.tolist()):
+            k[row, :, n:], v[row, :, n:] = float("nan"), float("nan")
+        check(cached_attention(q, k, v, lens), q, k, v, lens)
+        check(cached_attention(q, k, v, lens), q, k, v, lens)  # the straight launch
+        step = torch.compile(cached_attention, mode="reduce-overhead", fullgraph=True)
+        for n in (5, 60, capacity // 3):  # shorter than any filled row: each replay its own
+            lens.fill_(n)
+            out = step(q, k, v, lens).clone()
+            check(out, q, k, v, lens)
 
 
 @pytest.mark.parametrize("variant", ["triton-flash-varlen", "sdpa-jagged", "varlen-attn"])
