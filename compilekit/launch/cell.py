@@ -20,6 +20,7 @@ STAGE_DIR/result.json with the reason; the traceback, if any, goes to the log.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -87,8 +88,9 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
                 del out
         # Timed before the float64 reference and the error check, in the order a user's
         # process (and verify's bare child) runs: inputs, one eager call, compile, time.
-        with result.step("time"), locks.timed_alone(result.steps_s, cell.device):
-            steady.time_cell(cell, variant, compiled, args, result)
+        with result.step("time"):
+            alone = functools.partial(locks.timed_alone, result.steps_s, cell.device)
+            steady.time_cell(cell, variant, compiled, args, result, alone)
         with result.step("reference_and_check"), locks.gpu_shared(result.steps_s):
             ref, result.reference = inputs.reference_output(variant, *args)
             if eager_out is not None:

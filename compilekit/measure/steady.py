@@ -4,6 +4,7 @@ timing was disturbed (taken again, the quietest kept)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -23,24 +24,28 @@ RETIME_PAUSE_S = 1.0
 HOST_BOUND_SHARE = 0.8
 
 
-def time_cell(cell, variant, compiled, args, result) -> None:
+def time_cell(cell, variant, compiled, args, result, alone=contextlib.nullcontext) -> None:
     """Steady state of eager and compiled (do_bench on CUDA), the host cost of one call, and on
     CUDA a user's loop of each (back-to-back calls: what host-bound judgements read). A
     disturbed attempt (see noise_note) is timed again after a pause, up to RETIMES times, and
     the quietest attempt (undisturbed, then the fastest) is kept: a short disturbance
     from another process on a shared host says nothing about the code. Every attempt's medians
-    are kept in timing_attempts, with what else used the CPU meanwhile (cpuwatch)."""
+    are kept in timing_attempts, with what else used the CPU meanwhile (cpuwatch). `alone()`
+    holds what the timed calls must have to themselves (in a sweep, the GPU and a core:
+    launch/locks.py) for each attempt, and is let go during the pause between attempts."""
     from compilekit.measure import cpuwatch
 
     attempts = []
     with_eager = result.eager_note is None  # else eager ran out of memory: compiled alone
-    # in a sweep the timing thread has a core of its own: only what ran there competed with it
-    pinned = cpuwatch.timing_cores()
     for attempt in range(1 + retimes()):
         if attempt:
             time.sleep(RETIME_PAUSE_S)
-        with cpuwatch.watch(pinned) as watched:
-            eager, steady, host, loops = timed_calls(cell, variant, compiled, args, with_eager)
+        with alone():
+            # in a sweep the timing thread has a core of its own (alone() moved it there):
+            # only what ran on it competed with it
+            pinned = cpuwatch.timing_cores()
+            with cpuwatch.watch(pinned) as watched:
+                eager, steady, host, loops = timed_calls(cell, variant, compiled, args, with_eager)
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") and not pinned else None
         timed = [t for t in (eager, steady) if t]
         cores = len(pinned) if pinned else os.cpu_count() or 1

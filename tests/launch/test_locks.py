@@ -114,7 +114,11 @@ def test_the_measure_process_holds_the_gpu_alone_only_for_its_figures(tmp_path, 
         return wrapper
 
     monkeypatch.setattr(calls, "eager_first", noting("eager probe", calls.eager_first))
-    monkeypatch.setattr(steady, "time_cell", noting("timed calls", lambda *a: None))
+    def timing(cell, variant, compiled, args, result, alone):
+        with alone():  # what the measure process gives each timing attempt to hold
+            seen["timed calls"] = gpu_lock_state(lock)
+
+    monkeypatch.setattr(steady, "time_cell", timing)
     monkeypatch.setattr(inputs, "reference_output", noting("reference", inputs.reference_output))
     monkeypatch.setattr(gather, "gather", noting("profile", lambda *a: None))
     eager = Cell("naive", "eager", parse_shape("1x2x64x16"), "float32", "cpu")

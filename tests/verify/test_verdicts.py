@@ -636,7 +636,7 @@ class _QuietWatch:
         return False
 
 
-def _time_with(monkeypatch, benches, watch=_QuietWatch, retimes=None, load=0.0):
+def _time_with(monkeypatch, benches, watch=_QuietWatch, retimes=None, load=0.0, alone=None):
     """Run steady.time_cell with timing.bench answering `benches`, given as (eager, compiled)
     per attempt (steady.timed_calls asks for compiled first), and `watch` as cpuwatch.watch;
     retimes: COMPILEKIT_RETIMES (None: unset, the default count); load: the load average."""
@@ -660,7 +660,7 @@ def _time_with(monkeypatch, benches, watch=_QuietWatch, retimes=None, load=0.0):
     result = CellResult(
         variant="v", mode="default", shape="1x1x8x8", dtype="float32", device="cpu"
     )
-    steady.time_cell(spec, variant, None, (), result)
+    steady.time_cell(spec, variant, None, (), result, *([alone] if alone else []))
     return result
 
 
@@ -735,6 +735,26 @@ def test_a_timing_beside_busy_processes_is_taken_again_and_says_what_ran(monkeyp
     )
     assert busy["cpu_use"]["others_cores"] == 2.5
     assert result.cpu_use["others_cores"] == 0.1
+
+
+def test_the_pause_before_a_retiming_lets_go_of_what_the_timed_calls_hold(monkeypatch):
+    """In a sweep the timed calls hold the GPU (and a core) alone; the pause before a second
+    attempt, which waits for a disturbance to pass, leaves them to the other cells."""
+    import contextlib
+    import time
+
+    events = []
+
+    @contextlib.contextmanager
+    def alone():
+        events.append("take")
+        yield
+        events.append("let go")
+
+    monkeypatch.setattr(time, "sleep", lambda seconds: events.append("pause"))
+    quiet, disturbed = _timing(1.0, 0.98, 1.05), _timing(1.6, 0.99, 2.4)
+    _time_with(monkeypatch, [quiet, disturbed, quiet, quiet], alone=alone)
+    assert events == ["take", "let go", "pause", "take", "let go"], events
 
 
 def test_a_timing_on_a_core_of_its_own_is_judged_by_that_core(monkeypatch):
