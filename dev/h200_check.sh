@@ -21,7 +21,8 @@
 #      top ops by time and memory, its kernel map's files; `make experiment
 #      VARIANT=llama-block MODE=default` (M_LLAMA=0 leaves that out)
 #   L  the lock tests (tests/launch/test_locks.py) on this torch
-#   D  decode: llama2-7b (DECODE_VARIANT, e.g. llama2-7b@flex_attention) 1x32+200 (DECODE_SHAPE)
+#   D  decode: llama2-7b (DECODE_VARIANT, e.g. llama2-7b@flex_attention or llama2-7b@triton-flash)
+#      1x32+200 (DECODE_SHAPE)
 #      under DECODE_MODE (default reduce-overhead),
 #      with DECODE_SET (Inductor options, e.g. "coordinate_descent_tuning=true"), within D_S
 #      seconds: the cell's summary, result.json and its ops
