@@ -281,12 +281,11 @@ def _cells_section(results: list, table: list) -> list[str]:
         "S·W - W(W-1)/2 for a window of W); `-` where a variant declares none. `GPU busy`: "
         "device time per forward over the latency; under 80% the call is host-bound, and its "
         "speedup (marked `loop`) and break-even come from a user's loop of eager and of "
-        "compiled calls (all of its loops). "
-        "`noisy`: the timing spread, the machine's load or other processes' CPU use while it "
-        "was timed (a core or a quarter of the machine's, whichever is more; a quarter of "
-        "the timing thread's own core where a sweep gave it one; or as much stolen by the "
-        "hypervisor) says it was disturbed; a cell whose timing was "
-        "taken again after such a disturbance is named below.",
+        "compiled calls (all of its loops). `noisy`: the timing spread, the machine's load "
+        "or other processes' CPU use while it was timed (a core or a quarter of the "
+        "machine's, whichever is more; a quarter of the timing thread's own core where a "
+        "sweep gave it one; or as much stolen by the hypervisor) says it was disturbed; a "
+        "cell whose timing was taken again after such a disturbance is named below.",
         "",
         tabulate(table, headers=headers(results), tablefmt="github"),
         "",
