@@ -250,11 +250,11 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None):
     block_m, num_splits = p["block_m"], p["num_splits"]
     out = torch.empty_like(q)
     one = num_splits == 1
-    opart, mpart, lpart = _partials(q, batch * kv_heads * num_splits * block_m, one, out)
+    opart, mpart, lpart = _partials(q, batch * kv_heads * num_splits * block_m, one, k)
     split_kernel = wrap(_split_kernel) if wrap else _split_kernel
     split_grid = (batch * kv_heads, num_splits, 1)
     split_args = (
-        q, k, v, opart, mpart, lpart, out if kv_lens is None else kv_lens, out,
+        q, k, v, opart, mpart, lpart, k if kv_lens is None else kv_lens, out,
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         kv_heads, p["group"], queries, keys, p["split_len"], num_splits,
         triton.next_power_of_2(p["split_len"]),
@@ -281,11 +281,13 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None):
     return out
 
 
-def _partials(q, slots: int, one: bool, out):
+def _partials(q, slots: int, one: bool, stand_in):
     """The splits' float32 partials (output, row max, row sum); with one split none are
-    written, and `out` stands in for each (never read nor written)."""
+    written, and `stand_in` (k: an input, never written) takes their places, as it takes the
+    lengths' place without them: under torch.compile no stand-in aliases the output, which
+    would cost Inductor a copy of it."""
     if one:
-        return out, out, out
+        return stand_in, stand_in, stand_in
     dim = q.shape[-1]
     opart = torch.empty(slots * dim, dtype=torch.float32, device=q.device)
     mpart = torch.empty(slots, dtype=torch.float32, device=q.device)
@@ -350,8 +352,8 @@ def launch_known(q, k, v, causal: bool, kv_lens=None):
         return None
     slots, run_split, split_tail, run_combine = known
     out = torch.empty_like(q)
-    opart, mpart, lpart = _partials(q, slots, run_combine is None, out)
-    run_split(q, k, v, opart, mpart, lpart, out if kv_lens is None else kv_lens, out, *split_tail)
+    opart, mpart, lpart = _partials(q, slots, run_combine is None, k)
+    run_split(q, k, v, opart, mpart, lpart, k if kv_lens is None else kv_lens, out, *split_tail)
     if run_combine is not None:
         launcher, tail = run_combine
         launcher(opart, mpart, lpart, out, *tail)
