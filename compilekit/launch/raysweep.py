@@ -307,7 +307,9 @@ def _run(ray, experiment, out_dir, done, todo, resources, shared_dir, cache_root
         "fresh": fresh,
     }
     in_flight, start = {}, time.perf_counter()
-    for cell in todo:
+    # submitted longest first: Ray starts tasks about in that order (a CUDA cell's task takes
+    # a whole GPU unless --ray-resources says less)
+    for cell in sweep.longest_first(todo):
         res = task_resources(cell.device, resources)
         ref = remote.options(**_options(res)).remote(
             cell.to_dict(),

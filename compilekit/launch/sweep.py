@@ -34,13 +34,18 @@ def _autotunes(cell) -> bool:
     return cell.mode.startswith("max-autotune")
 
 
+def longest_first(cells) -> list:
+    """The cells in the order to start them: max-autotune's first (their cold compiles take
+    longest, so the other cells fill that time instead of a sweep's tail), the rest as given."""
+    return sorted(cells, key=lambda c: not _autotunes(c))
+
+
 class Todo:
-    """The cells left to run, handed to the sweep's workers: max-autotune's first (their cold
-    compiles take longest, so the other cells fill that time instead of a sweep's tail), with
-    at most AUTOTUNE_PER_GPU of them running on a GPU at once."""
+    """The cells left to run, handed to the sweep's workers longest_first, with at most
+    AUTOTUNE_PER_GPU max-autotune cells running on a GPU at once."""
 
     def __init__(self, cells):
-        self._cells = sorted(cells, key=lambda c: not _autotunes(c))
+        self._cells = longest_first(cells)
         self._autotuning = collections.Counter()  # gpu -> its max-autotune cells running
         self._changed = threading.Condition()
 

@@ -268,3 +268,74 @@ def test_joining_where_no_ray_answers_is_quiet_and_bounded(capfd):
         assert "Failed to connect" not in err and "rpc_client" not in err, err
     finally:
         server.close()
+
+
+class _FakeRay:
+    """Just enough of Ray for _run's submission: every task fails at once (no cell runs), and
+    the order the cells were submitted in is kept."""
+
+    def __init__(self):
+        self.submitted = []
+
+    def nodes(self):
+        return [{"Alive": True, "NodeManagerHostname": "node"}]
+
+    def remote(self, fn=None, **_):
+        if fn is None:  # ray.remote(num_cpus=0)(Board): the actor class
+            return lambda cls: _Handle(self)
+        return _Handle(self)
+
+    def wait(self, refs, num_returns=1):
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref):
+        if isinstance(ref, tuple):  # a cell's task
+            raise RuntimeError("no cluster here")
+        return {}
+
+
+class _Handle:
+    """A remote function, an actor class or an actor, and each of their methods."""
+
+    def __init__(self, ray):
+        self.ray = ray
+
+    def __getattr__(self, name):
+        return self
+
+    def options(self, **_):
+        return self
+
+    def remote(self, *args):
+        if args and isinstance(args[0], dict) and "mode" in args[0]:
+            self.ray.submitted.append(args[0]["mode"])
+            return ("task", len(self.ray.submitted))
+        return self
+
+
+def test_a_ray_sweep_submits_max_autotune_cells_first(tmp_path):
+    """Their cold compiles take longest: started first, the other cells fill that time (as the
+    local sweep orders them)."""
+    import io
+
+    from compilekit.launch import raysweep
+    from compilekit.userexperiment import load_experiment
+
+    toml = tmp_path / "x.toml"
+    toml.write_text(
+        'name = "x"\nvariants = ["naive"]\nshapes = ["1x2x64x16"]\ndevice = "cpu"\n'
+        'modes = ["eager", "default", "max-autotune", "reduce-overhead", '
+        '"max-autotune-no-cudagraphs"]\n'
+    )
+    experiment = load_experiment(str(toml))
+    ray = _FakeRay()
+    out = tmp_path / "out"
+    out.mkdir()
+    ordered = raysweep._run(
+        ray, experiment, str(out), {}, list(experiment.cells), None, False, None, False,
+        io.StringIO(),
+    )  # fmt: skip
+    assert ray.submitted == [
+        "max-autotune", "max-autotune-no-cudagraphs", "eager", "default", "reduce-overhead"
+    ]  # fmt: skip
+    assert [r.status for r in ordered] == ["failed"] * 5
