@@ -759,8 +759,8 @@ def test_the_pause_before_a_retiming_lets_go_of_what_the_timed_calls_hold(monkey
 
 def test_a_timing_on_a_core_of_its_own_is_judged_by_that_core(monkeypatch):
     """In a sweep the timing thread runs on a core no other cell process uses: the machine's
-    load average and the other cores' compiles say nothing about it (on the H200 they re-timed
-    nearly every cell of the blog matrix, holding the GPU three times as long), but another
+    load average and the other cores' compiles say nothing about it (counted, they would mark
+    every timing of a busy sweep disturbed, and each re-timing holds the GPU), but another
     process on that core does."""
     import os
 
