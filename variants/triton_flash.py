@@ -582,32 +582,29 @@ def cached_attention(q, k, v, kv_lens):
         if out is not None:
             return out
     check_inputs(q, k, v, True, 0)
-    decode.check(q, k)
     wanted = (torch.int32, (q.shape[0],), q.device)
     if (kv_lens.dtype, tuple(kv_lens.shape), kv_lens.device) != wanted:
         raise Unsupported(
             f"kv_lens must be int32 [{q.shape[0]}] on {q.device}; got {kv_lens.dtype} "
             f"{list(kv_lens.shape)} on {kv_lens.device}"
         )
-    if INTERPRET:
-        return decode.launch(q.contiguous(), k.contiguous(), v.contiguous(), True, None, kv_lens)
-    if torch.compiler.is_compiling():
-        return decode.decode_op(q, k, v, True, kv_lens)
-    return decode.launch(q, k, v, True, kv_lens=kv_lens)
+    return _decode(q, k, v, True, 0, kv_lens)
 
 
-def _decode(q, k, v, causal: bool, window: int):
-    """q [B, H, Q, D] over longer k, v (variants/triton_flash_decode.py)."""
+def _decode(q, k, v, causal: bool, window: int, kv_lens=None):
+    """q [B, H, Q, D] over longer k, v (variants/triton_flash_decode.py); kv_lens: each row's
+    filled keys (cached_attention)."""
     from variants import triton_flash_decode as decode
 
     if window:
         raise Unsupported("triton-flash's sliding window takes queries and keys of one length")
     decode.check(q, k)
     if INTERPRET:
-        return decode.launch(q.contiguous(), k.contiguous(), v.contiguous(), causal)
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        return decode.launch(q, k, v, causal, kv_lens=kv_lens)
     if torch.compiler.is_compiling():
-        return decode.decode_op(q, k, v, causal)
-    return decode.launch(q, k, v, causal)
+        return decode.decode_op(q, k, v, causal, kv_lens)
+    return decode.launch(q, k, v, causal, kv_lens=kv_lens)
 
 
 def attention(q, k, v):
