@@ -24,9 +24,8 @@ from compilekit.model.store import Busy, CorruptFile, exclusive_lock, kept, writ
 # what --retry-failed and --retry-noisy ask to run again
 RETRY = ("failed", "noisy")
 # At most this many max-autotune cells run on one GPU at once: every benchmark they run to
-# choose a kernel holds the GPU alone, so more of them only queue for it (on one H200, with
-# eight at once each cold compile waited 65-103 s for benchmark turns; with four, 0-19 s).
-# A GPU's other cell processes take the other cells meanwhile.
+# choose a kernel holds the GPU alone, so more of them only queue for it (docs/sweeps.md has
+# the waits measured). A GPU's other cell processes take the other cells meanwhile.
 AUTOTUNE_PER_GPU = 4
 
 
