@@ -21,7 +21,10 @@ from compilekit.measure.decode import figures
 from compilekit.measure.decode.generate import run_generate
 from compilekit.measure.decode.loop import run_loop
 
-RUNS = 3  # timed generations per path and kind, after an untimed one
+RUNS = 3  # timed generations per path and kind of the cell's own mode, after an untimed one
+# eager beside a compiled cell: eager's own cell times it RUNS times; here it is the baseline
+# of one row, and at 7B a 200-token eager generation holds the GPU alone for 5-6 s
+RUNS_BESIDE = 1
 CHECKED_STEPS = 8  # the first tokens whose logits are checked against the float reference
 PATHS = ("loop", "generate")
 
@@ -54,7 +57,7 @@ def run_decode(cell, stage_dir: str, cache_dir: str, result) -> None:
             weights = figures.weight_bytes(session.model, cell.shape.batch)
             kv = figures.kv_bytes_per_position(session.cache)
         with result.step("time"), locks.timed_alone(result.steps_s, cell.device):
-            runs = {key: _timed(key, session, fns) for key in _keys(cell)}
+            runs = {key: _timed(key, session, fns, _runs(cell, key[1])) for key in _keys(cell)}
         own = runs[("loop", _own(cell))]
         if "error" in own:  # the cell's own figure: without it there is nothing to report
             raise failures.CellEnded(*failures.failure_in_mode(cell, own["error"]))
@@ -70,6 +73,11 @@ def run_decode(cell, stage_dir: str, cache_dir: str, result) -> None:
 def _own(cell) -> str:
     """The kind the cell's own figures are: its mode's callables."""
     return "eager" if cell.mode == "eager" else "compiled"
+
+
+def _runs(cell, kind: str) -> int:
+    """Timed generations of a kind: RUNS for the cell's own, RUNS_BESIDE for eager beside."""
+    return RUNS if kind == _own(cell) else RUNS_BESIDE
 
 
 def _keys(cell) -> list[tuple[str, str]]:
@@ -128,16 +136,16 @@ def _probe(cell, generate):
         raise failures.classify(exc, cell.shape) from None
 
 
-def _timed(key, session, fns) -> dict:
-    """RUNS generations of one path and kind after an untimed one: their Run records, or the
-    error that stopped them."""
+def _timed(key, session, fns, runs: int) -> dict:
+    """`runs` generations of one path and kind after an untimed one: their Run records, or
+    the error that stopped them."""
     path, kind = key
     if kind == "compiled" and path == "generate" and "generate_error" in fns:
         return {"error": fns["generate_error"]}
     prefill, step, options = fns[kind]
     try:
         done = []
-        for _ in range(RUNS + 1):
+        for _ in range(runs + 1):
             if path == "loop":
                 done.append(run_loop(session, prefill, step))
             else:
@@ -261,7 +269,7 @@ def _record(cell, result, runs, checks, weights, kv, copy_gbps, fns, stage_dir) 
         "prompt": cell.shape.prompt,
         "new": cell.shape.new,
         "cache_len": cell.shape.cache_len,
-        "runs": RUNS,
+        "runs": {kind: _runs(cell, kind) for kind in dict.fromkeys(("eager", own))},
         "weight_bytes": weights,
         "kv_bytes_per_position": kv,
         "bytes_per_token": per_token,

@@ -187,6 +187,9 @@ def test_both_decode_paths_give_eagers_tokens_and_the_figures_add_up(decoded):
             assert figs["gbps"] == pytest.approx(
                 decoded.decode["bytes_per_token"] / figs["median_ms"] / 1e6
             )
+        # eager beside a compiled cell is timed for one generation, the cell's own kind for
+        # three; each gives 11 token times (the 12 tokens after the first)
+        assert (paths[path]["eager"]["tokens_timed"], figs["tokens_timed"]) == (11, 33)
     # the cell's latency is the loop's time per token
     assert decoded.compiled_ms == paths["loop"]["compiled"]["median_ms"]
     assert decoded.eager_ms == paths["loop"]["eager"]["median_ms"]

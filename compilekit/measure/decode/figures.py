@@ -57,9 +57,16 @@ def rate(bytes_per_tok: float, ms_per_token: float, copy_gbps: float | None) -> 
 
 
 def summary(ms: list[float]) -> dict:
-    """median, p90, mean of per-token times, and tokens/s per sequence from the mean."""
+    """median, p90, mean of per-token times, tokens/s per sequence from the mean, and how
+    many times they come from."""
     if not ms:
-        return {"median_ms": None, "p90_ms": None, "mean_ms": None, "tokens_per_s": None}
+        return {
+            "median_ms": None,
+            "p90_ms": None,
+            "mean_ms": None,
+            "tokens_per_s": None,
+            "tokens_timed": 0,
+        }
     ordered = sorted(ms)
     p90 = ordered[math.ceil(0.9 * len(ordered)) - 1]  # nearest rank
     mean = statistics.fmean(ms)
@@ -68,6 +75,7 @@ def summary(ms: list[float]) -> dict:
         "p90_ms": p90,
         "mean_ms": mean,
         "tokens_per_s": 1e3 / mean,
+        "tokens_timed": len(ms),
     }
 
 
