@@ -30,8 +30,17 @@
 #      SDPA backend, within T_S seconds; compiled against eager at batch 1 (dev/decode_compiled_look.py)
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
 #      ragged batches against the other paths, checked, within K_S seconds
+# Every phase's limit is cut to what is left before DEADLINE seconds from the start (default
+# 540), less 45 s to pack and publish: a call's limit can be less than its timeout_s (a fresh
+# machine's start counts against the session's device time), and a phase killed with the call
+# brings nothing back.
 # PHASES="S V G" bash dev/h200_check.sh
 set -u
+T0=$(date +%s)
+within() {  # within SECONDS: the lesser of SECONDS and what DEADLINE leaves
+  local rest=$(( ${DEADLINE:-540} - ($(date +%s) - T0) - 45 ))
+  echo $(( $1 < rest ? $1 : (rest > 1 ? rest : 1) ))
+}
 # once per machine: a second instance started beside the first (a phase run in the
 # background) must not reinstall under the first one's imports
 if [ ! -f /tmp/site/.installed ]; then
@@ -77,12 +86,12 @@ for phase in ${PHASES:-S V G}; do
         $runs/sdpa__eager__${blog}__bfloat16__cuda \
         $runs/triton-flash__eager__${blog}__bfloat16__cuda 2>&1 | tee "$OUT/V_verify.txt" ;;
     G)
-      timeout "${G_S:-400}" python3 -m pytest -q -rA -m gpu tests -p no:cacheprovider \
+      timeout "$(within "${G_S:-400}")" python3 -m pytest -q -rA -m gpu tests -p no:cacheprovider \
         -k "${GPU_TESTS:-not awkward}" > "$OUT/G_tests.txt" 2>&1
       tail -25 "$OUT/G_tests.txt" ;;
     N)
       start=$(date +%s)
-      timeout "${N_S:-480}" python3 -m compilekit sweep "${MODELS_TOML:-experiments/models.toml}" --out "$MODELS" \
+      timeout "$(within "${N_S:-480}")" python3 -m compilekit sweep "${MODELS_TOML:-experiments/models.toml}" --out "$MODELS" \
         --per-gpu "${PER_GPU:-4}" ${SWEEP_ARGS:-} > "$OUT/N_sweep.txt" 2>&1
       echo "models sweep rc=$? wall_s $(( $(date +%s) - start ))" | tee -a "$OUT/N_sweep.txt"
       python3 dev/sweep_steps.py "$MODELS" > "$OUT/N_steps.txt" 2>&1
@@ -121,7 +130,7 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
       fi
       cat "$OUT/M_verify.txt" "$OUT/M_files.txt" ;;
     D)
-      timeout "${D_S:-300}" python3 -m compilekit run --variant "${DECODE_VARIANT:-llama2-7b}" \
+      timeout "$(within "${D_S:-300}")" python3 -m compilekit run --variant "${DECODE_VARIANT:-llama2-7b}" \
         --mode "${DECODE_MODE:-reduce-overhead}" --shape "${DECODE_SHAPE:-1x32+200}" --out $runs \
         $(for o in ${DECODE_SET:-}; do printf -- "--set %s " "$o"; done) > "$OUT/D_run.txt" 2>&1
       echo "decode rc=$?" >> "$OUT/D_run.txt"
@@ -132,11 +141,11 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
       cp $decode/log.txt "$OUT/D_log.txt" 2> /dev/null
       tail -12 "$OUT/D_run.txt" ;;
     K)
-      timeout "${K_S:-240}" python3 dev/decode_varlen_bench.py --check --json "$OUT/K_bench.json" ${K_ARGS:-} \
+      timeout "$(within "${K_S:-240}")" python3 dev/decode_varlen_bench.py --check --json "$OUT/K_bench.json" ${K_ARGS:-} \
         > "$OUT/K_bench.txt" 2>&1
       cat "$OUT/K_bench.txt" | grep -v "^ " ;;
     T)
-      timeout "${T_S:-240}" python3 dev/decode_split_tune.py --json "$OUT/T_tune.json" \
+      timeout "$(within "${T_S:-240}")" python3 dev/decode_split_tune.py --json "$OUT/T_tune.json" \
         > "$OUT/T_tune.txt" 2>&1
       grep -v "Warning\|^/" "$OUT/T_tune.txt"
       for shape in ${LOOK_SHAPES:-1x32g8x1x32768x128}; do
@@ -147,7 +156,7 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
       tail -3 "$OUT/L_locks.txt" ;;
     B)
       start=$(date +%s)
-      timeout "${B_S:-480}" python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog \
+      timeout "$(within "${B_S:-480}")" python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog \
         --per-gpu "${PER_GPU:-4}" \
         > "$OUT/B_sweep.txt" 2>&1
       echo "blog sweep rc=$? wall_s $(( $(date +%s) - start ))" | tee -a "$OUT/B_sweep.txt"
