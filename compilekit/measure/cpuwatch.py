@@ -94,14 +94,13 @@ def _process_stat(pid: str) -> tuple[int, int] | None:
         return None
 
 
-def _all_processes(cores=None) -> dict[str, int]:
-    """{pid: ticks} of every process, or of those that last ran on these CPUs (and this one)."""
-    me, ticks = str(os.getpid()), {}
+def _all_processes() -> dict[str, tuple[int, int]]:
+    """{pid: (ticks, the CPU it last ran on)} of every process."""
+    procs = {}
     for pid in os.listdir(PROC):
         if pid.isdigit() and (stat := _process_stat(pid)) is not None:
-            if cores is None or stat[1] in cores or pid == me:
-                ticks[pid] = stat[0]
-    return ticks
+            procs[pid] = stat
+    return procs
 
 
 def _command(pid: str) -> str:
@@ -118,30 +117,33 @@ def _command(pid: str) -> str:
 
 
 def snapshot(cores=None) -> tuple:
-    """(perf_counter, (busy, stolen) ticks, {pid: ticks}) now, of the whole machine or of these
-    CPUs; OSError or ValueError where /proc cannot be read."""
-    return time.perf_counter(), _machine_ticks(cores), _all_processes(cores)
+    """(perf_counter, (busy, stolen) ticks of the whole machine or of these CPUs, {pid: (ticks,
+    last CPU)} of every process) now; OSError or ValueError where /proc cannot be read."""
+    return time.perf_counter(), _machine_ticks(cores), _all_processes()
 
 
 def use_between(
     start: tuple, end: tuple, me: str, hz: int, name=None, cores=None
 ) -> CpuUse | None:
     """The CPU use between two snapshots (taken over `cores`, or the whole machine), this
-    process (pid `me`) left out; None for a block under MIN_WALL_S. `name(pid)` names a process
+    process (pid `me`) left out; None for a block under MIN_WALL_S. Over some CPUs, the
+    processes named are those that last ran on them at the end. `name(pid)` names a process
     (default: its command line)."""
     (t0, (busy0, steal0), procs0), (t1, (busy1, steal1), procs1) = start, end
     wall = t1 - t0
     if wall < MIN_WALL_S:
         return None
-    mine = procs1.get(me, 0) - procs0.get(me, 0)
+
+    def ticks_between(pid: str) -> int:  # a process started meanwhile: its whole life
+        return procs1[pid][0] - procs0.get(pid, (0, None))[0]
+
+    mine = ticks_between(me) if me in procs1 else 0
 
     def to_cores(ticks: int) -> float:
         return max(0.0, ticks / hz / wall)
 
-    others = sorted(
-        ((procs1[p] - procs0.get(p, 0), p) for p in procs1 if p != me),  # new ones too
-        reverse=True,
-    )
+    there = [p for p in procs1 if p != me and (cores is None or procs1[p][1] in cores)]
+    others = sorted(((ticks_between(p), p) for p in there), reverse=True)
     name = name or _command
     top = [(name(p), to_cores(t)) for t, p in others[:TOP] if to_cores(t) >= NAMED_CORES]
     watched = sorted(cores) if cores else None

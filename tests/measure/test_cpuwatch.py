@@ -31,8 +31,8 @@ def test_this_process_is_left_out_and_the_busiest_others_named():
     """Snapshots 1 s apart at 100 ticks/s: the machine busy 300 ticks (3 cores), 100 of them
     this process's (pid 1): others 2 cores, the busiest first, a process started meanwhile
     counted whole, one under NAMED_CORES unnamed; 20 ticks stolen (0.2 cores)."""
-    start = (0.0, (1000, 10), {"1": 100, "2": 50, "4": 7})
-    end = (1.0, (1300, 30), {"1": 200, "2": 200, "3": 30, "4": 12})
+    start = (0.0, (1000, 10), {"1": (100, 0), "2": (50, 0), "4": (7, 0)})
+    end = (1.0, (1300, 30), {"1": (200, 0), "2": (200, 1), "3": (30, 0), "4": (12, 0)})
     use = cpuwatch.use_between(start, end, "1", 100, name=lambda pid: f"proc{pid}")
     assert use.others_cores == pytest.approx(2.0) and use.steal_cores == pytest.approx(0.2)
     assert use.top == [("proc2", pytest.approx(1.5)), ("proc3", pytest.approx(0.3))]
@@ -55,23 +55,29 @@ def _fake_proc(root, cpu0, cpu1, processes):
 
 def test_watching_some_cpus_counts_only_what_ran_there(monkeypatch, tmp_path):
     """A sweep's timing thread has CPU 1 to itself: a compile busy on CPU 0 is not counted or
-    named, a process that ran on CPU 1 is, and this process is left out wherever it ran."""
+    named, a process that ran on CPU 1 is, one that moved onto CPU 1 meanwhile is named for
+    its ticks in the block (not its whole life), and this process is left out wherever it ran."""
     import os
 
     me = str(os.getpid())
     monkeypatch.setattr(cpuwatch, "PROC", str(tmp_path))
-    _fake_proc(tmp_path, 1000, 500, {me: (100, 0), "2": (50, 0), "3": (10, 1)})
+    _fake_proc(tmp_path, 1000, 500, {me: (100, 0), "2": (50, 0), "3": (10, 1), "5": (900, 0)})
     start = cpuwatch.snapshot({1})
-    _fake_proc(tmp_path, 1200, 560, {me: (110, 0), "2": (250, 0), "3": (60, 1)})
+    _fake_proc(tmp_path, 1200, 560, {me: (110, 0), "2": (250, 0), "3": (60, 1), "5": (910, 1)})
     end = cpuwatch.snapshot({1})
     use = cpuwatch.use_between((0.0,) + start[1:], (1.0,) + end[1:], me, 100, str, {1})
-    assert use.others_cores == pytest.approx(0.5) and use.top == [("3", pytest.approx(0.5))]
+    assert use.others_cores == pytest.approx(0.5)  # CPU 1: 60 ticks, less my own 10
+    assert use.top == [("3", pytest.approx(0.5)), ("5", pytest.approx(0.1))]
     assert use.cores == [1] and "cores of CPUs 1" in use.text()
     whole = cpuwatch.use_between(
         (0.0,) + cpuwatch.snapshot()[1:], (1.0,) + cpuwatch.snapshot()[1:], me, 100, str
     )
     assert whole.others_cores == 0.0  # no change between two reads of the same files
     assert cpuwatch._machine_ticks() == (1760, 0) and cpuwatch._machine_ticks({0}) == (1200, 0)
+    # over the whole machine, every process that ran is named (2: 200 ticks, 3: 50, 5: 10)
+    assert [
+        n for n, _ in cpuwatch.use_between((0.0,) + start[1:], (1.0,) + end[1:], me, 100, str).top
+    ] == ["2", "3", "5"]
 
 
 def test_a_short_block_is_read_over_the_minimum_wall_and_no_proc_says_nothing(
@@ -97,8 +103,9 @@ def test_noise_note_says_what_else_ran():
     stolen = cpuwatch.CpuUse(2.0, 0.1, 1.5, [])
     # other processes busy, a core or a quarter of the machine: disturbed even when the samples
     # look tight
-    assert "other processes used 2.3 cores (python3 -m compilekit.launch.cell cold 2.1)" in noise_note(
-        [quiet], 0.5, 8, busy
+    assert (
+        "other processes used 2.3 cores (python3 -m compilekit.launch.cell cold 2.1)"
+        in noise_note([quiet], 0.5, 8, busy)
     )
     assert noise_note([quiet], 0.5, 16, busy) is None  # 2.3 of 16 cores: the timer has its own
     assert "1.5 stolen by the hypervisor" in noise_note([quiet], 0.5, 2, stolen)
