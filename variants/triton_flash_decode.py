@@ -6,11 +6,13 @@ k, v are [B, H_kv, K, D] with K the cache's length. One program per (batch, K/V 
 leave most of the GPU idle, and one per query head would read each K/V head GROUP times. So
 the first kernel gives each program one K/V head, every query of every query head that shares
 it (GROUP x Q rows: K/V read once for the group), and one split of the keys, and writes its
-partial softmax (row max, row sum, unnormalised output) in float32; the second combines the
-splits of each row. Causal is bottom-right: the queries are the last Q positions of the keys,
-so query i sees keys up to K - Q + i (a single query sees every key). Given per-row key counts
-(kv_lens, a model's static cache filled up to its position), row b's keys end at kv_lens[b]:
-the queries are the last Q positions of those, and the rest of the cache is never read.
+partial softmax (row max, row sum, unnormalised output) in float32, into one buffer (one
+allocation per call: at batch 1 the host's per-call work is what a call costs); the second
+combines the splits of each row. Causal is bottom-right: the queries are the last Q positions
+of the keys, so query i sees keys up to K - Q + i (a single query sees every key). Given
+per-row key counts (kv_lens, a model's static cache filled up to its position), row b's keys
+end at kv_lens[b]: the queries are the last Q positions of those, and the rest of the cache is
+never read.
 
 The tiles (keys per step, warps, pipeline stages) are autotuned per bucket of split length and
 row count; eagerly, a shape's later calls launch the tuned kernels straight (variants/launch.py),
@@ -79,12 +81,20 @@ def _known(configs, named_args, **kwargs):
 
 if triton is not None:
 
+    @triton.jit
+    def _parts(Part, NUM_SPLITS, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+        """The partial outputs, row maxima and row sums in Part, one after the other: every
+        (batch, K/V head) program row of the grid has NUM_SPLITS x BLOCK_M slots."""
+        slots = tl.num_programs(0).to(tl.int64) * NUM_SPLITS * BLOCK_M
+        mpart = Part + slots * HEAD_DIM
+        return Part, mpart, mpart + slots
+
     @triton.autotune(
         configs=_configs(), key=list(_TUNING_KEY), prune_configs_by={"early_config_prune": _known}
     )
     @triton.jit
     def _split_kernel(
-        Q, K, V, Opart, Mpart, Lpart, KV_LENS, Out,
+        Q, K, V, Part, KV_LENS, Out,
         stride_qb, stride_qh, stride_qm, stride_qd,
         stride_kb, stride_kh, stride_kn, stride_kd,
         stride_vb, stride_vh, stride_vn, stride_vd,
@@ -161,20 +171,22 @@ if triton is not None:
             )
             tl.store(o_ptrs, o.to(Out.dtype.element_ty), mask=real[:, None])
         else:
+            opart, mpart, lpart = _parts(Part, NUM_SPLITS, HEAD_DIM, BLOCK_M)
             slot = (bh * NUM_SPLITS + split) * BLOCK_M + rows
-            tl.store(Mpart + slot, m_i)
-            tl.store(Lpart + slot, l_i)
-            tl.store(Opart + slot[:, None].to(tl.int64) * HEAD_DIM + offs_d[None, :], acc)
+            tl.store(mpart + slot, m_i)
+            tl.store(lpart + slot, l_i)
+            tl.store(opart + slot[:, None].to(tl.int64) * HEAD_DIM + offs_d[None, :], acc)
 
     @triton.jit
     def _combine_kernel(
-        Opart, Mpart, Lpart, Out,
+        Part, Out,
         stride_ob, stride_oh, stride_om, stride_od,
         KV_HEADS, GROUP, N_Q, NUM_SPLITS,
         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr,
     ):  # fmt: skip
         bh = tl.program_id(0)
         row = tl.program_id(1)  # one of the GROUP x N_Q real rows
+        Opart, Mpart, Lpart = _parts(Part, NUM_SPLITS, HEAD_DIM, BLOCK_M)
         splits = tl.arange(0, BLOCK_S)
         present = splits < NUM_SPLITS
         slot = (bh * NUM_SPLITS + splits) * BLOCK_M + row
@@ -250,11 +262,11 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None):
     block_m, num_splits = p["block_m"], p["num_splits"]
     out = torch.empty_like(q)
     one = num_splits == 1
-    opart, mpart, lpart = _partials(q, batch * kv_heads * num_splits * block_m, one, k)
+    part = _partials(q, batch * kv_heads * num_splits * block_m, one, k)
     split_kernel = wrap(_split_kernel) if wrap else _split_kernel
     split_grid = (batch * kv_heads, num_splits, 1)
     split_args = (
-        q, k, v, opart, mpart, lpart, k if kv_lens is None else kv_lens, out,
+        q, k, v, part, k if kv_lens is None else kv_lens, out,
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         kv_heads, p["group"], queries, keys, p["split_len"], num_splits,
         triton.next_power_of_2(p["split_len"]),
@@ -269,7 +281,7 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None):
         combine_kernel = wrap(_combine_kernel) if wrap else _combine_kernel
         combine_grid = (batch * kv_heads, p["group"] * queries, 1)
         combine_args = (
-            opart, mpart, lpart, out, *out.stride(), kv_heads, p["group"], queries, num_splits,
+            part, out, *out.stride(), kv_heads, p["group"], queries, num_splits,
         )  # fmt: skip
         combine_consts = dict(
             HEAD_DIM=dim, BLOCK_M=block_m, BLOCK_S=max(2, triton.next_power_of_2(num_splits))
@@ -282,17 +294,13 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None):
 
 
 def _partials(q, slots: int, one: bool, stand_in):
-    """The splits' float32 partials (output, row max, row sum); with one split none are
-    written, and `stand_in` (k: an input, never written) takes their places, as it takes the
-    lengths' place without them: under torch.compile no stand-in aliases the output, which
-    would cost Inductor a copy of it."""
+    """The splits' float32 partials in one buffer (output, then row max, then row sum: the
+    kernels' _parts); with one split none are written, and `stand_in` (k: an input, never
+    written) takes its place, as it takes the lengths' place without them: under torch.compile
+    no stand-in aliases the output, which would cost Inductor a copy of it."""
     if one:
-        return stand_in, stand_in, stand_in
-    dim = q.shape[-1]
-    opart = torch.empty(slots * dim, dtype=torch.float32, device=q.device)
-    mpart = torch.empty(slots, dtype=torch.float32, device=q.device)
-    lpart = torch.empty(slots, dtype=torch.float32, device=q.device)
-    return opart, mpart, lpart
+        return stand_in
+    return torch.empty(slots * (q.shape[-1] + 2), dtype=torch.float32, device=q.device)
 
 
 # launch key -> what launch_known needs to launch both kernels straight: the eager path's
@@ -330,15 +338,15 @@ def _remember(q, k, v, causal, kv_lens, split, combine) -> None:
         compiled_combine, grid_c, args_c, consts_c = combine
         run_combine = (
             direct_launcher(compiled_combine, grid_c),
-            _tail(_combine_kernel, args_c, consts_c, 4),
+            _tail(_combine_kernel, args_c, consts_c, 2),
         )
-    slots = 0 if combine is None else args_s[4].numel()  # mpart's (= lpart's) length
+    slots = 0 if combine is None else args_s[3].numel() // (q.shape[-1] + 2)
     _FAST_LAUNCH.remember(
         launch_key(q, k, v, causal, kv_lens),
         (
             slots,
             direct_launcher(compiled_split, grid_s),
-            _tail(_split_kernel, args_s, consts_s, 8),
+            _tail(_split_kernel, args_s, consts_s, 6),
             run_combine,
         ),
     )
@@ -352,11 +360,11 @@ def launch_known(q, k, v, causal: bool, kv_lens=None):
         return None
     slots, run_split, split_tail, run_combine = known
     out = torch.empty_like(q)
-    opart, mpart, lpart = _partials(q, slots, run_combine is None, k)
-    run_split(q, k, v, opart, mpart, lpart, k if kv_lens is None else kv_lens, out, *split_tail)
+    part = _partials(q, slots, run_combine is None, k)
+    run_split(q, k, v, part, k if kv_lens is None else kv_lens, out, *split_tail)
     if run_combine is not None:
         launcher, tail = run_combine
-        launcher(opart, mpart, lpart, out, *tail)
+        launcher(part, out, *tail)
     return out
 
 
