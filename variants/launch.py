@@ -16,6 +16,18 @@ except ImportError:  # CPU builds of torch come without triton
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
+def outside_compile(launch):
+    """`launch` run outside torch.compile's trace, for Triton's interpreter: it runs a kernel
+    in numpy over the tensors' host memory, which Dynamo cannot trace with fake tensors, so a
+    compiled cell on a CPU breaks its graph there (the cell reports the break, with this
+    reason) and the kernel runs as it does eagerly. Made once, at import: calling
+    torch.compiler.disable inside a traced function is a graph break of its own."""
+    return torch.compiler.disable(
+        launch,
+        reason="Triton's interpreter (TRITON_INTERPRET=1) runs the kernel outside the graph",
+    )
+
+
 def tensor_key(*tensors) -> tuple:
     """What a compiled Triton kernel is specialized on for these tensor arguments: each one's
     shape and strides (passed as integer arguments, which Triton specializes on 1 and on

@@ -23,6 +23,7 @@ from variants.launch import (
     autotune_key,
     direct_launcher,
     eager_winner,
+    outside_compile,
     tensor_key,
 )
 from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
@@ -540,6 +541,9 @@ else:  # torch < 2.6: no triton_op; eager only
     _flash_op = _launch
 
 
+_launch_interpreted = outside_compile(_launch)
+
+
 def flash_attention(q, k, v, causal: bool = True, window: int = 0):
     """softmax(q kT / sqrt(D) + mask) v for q [B, H, S, D], k/v [B, H_kv, S, D]; or, at a
     decode shape, q [B, H, Q, D] over k/v [B, H_kv, K, D] with Q < K (the split-KV kernel,
@@ -562,7 +566,7 @@ def flash_attention(q, k, v, causal: bool = True, window: int = 0):
     if q.shape[2] != k.shape[2]:  # a few queries over a cache: split over the keys
         return _decode(q, k, v, causal, window)
     if INTERPRET:  # the interpreter runs on host tensors; skip the op layer it cannot trace
-        return _launch(q.contiguous(), k.contiguous(), v.contiguous(), causal, window)
+        return _launch_interpreted(q.contiguous(), k.contiguous(), v.contiguous(), causal, window)
     if torch.compiler.is_compiling():
         return _flash_op(q, k, v, causal, window)
     return _launch(q, k, v, causal, window)
@@ -601,7 +605,7 @@ def _decode(q, k, v, causal: bool, window: int, kv_lens=None):
     decode.check(q, k)
     if INTERPRET:
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        return decode.launch(q, k, v, causal, kv_lens=kv_lens)
+        return decode.launch_interpreted(q, k, v, causal, kv_lens=kv_lens)
     if torch.compiler.is_compiling():
         return decode.decode_op(q, k, v, causal, kv_lens)
     return decode.launch(q, k, v, causal, kv_lens=kv_lens)

@@ -32,6 +32,7 @@ from variants.launch import (
     autotune_key,
     direct_launcher,
     eager_winner,
+    outside_compile,
     tensor_key,
 )
 
@@ -291,6 +292,9 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None):
     if wrap is None and not INTERPRET:
         _remember(q, k, v, causal, kv_lens, (split, split_grid, split_args, split_consts), combine)
     return out
+
+
+launch_interpreted = outside_compile(launch)
 
 
 def _partials(q, slots: int, one: bool, stand_in):

@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from variants.launch import INTERPRET
+from variants.launch import INTERPRET, outside_compile
 from variants.triton_flash import check_head, check_runtime
 from variants.varlen import workload as varlen_workload
 
@@ -123,6 +123,9 @@ def launch(q, k, v, doc_start, doc_len, block_start, wrap=None):
     return out
 
 
+_launch_interpreted = outside_compile(launch)
+
+
 if triton is not None and hasattr(torch.library, "triton_op"):
 
     @torch.library.triton_op(OP_NAME, mutates_args=())
@@ -147,7 +150,7 @@ def prepare(q, k, v, lengths):
 
 def attention(q, k, v, doc_start, doc_len, block_start):
     if q.device.type != "cuda":  # the interpreter runs on host tensors, not through an op
-        return launch(q, k, v, doc_start, doc_len, block_start)
+        return _launch_interpreted(q, k, v, doc_start, doc_len, block_start)
     return varlen_op(q, k, v, doc_start, doc_len, block_start)
 
 

@@ -196,6 +196,41 @@ def test_the_cached_op_torch_compile_traces_takes_the_lengths():
     assert proc.stdout.strip().splitlines()[-1] == "(2, 32, 1, 128) (2, 32, 1, 128) 4"
 
 
+COMPILED_CHILD = r"""
+import json, torch
+from torch._dynamo.utils import counters
+from variants.masks import reference
+from variants.triton_flash import flash_attention
+compiled = torch.compile(flash_attention, backend="eager")
+out = []
+for i, (q_len, k_len) in enumerate([(40, 40), (1, 200)]):  # one length; a decode shape
+    gen = torch.Generator().manual_seed(300 + i)
+    q = torch.randn(1, 4, q_len, 16, generator=gen)
+    k, v = (torch.randn(1, 2, k_len, 16, generator=gen) for _ in "kv")
+    o = compiled(q, k, v)
+    out.append(float((o.double() - reference(q, k, v, causal=True)).abs().max()))
+from variants import triton_flash_varlen as varlen
+from variants.varlen import reference as per_document
+lengths = [5, 17, 9]  # a ragged batch, packed
+q, k, v = (torch.randn(31, 4, 16) for _ in "qkv")
+o = torch.compile(varlen.attention, backend="eager")(*varlen.prepare(q, k, v, lengths))
+out.append(float((o.double() - per_document(q, k, v, lengths)).abs().max()))
+breaks = [reason for reason in counters["graph_break"] if "interpreter" in reason]
+print(json.dumps({"errs": out, "breaks": len(breaks), "all": len(counters["graph_break"])}))
+"""
+
+
+def test_torch_compile_on_a_cpu_runs_the_interpreted_kernel_outside_the_graph():
+    """Under torch.compile on a CPU the interpreter's launch is left out of Dynamo's trace (it
+    cannot trace numpy over host memory): a named graph break, for one length, a decode shape
+    and a ragged batch (triton-flash-varlen), and the kernel's answer."""
+    proc = _child(COMPILED_CHILD)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert max(got["errs"]) < 1e-5, got
+    assert got["breaks"] >= 1 and got["breaks"] == got["all"], got  # only the named one
+
+
 def test_refuses_what_it_does_not_compute():
     code = r"""
 import torch
