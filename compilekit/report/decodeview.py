@@ -154,3 +154,32 @@ def summary_lines(result) -> list[str]:
         if line:
             lines.append(line)
     return lines
+
+
+SECTION_INTRO = (
+    "Each decode cell's paths, eager and compiled: tokens/s per sequence, ms per token, GB/s "
+    "read (weights and KV cache) and its share of the device's copy ceiling, GPU busy, and "
+    "the greedy tokens against eager's. Under the table, per cell: what a token must read "
+    "and the tokens/s the ceiling allows, where the compiled loop's time goes beyond that "
+    "limit, and the compiles."
+)
+
+
+def section(results: list, name) -> list[str]:
+    """REPORT.md's lines for the measured decode cells (name(result): the cell's name); empty
+    when there are none."""
+    cells = [r for r in results if r.decode and r.measured]
+    if not cells:
+        return []
+    head = ["cell"] + HEADERS
+    md = ["## Decode: tokens per second against the copy ceiling", "", SECTION_INTRO, ""]
+    md += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in cells:
+        md += [f"| {name(r)} | " + " | ".join(row) + " |" for row in rows(r.decode)]
+    md.append("")
+    for r in cells:
+        lines = [size_line(r.decode), gap_line(r.decode.get("gap")), compile_line(r)]
+        lines += failure_lines(r.decode)
+        # the terminal lines' labels ("decode      ") read as the bullet's clauses here
+        md.append(f"- {name(r)}: " + "; ".join(" ".join(x.split(None, 1)[1:]) for x in lines if x))
+    return md + [""]

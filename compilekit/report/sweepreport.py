@@ -13,7 +13,7 @@ from compilekit.model import result as results_mod
 from compilekit.model.errors import UserError
 from compilekit.model.spec import parse_shape
 from compilekit.model.store import CorruptFile, kept, read_json, write_text
-from compilekit.report import baselines
+from compilekit.report import baselines, decodeview
 from compilekit.report.cellview import (
     _num,
     attempts_text,
@@ -217,9 +217,9 @@ def report(out_dir: str) -> str:
     images = plot(results, out_dir)
     mix = machine_mix(results)
     md = _head(out_dir, env, mix) + _cells_section(results, table) + _series_sections(results)
-    md += baselines.section(results, baselines.load(out_dir)) + _ops_section(results, out_dir)
-    md += _note_sections(results)
-    md += _plot_lines(images)
+    md += baselines.section(results, baselines.load(out_dir))
+    md += decodeview.section(results, cell_name) + _ops_section(results, out_dir)
+    md += _note_sections(results) + _plot_lines(images)
     write_text(os.path.join(out_dir, "REPORT.md"), "\n".join(md))
     notes = f"\nwrote {os.path.join(out_dir, 'REPORT.md')}"
     if images:

@@ -216,6 +216,29 @@ def test_the_decode_summary_names_each_path_and_its_limit(decoded):
     assert "against a limit of" in summary
 
 
+def test_a_sweeps_report_gives_each_decode_path_its_tokens_per_second(decoded, tmp_path):
+    """REPORT.md of a folder holding the decode cell: one row per path and kind, with the
+    figures the cell recorded, and the cell's limit and gap under the table."""
+    import shutil
+
+    from compilekit.report import sweepreport
+
+    shutil.copytree(decoded.run_dir, tmp_path / os.path.basename(decoded.run_dir))
+    sweepreport.report(str(tmp_path))
+    md = (tmp_path / "REPORT.md").read_text()
+    assert "## Decode" in md
+    section = md.split("## Decode: tokens per second against the copy ceiling")[1]
+    section = section.split("\n## ")[0]
+    rows = [r.split(" | ")[1:4] for r in section.splitlines() if r.startswith("| `tiny")]
+    paths = decoded.decode["paths"]
+    assert [r[:2] for r in rows] == [
+        ["loop", "eager"], ["loop", "compiled"], ["generate", "eager"], ["generate", "compiled"]
+    ]  # fmt: skip
+    for path, kind, rate in rows:
+        assert rate == f"{paths[path][kind]['tokens_per_s']:,.1f}"
+    assert "KV cache of 20 positions" in section and "against a limit of" in section
+
+
 def test_a_first_difference_says_where_and_how_close_eagers_logits_were():
     """A run whose token 3 differs from eager's: reported at 3, with eager's margin there
     between its own token and the other (never negative: eager chose its own)."""
