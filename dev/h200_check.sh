@@ -8,7 +8,8 @@
 #      and of naive default
 #   G  the GPU-marked tests (GPU_TESTS: a pytest -k expression), within G_S seconds
 #   B  the blog matrix, cold (experiments/blog_part3.toml), within B_S seconds; each cell's
-#      wall, lock waits and steps (dev/sweep_steps.py); PER_GPU cells at once (default 4)
+#      wall, lock waits and steps (dev/sweep_steps.py); PER_GPU cells at once (default 4),
+#      B_THREADS compile workers in each (default: Inductor's, one per core)
 #   N  the models sweep (MODELS_TOML, default experiments/models.toml, or any experiment:
 #      experiments/decode.toml, experiments/varlen.toml; needs .whl/models/: ../shared/wheels/models/
 #      *.whl) into MODELS (default /tmp/models; a published copy carried in resumes it), within
@@ -156,6 +157,9 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
       tail -3 "$OUT/L_locks.txt" ;;
     B)
       start=$(date +%s)
+      # B_THREADS: Inductor's compile workers per cell process (its default: one per core, in
+      # each of PER_GPU processes at once)
+      ${B_THREADS:+env TORCHINDUCTOR_COMPILE_THREADS=$B_THREADS} \
       timeout "$(within "${B_S:-480}")" python3 -m compilekit sweep experiments/blog_part3.toml --out /tmp/blog \
         --per-gpu "${PER_GPU:-4}" \
         > "$OUT/B_sweep.txt" 2>&1
