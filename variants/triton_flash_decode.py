@@ -82,14 +82,6 @@ def _known(configs, named_args, **kwargs):
 
 if triton is not None:
 
-    @triton.jit
-    def _parts(Part, NUM_SPLITS, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
-        """The partial outputs, row maxima and row sums in Part, one after the other: every
-        (batch, K/V head) program row of the grid has NUM_SPLITS x BLOCK_M slots."""
-        slots = tl.num_programs(0).to(tl.int64) * NUM_SPLITS * BLOCK_M
-        mpart = Part + slots * HEAD_DIM
-        return Part, mpart, mpart + slots
-
     @triton.autotune(
         configs=_configs(), key=list(_TUNING_KEY), prune_configs_by={"early_config_prune": _known}
     )
@@ -172,11 +164,15 @@ if triton is not None:
             )
             tl.store(o_ptrs, o.to(Out.dtype.element_ty), mask=real[:, None])
         else:
-            opart, mpart, lpart = _parts(Part, NUM_SPLITS, HEAD_DIM, BLOCK_M)
+            # Part holds the partial outputs, then the row maxima, then the row sums: each
+            # (batch, K/V head) row of the grid has NUM_SPLITS x BLOCK_M slots. (Written out
+            # here, not in a helper: Inductor reads a kernel's stores to an argument from its
+            # Triton IR, and plain pointer arithmetic is what it follows surely.)
+            slots = tl.num_programs(0).to(tl.int64) * NUM_SPLITS * BLOCK_M
             slot = (bh * NUM_SPLITS + split) * BLOCK_M + rows
-            tl.store(mpart + slot, m_i)
-            tl.store(lpart + slot, l_i)
-            tl.store(opart + slot[:, None].to(tl.int64) * HEAD_DIM + offs_d[None, :], acc)
+            tl.store(Part + slots * HEAD_DIM + slot, m_i)
+            tl.store(Part + slots * (HEAD_DIM + 1) + slot, l_i)
+            tl.store(Part + slot[:, None].to(tl.int64) * HEAD_DIM + offs_d[None, :], acc)
 
     @triton.jit
     def _combine_kernel(
@@ -187,17 +183,17 @@ if triton is not None:
     ):  # fmt: skip
         bh = tl.program_id(0)
         row = tl.program_id(1)  # one of the GROUP x N_Q real rows
-        Opart, Mpart, Lpart = _parts(Part, NUM_SPLITS, HEAD_DIM, BLOCK_M)
+        slots = tl.num_programs(0).to(tl.int64) * NUM_SPLITS * BLOCK_M  # as the split kernel
         splits = tl.arange(0, BLOCK_S)
         present = splits < NUM_SPLITS
         slot = (bh * NUM_SPLITS + splits) * BLOCK_M + row
-        m = tl.load(Mpart + slot, mask=present, other=float("-inf"))
-        lsum = tl.load(Lpart + slot, mask=present, other=0.0)
+        m = tl.load(Part + slots * HEAD_DIM + slot, mask=present, other=float("-inf"))
+        lsum = tl.load(Part + slots * (HEAD_DIM + 1) + slot, mask=present, other=0.0)
         m_max = tl.max(m, 0)  # finite: key 0 is seen by every query, in the first split
         w = tl.where(m == float("-inf"), 0.0, tl.exp(m - m_max))
         offs_d = tl.arange(0, HEAD_DIM)
         o = tl.load(
-            Opart + slot[:, None].to(tl.int64) * HEAD_DIM + offs_d[None, :],
+            Part + slot[:, None].to(tl.int64) * HEAD_DIM + offs_d[None, :],
             mask=present[:, None],
             other=0.0,
         )
@@ -298,8 +294,8 @@ launch_interpreted = outside_compile(launch)
 
 
 def _partials(q, slots: int, one: bool, stand_in):
-    """The splits' float32 partials in one buffer (output, then row max, then row sum: the
-    kernels' _parts); with one split none are written, and `stand_in` (k: an input, never
+    """The splits' float32 partials in one buffer (output, then row max, then row sum, as the
+    kernels read it); with one split none are written, and `stand_in` (k: an input, never
     written) takes its place, as it takes the lengths' place without them: under torch.compile
     no stand-in aliases the output, which would cost Inductor a copy of it."""
     if one:
