@@ -165,21 +165,32 @@ SECTION_INTRO = (
 )
 
 
+def cells(results: list) -> list[tuple]:
+    """(result, its rows, its notes) for each measured decode cell: the table's rows, and the
+    size, gap, compile and failure lines without their terminal labels."""
+    out = []
+    for r in results:
+        if not (r.decode and r.measured):
+            continue
+        lines = [size_line(r.decode), gap_line(r.decode.get("gap")), compile_line(r)]
+        lines += failure_lines(r.decode)
+        # the terminal's labels ("decode      ") read as clauses of one note here
+        notes = [" ".join(line.split(None, 1)[1:]) for line in lines if line]
+        out.append((r, rows(r.decode), notes))
+    return out
+
+
 def section(results: list, name) -> list[str]:
     """REPORT.md's lines for the measured decode cells (name(result): the cell's name); empty
     when there are none."""
-    cells = [r for r in results if r.decode and r.measured]
-    if not cells:
+    found = cells(results)
+    if not found:
         return []
     head = ["cell"] + HEADERS
     md = ["## Decode: tokens per second against the copy ceiling", "", SECTION_INTRO, ""]
     md += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in cells:
-        md += [f"| {name(r)} | " + " | ".join(row) + " |" for row in rows(r.decode)]
+    for r, table, _ in found:
+        md += [f"| {name(r)} | " + " | ".join(row) + " |" for row in table]
     md.append("")
-    for r in cells:
-        lines = [size_line(r.decode), gap_line(r.decode.get("gap")), compile_line(r)]
-        lines += failure_lines(r.decode)
-        # the terminal lines' labels ("decode      ") read as the bullet's clauses here
-        md.append(f"- {name(r)}: " + "; ".join(" ".join(x.split(None, 1)[1:]) for x in lines if x))
+    md += [f"- {name(r)}: " + "; ".join(notes) for r, _, notes in found]
     return md + [""]

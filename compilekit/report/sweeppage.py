@@ -14,7 +14,7 @@ from compilekit.model import result as results_mod
 from compilekit.model.errors import UserError
 from compilekit.model.spec import parse_shape
 from compilekit.model.store import kept, write_text
-from compilekit.report import baselines, cellview, pages, sweepreport
+from compilekit.report import baselines, cellview, decodeview, pages, sweepreport
 
 
 def speed_class(r) -> str:
@@ -138,6 +138,9 @@ def sweep_page(out_dir: str, log=None, refresh_runs: bool = False, run_pages: bo
         name=cellview.variant_name,
         against=baselines.comparisons(results, baselines.load(out_dir, log)),
         against_intro=baselines.INTRO,
+        decode=decodeview.cells(results),
+        decode_headers=decodeview.HEADERS,
+        decode_intro=decodeview.SECTION_INTRO,
         setting=cellview.setting_name,
         href=lambda label: run_href(out_dir, label),
     )

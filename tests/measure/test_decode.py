@@ -216,9 +216,9 @@ def test_the_decode_summary_names_each_path_and_its_limit(decoded):
     assert "against a limit of" in summary
 
 
-def test_a_sweeps_report_gives_each_decode_path_its_tokens_per_second(decoded, tmp_path):
-    """REPORT.md of a folder holding the decode cell: one row per path and kind, with the
-    figures the cell recorded, and the cell's limit and gap under the table."""
+def test_a_sweeps_report_and_page_give_each_decode_path_its_tokens_per_second(decoded, tmp_path):
+    """REPORT.md and the sweep page of a folder holding the decode cell: one row per path and
+    kind, with the figures the cell recorded, and the cell's limit and gap under the table."""
     import shutil
 
     from compilekit.report import sweepreport
@@ -237,6 +237,13 @@ def test_a_sweeps_report_gives_each_decode_path_its_tokens_per_second(decoded, t
     for path, kind, rate in rows:
         assert rate == f"{paths[path][kind]['tokens_per_s']:,.1f}"
     assert "KV cache of 20 positions" in section and "against a limit of" in section
+    # the sweep page: the same rows, each cell linked to its run page
+    from compilekit.report import sweeppage
+
+    page = open(sweeppage.sweep_page(str(tmp_path), run_pages=False)).read()
+    page = page.split('id="decode"')[1].split("<h2")[0]
+    assert page.count("<td>loop</td>") == 2 and page.count("<td>generate</td>") == 2
+    assert f"<td>{paths['loop']['compiled']['tokens_per_s']:,.1f}</td>" in page
 
 
 def test_a_first_difference_says_where_and_how_close_eagers_logits_were():
