@@ -36,9 +36,11 @@ EXPERIMENT_KEYS = {
     "configs": dict,
     "passes": list,
     "against": dict,
+    "per_gpu": int,
 }
 MATRIX_KEYS = {
     "variants", "modes", "shapes", "dtype", "device", "seed", "timeout_s", "note", "passes",
+    "per_gpu",
 }  # fmt: skip
 # in a [[matrix]] table, `configs` names which of the top-level [configs] it sweeps
 
@@ -61,7 +63,7 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
     text, data = _read(path)
     configs = _configs(path, text, data.get("configs"))
     base = {k: v for k, v in data.items() if k in MATRIX_KEYS}
-    cells, timeouts, seen = [], {}, set()
+    cells, timeouts, limits, seen = [], {}, {}, set()
     for number, group in enumerate(data.get("matrix") or [{}], 1):
         place = f"[[matrix]] #{number}" if "matrix" in data else "top level"
         matrix = _matrix(path, text, "matrix" in data, base, group, place, configs)
@@ -77,6 +79,8 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
                 )
             cells.append(cell)
             timeouts[cell.label()] = matrix["timeout_s"]
+            if matrix["per_gpu"]:
+                limits[cell.label()] = matrix["per_gpu"]
             if len(cells) > MAX_CELLS:
                 raise UserError(
                     f"{path}: over {MAX_CELLS:,} cells (at 2-60 s a cell, days of machine "
@@ -89,7 +93,7 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
             "'_', '.' or '-' (it names the output directory)"
         )
     against = _against(path, data.get("against") or {}, cells)
-    return Experiment(name, data.get("description", ""), cells, timeouts, path, against)
+    return Experiment(name, data.get("description", ""), cells, timeouts, path, against, limits)
 
 
 def _read(path: str) -> tuple[str, dict]:
@@ -150,6 +154,7 @@ def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs:
                 f"least one in {key} = [...]"
             )
     timeout_s = float(merged.get("timeout_s", 900))
+
     _check_names(path, text, merged, timeout_s)
     try:
         shapes = [parse_shape(s) for s in merged["shapes"]]
@@ -171,6 +176,7 @@ def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs:
         "seed": int(merged.get("seed", 0)),
         "passes": tuple(_resolve(spec, path) for spec in merged.get("passes", [])),
         "timeout_s": timeout_s,
+        "per_gpu": merged.get("per_gpu"),
     }
 
 
@@ -281,6 +287,8 @@ def _check_type(path: str, text: str, key: str, value) -> None:
         raise UserError(f"{where}: timeout_s must be a positive number of seconds, not {value}")
     if key == "seed":
         check_seed(value, f"{where}: seed")
+    if key == "per_gpu" and value < 1:
+        raise UserError(f"{where}: per_gpu must be at least 1 cell, not {value}")
 
 
 _EXAMPLES = {

@@ -41,26 +41,38 @@ def longest_first(cells) -> list:
 
 class Todo:
     """The cells left to run, handed to the sweep's workers longest_first, with at most
-    AUTOTUNE_PER_GPU max-autotune cells running on a GPU at once."""
+    AUTOTUNE_PER_GPU max-autotune cells running on a GPU at once, and a cell whose matrix sets
+    per_gpu (limits: label -> N) started only where its GPU then runs fewer than N cells and
+    runs none whose own N that would reach."""
 
-    def __init__(self, cells):
+    def __init__(self, cells, limits: dict | None = None):
         self._cells = longest_first(cells)
+        self._limits = limits or {}
         self._autotuning = collections.Counter()  # gpu -> its max-autotune cells running
+        self._running = collections.defaultdict(list)  # gpu -> its running cells' limits
         self._changed = threading.Condition()
 
     def __len__(self) -> int:
         return len(self._cells)
 
+    def _fits(self, cell, gpu) -> bool:
+        if gpu is None:  # a CPU sweep: one worker
+            return True
+        if _autotunes(cell) and self._autotuning[gpu] >= AUTOTUNE_PER_GPU:
+            return False
+        running = self._running[gpu]
+        limits = [n for n in running + [self._limits.get(cell.label())] if n]
+        return not limits or len(running) < min(limits)
+
     def take(self, gpu):
         """The next cell for a worker of `gpu` (None: any device), or None when none is left;
-        waits while the cells left are max-autotune ones and `gpu` runs its share of them."""
+        waits while no cell left may start on `gpu` beside those it runs."""
         with self._changed:
             while self._cells:
                 for i, cell in enumerate(self._cells):
-                    if not _autotunes(cell):
-                        return self._cells.pop(i)
-                    if gpu is None or self._autotuning[gpu] < AUTOTUNE_PER_GPU:
-                        self._autotuning[gpu] += 1
+                    if self._fits(cell, gpu):
+                        self._autotuning[gpu] += _autotunes(cell)
+                        self._running[gpu].append(self._limits.get(cell.label()))
                         return self._cells.pop(i)
                 self._changed.wait()
             return None
@@ -68,8 +80,8 @@ class Todo:
     def finished(self, cell, gpu) -> None:
         """`cell`, taken for `gpu`, has ended (whatever its result)."""
         with self._changed:
-            if _autotunes(cell):  # take() counted it, whatever the gpu
-                self._autotuning[gpu] -= 1
+            self._autotuning[gpu] -= _autotunes(cell)  # take() counted it, whatever the gpu
+            self._running[gpu].remove(self._limits.get(cell.label()))
             self._changed.notify_all()
 
 
@@ -187,7 +199,7 @@ def run_sweep(
 
 def _run_locked(experiment, out_dir, gpus, force, retry, cache_root, fresh, per_gpu, log):
     done, cells = select_cells(experiment, out_dir, force, retry, log)
-    todo = Todo(cells)
+    todo = Todo(cells, experiment.per_gpu)
     total, pending = len(experiment.cells), len(todo)
     print(
         f"{experiment.name}: {total} cells, {total - pending} already done, {pending} to run"

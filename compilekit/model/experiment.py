@@ -15,6 +15,9 @@ class Experiment:
     path: str
     # variant -> [(baseline variant, mode)]: the report's per-shape comparison (baselines.py)
     against: dict = dataclasses.field(default_factory=dict)
+    # cell label -> at most how many cells its GPU runs while it runs (its matrix's per_gpu:
+    # cells that need much of the GPU's memory, such as a 7B model's)
+    per_gpu: dict = dataclasses.field(default_factory=dict)
 
 
 def parse_baseline(text: str) -> tuple[str, str]:

@@ -84,9 +84,7 @@ def test_small_sweep_records_unsupported_and_completes_the_rest(small_sweep):
     assert all("backend" in r.reason or "kernel" in r.reason for r in cudnn)
     others = [r for r in results if r.variant != "sdpa-cudnn"]
     assert all(r.status == "ok" for r in others)
-    assert (
-        "[9/9]" in proc.stdout and "2 unsupported" in proc.stdout and "0 failed" in proc.stdout
-    )
+    assert "[9/9]" in proc.stdout and "2 unsupported" in proc.stdout and "0 failed" in proc.stdout
 
 
 def test_report_markdown_and_break_even(small_sweep):
@@ -506,12 +504,9 @@ def test_publish_takes_a_libraries_workspace_memset_off_the_roofline():
     ]
 
 
-def test_a_gpu_runs_at_most_its_share_of_max_autotune_cells_and_others_beside_them(
-    tmp_path, monkeypatch
-):
-    """Eight cell processes on one GPU, eight max-autotune cells and four eager ones: never more
-    max-autotune cells at once than a GPU's share (their benchmarks queue for the GPU), the
-    eager cells run beside them, and every cell gets its result."""
+def _sweep_on_one_gpu(toml: str, tmp_path, monkeypatch, what) -> tuple[list, list]:
+    """The experiment in `toml` swept with eight processes on GPU "0", each cell a 0.3 s
+    sleep: its results, and what(cell) of the cells running each time one started."""
     import io
     import threading
 
@@ -519,29 +514,72 @@ def test_a_gpu_runs_at_most_its_share_of_max_autotune_cells_and_others_beside_th
     from compilekit.model import result as results
     from compilekit.userexperiment import load_experiment
 
-    path = tmp_path / "mixed.toml"
-    path.write_text(
-        'variants = ["naive", "sdpa"]\nmodes = ["eager", "max-autotune", '
-        '"max-autotune-no-cudagraphs"]\nshapes = ["1x2x64x32", "1x2x96x32"]\ndevice = "cpu"\n'
-    )
+    path = tmp_path / "experiment.toml"
+    path.write_text(toml)
     running, seen, lock = [], [], threading.Lock()
 
     def fake_launch(cell, out_dir, **_):
         with lock:
-            running.append(cell.mode)
+            running.append(what(cell))
             seen.append(list(running))
         time.sleep(0.3)
         with lock:
-            running.remove(cell.mode)
+            running.remove(what(cell))
         return results.for_cell(cell, status="ok", compiled_ms=1.0)
 
     monkeypatch.setattr(sweep, "launch_or_record", fake_launch)
-    monkeypatch.setattr(sweep, "AUTOTUNE_PER_GPU", 2)
     done = sweep.run_sweep(
         load_experiment(str(path)), str(tmp_path / "out"), gpus=["0"], per_gpu=8, log=io.StringIO()
+    )
+    return done, seen
+
+
+def test_a_gpu_runs_at_most_its_share_of_max_autotune_cells_and_others_beside_them(
+    tmp_path, monkeypatch
+):
+    """Eight cell processes on one GPU, eight max-autotune cells and four eager ones: never more
+    max-autotune cells at once than a GPU's share (their benchmarks queue for the GPU), the
+    eager cells run beside them, and every cell gets its result."""
+    from compilekit.launch import sweep
+
+    monkeypatch.setattr(sweep, "AUTOTUNE_PER_GPU", 2)
+    done, seen = _sweep_on_one_gpu(
+        'variants = ["naive", "sdpa"]\nmodes = ["eager", "max-autotune", '
+        '"max-autotune-no-cudagraphs"]\nshapes = ["1x2x64x32", "1x2x96x32"]\ndevice = "cpu"\n',
+        tmp_path,
+        monkeypatch,
+        lambda cell: cell.mode,
     )
     assert [r.status for r in done] == ["ok"] * 12
     autotuning = [sum(m.startswith("max-autotune") for m in now) for now in seen]
     assert max(autotuning) == 2, seen
     # the eager cells start while max-autotune ones run, not after the last of them
     assert any("eager" in now and "max-autotune" in now for now in seen), seen
+
+
+def test_a_matrix_per_gpu_limit_keeps_its_cells_few_on_a_gpu(monkeypatch, tmp_path):
+    """Cells of a matrix with per_gpu = 2 (a model that needs much of the GPU's memory) start
+    only where their GPU runs fewer than two cells, and nothing else starts beside two; the
+    other cells still run eight at once."""
+    done, seen = _sweep_on_one_gpu(
+        'device = "cpu"\nmodes = ["eager", "default"]\n'
+        '[[matrix]]\nvariants = ["naive", "inplace"]\nshapes = ["1x2x64x32", "1x2x96x32"]\n'
+        '[[matrix]]\nvariants = ["sdpa"]\nshapes = ["1x2x64x32", "1x2x96x32"]\nper_gpu = 2\n',
+        tmp_path,
+        monkeypatch,
+        lambda cell: cell.variant,
+    )
+    assert [r.status for r in done] == ["ok"] * 12
+    assert all(len(now) <= 2 for now in seen if "sdpa" in now), seen
+    assert max(len(now) for now in seen) == 8, seen  # the eight others at once
+
+
+def test_a_per_gpu_below_one_is_one_line(tmp_path):
+    from compilekit.model.errors import UserError
+    from compilekit.userexperiment import load_experiment
+
+    path = tmp_path / "bad.toml"
+    path.write_text('device = "cpu"\nvariants = ["naive"]\nmodes = ["eager"]\n'
+                    'shapes = ["1x2x64x32"]\nper_gpu = 0\n')  # fmt: skip
+    with pytest.raises(UserError, match="line 5: per_gpu must be at least 1 cell, not 0"):
+        load_experiment(str(path))
