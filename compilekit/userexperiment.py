@@ -154,7 +154,6 @@ def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs:
                 f"least one in {key} = [...]"
             )
     timeout_s = float(merged.get("timeout_s", 900))
-
     _check_names(path, text, merged, timeout_s)
     try:
         shapes = [parse_shape(s) for s in merged["shapes"]]

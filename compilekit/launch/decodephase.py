@@ -80,9 +80,13 @@ def _runs(cell, kind: str) -> int:
     return RUNS if kind == _own(cell) else RUNS_BESIDE
 
 
+def _kinds(cell) -> tuple[str, ...]:
+    """eager, and the cell's own kind where that is another."""
+    return tuple(dict.fromkeys(("eager", _own(cell))))
+
+
 def _keys(cell) -> list[tuple[str, str]]:
-    kinds = tuple(dict.fromkeys(("eager", _own(cell))))
-    return [(path, kind) for path in PATHS for kind in kinds]
+    return [(path, kind) for path in PATHS for kind in _kinds(cell)]
 
 
 def _prepare(cell, variant, cache_dir: str, result):
@@ -168,7 +172,7 @@ def _check(cell, variant, session, fns, eager, runs, result) -> dict:
     kind = _own(cell)
     forced = {
         k: run_loop(session, *fns[k][:2], forced=reference_tokens, keep=first)
-        for k in dict.fromkeys(("eager", kind))
+        for k in _kinds(cell)
     }
     agreement = {}
     for key, timed in runs.items():
@@ -269,7 +273,7 @@ def _record(cell, result, runs, checks, weights, kv, copy_gbps, fns, stage_dir) 
         "prompt": cell.shape.prompt,
         "new": cell.shape.new,
         "cache_len": cell.shape.cache_len,
-        "runs": {kind: _runs(cell, kind) for kind in dict.fromkeys(("eager", own))},
+        "runs": {kind: _runs(cell, kind) for kind in _kinds(cell)},
         "weight_bytes": weights,
         "kv_bytes_per_position": kv,
         "bytes_per_token": per_token,
