@@ -137,7 +137,7 @@ def launch_or_record(cell, out_dir: str, **launch_args) -> results.CellResult:
 
 def select_cells(experiment, out_dir: str, force: bool, retry, log):
     """({label: stored result} of the cells already done, [cells to run]), after removing what
-    a killed sweep left half-done."""
+    a killed sweep left half-done; sweep.json says what is stored so far."""
     runner.clean_stale(out_dir)
     done, todo = {}, []
     for cell in experiment.cells:
@@ -147,6 +147,8 @@ def select_cells(experiment, out_dir: str, force: bool, retry, log):
             done[cell.label()] = stored
         else:
             todo.append(cell)
+    stored = [done[c.label()] for c in experiment.cells if c.label() in done]
+    write_sweep_json(experiment, stored, out_dir, None, None, log)
     return done, todo
 
 
@@ -312,13 +314,16 @@ def run_again_alone(name: str, cells, done: dict, out_dir: str, launch, log) -> 
         )
 
 
-def summary(experiment, ordered, out_dir, gpus, wall_s, log) -> None:
-    """sweep.json, and the closing lines: counts per status, then each failed or wrong cell."""
+def write_sweep_json(experiment, ordered, out_dir, gpus, wall_s, log) -> dict:
+    """sweep.json: the experiment, its [against] table and the cells' statuses; returns the
+    counts per status. wall_s None: the sweep has not finished (written as it starts, so a sweep
+    cut short still reports its comparisons)."""
     counts = {s: sum(1 for r in ordered if r.status == s) for s in results.STATUSES}
     summary = {
         "experiment": experiment.name,
         "path": experiment.path,
-        "cells": len(ordered),
+        "cells": len(experiment.cells),
+        "complete": wall_s is not None,
         "wall_s": wall_s,
         "gpus": gpus or [],
         "counts": counts,
@@ -333,6 +338,12 @@ def summary(experiment, ordered, out_dir, gpus, wall_s, log) -> None:
         write_json(os.path.join(out_dir, "sweep.json"), summary)
     except OSError as exc:
         print(f"{experiment.name}: could not write sweep.json ({exc})", file=log, flush=True)
+    return counts
+
+
+def summary(experiment, ordered, out_dir, gpus, wall_s, log) -> None:
+    """sweep.json, and the closing lines: counts per status, then each failed or wrong cell."""
+    counts = write_sweep_json(experiment, ordered, out_dir, gpus, wall_s, log)
     print(
         f"{experiment.name}: done in {wall_s:.0f} s; "
         + ", ".join(f"{n} {s}" for s, n in counts.items()),

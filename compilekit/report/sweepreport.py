@@ -216,7 +216,8 @@ def report(out_dir: str) -> str:
     table = rows(results, env.get("ceilings", {}).get("matmul_tflops"))
     images = plot(results, out_dir)
     mix = machine_mix(results)
-    md = _head(out_dir, env, mix) + _cells_section(results, table) + _series_sections(results)
+    md = _head(out_dir, env, mix) + _unfinished(out_dir, len(results))
+    md += _cells_section(results, table) + _series_sections(results)
     md += baselines.section(results, baselines.load(out_dir))
     md += decodeview.section(results, cell_name) + _ops_section(results, out_dir)
     md += _note_sections(results) + _plot_lines(images)
@@ -233,6 +234,22 @@ def report(out_dir: str) -> str:
     configs = sorted({(r.config_name, repr(r.config)) for r in results if r.config})
     notes = "".join(f"\nconfig {name}: {config}" for name, config in configs) + notes
     return tabulate(table, headers=headers(results)) + notes
+
+
+def _unfinished(out_dir: str, stored: int) -> list[str]:
+    """A line saying the sweep stopped before its last cell, where its sweep.json says so."""
+    try:
+        state = read_json(os.path.join(out_dir, "sweep.json"))
+    except CorruptFile:  # no sweep.json: cells run one by one, or a sweep from before
+        return []
+    if not isinstance(state, dict) or state.get("complete", True):
+        return []
+    return [
+        f"**Not finished:** {stored} of the {state.get('cells')} cells of "
+        f"`{state.get('path')}` are here; `compilekit sweep {state.get('path')} --out` this "
+        "folder runs the rest.",
+        "",
+    ]
 
 
 def _head(out_dir: str, env: dict, mix: list) -> list[str]:

@@ -58,6 +58,14 @@ def test_killed_sweep_resumes_only_missing_cells(tmp_path, cache_root):
     proc.wait()
     before = {d: os.path.getmtime(out / d / "result.json") for d in _done(out)}
     assert 2 <= len(before) < 4
+    # a sweep cut short has already said what it compares, and that it is not complete
+    cut = json.loads((out / "sweep.json").read_text())
+    assert cut["against"] and cut["complete"] is False
+    subprocess.run(
+        [sys.executable, "-m", "compilekit", "report", str(out)], cwd=ROOT, env=env, check=True,
+        capture_output=True,
+    )  # fmt: skip
+    assert "**Not finished:**" in (out / "REPORT.md").read_text()
     again = subprocess.run(
         _sweep_cmd(path, out), cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
     )
@@ -68,6 +76,7 @@ def test_killed_sweep_resumes_only_missing_cells(tmp_path, cache_root):
     assert not [d for d in os.listdir(out) if ".tmp-" in d]  # the killed cell left no half-run
     # the [against] table reaches the report through sweep.json: naive beside sdpa per shape
     md = (out / "REPORT.md").read_text()
+    assert "Not finished" not in md
     assert "### naive\n" in md and "| x sdpa eager |" in md
     assert md.count("| `naive` / `eager` / 1x2x") == 2
 
