@@ -16,7 +16,7 @@ import re
 from compilekit.compile.knobs import INDUCTOR_MODES
 from compilekit.compile.shapekind import check_shape, fits
 from compilekit.model.errors import UserError
-from compilekit.model.experiment import Experiment, parse_baseline
+from compilekit.model.experiment import SAME_MODE, Experiment, parse_baseline
 from compilekit.model.spec import Cell, check_seed, parse_device, parse_dtype, parse_shape
 
 # The most cells one experiment may hold.
@@ -325,11 +325,14 @@ def check_against(path: str, against: dict, cells: list) -> dict[str, list[tuple
                 f'{path}: [against] "{variant}" must list baselines as "variant:mode" strings'
             )
         parsed = [parse_baseline(b) for b in baselines]
-        for text, pair in zip(baselines, parsed):
-            if pair not in pairs:
+        modes = {c.mode for c in cells if c.variant == variant}
+        for text, (baseline, mode) in zip(baselines, parsed):
+            wanted = modes if mode == SAME_MODE else {mode}
+            if not any((baseline, m) in pairs for m in wanted):
                 raise UserError(
                     f"{path}: [against] baseline {text!r} for {variant!r} is not a cell of the "
-                    'experiment: write "variant:mode" for a variant and mode it runs'
+                    'experiment: write "variant:mode" for a variant and mode it runs ("variant:'
+                    f'{SAME_MODE}" for the compared cell\'s own mode)'
                 )
         checked[variant] = parsed
     return checked

@@ -32,12 +32,17 @@
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
 #      ragged batches against the other paths, checked, within K_S seconds
 # Every phase's limit is cut to what is left before DEADLINE seconds from the start (default
-# 540), less 45 s to pack and publish: a call's limit can be less than its timeout_s (a fresh
+# 540, at most 580), less 45 s to pack and publish: a call's limit can be less than its timeout_s (a fresh
 # machine's start counts against the session's device time), and a phase killed with the call
 # brings nothing back.
 # PHASES="S V G" bash dev/h200_check.sh
 set -u
 T0=$(date +%s)
+# a device call is killed at 600 s, before it packs anything: a later deadline would lose it all
+if [ "${DEADLINE:-540}" -gt 580 ]; then
+  echo "DEADLINE=$DEADLINE is past a device call's 600 s: using 580" >&2
+  DEADLINE=580
+fi
 within() {  # within SECONDS: the lesser of SECONDS and what DEADLINE leaves
   local rest=$(( ${DEADLINE:-540} - ($(date +%s) - T0) - 45 ))
   echo $(( $1 < rest ? $1 : (rest > 1 ? rest : 1) ))

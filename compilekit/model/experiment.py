@@ -20,8 +20,12 @@ class Experiment:
     per_gpu: dict = dataclasses.field(default_factory=dict)
 
 
+SAME_MODE = "same"  # a baseline's mode: the compared cell's own (eager beside eager, ...)
+
+
 def parse_baseline(text: str) -> tuple[str, str]:
-    """'variant:mode' -> (variant, mode); a user variant's own colon (file.py:fn) stays."""
+    """'variant:mode' -> (variant, mode); a user variant's own colon (file.py:fn) stays. The
+    mode may be SAME_MODE: each cell is then set beside the baseline's cell of its own mode."""
     variant, _, mode = text.rpartition(":")
     return variant, mode
 

@@ -7,6 +7,8 @@ report section it asks for.
 Each measured, correct cell of `triton-flash` (any mode) is set beside the `sdpa-cudnn` eager
 cell and the `flex` default cell of the same shape and dtype (without configs or passes): its
 time, its TFLOP/s and baseline ms / its ms per baseline (above 1.00: faster than the baseline).
+A baseline "sdpa-cudnn:same" is the sdpa-cudnn cell in the compared cell's own mode: compiled
+beside compiled, eager beside eager.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from compilekit.model.experiment import parse_baseline
+from compilekit.model.experiment import SAME_MODE, parse_baseline
 from compilekit.model.spec import parse_shape
 
 
@@ -45,6 +47,10 @@ def _ratio(base, r) -> str:
     return f"{base.compiled_ms / r.compiled_ms:.2f}x" if base else "-"
 
 
+def _name(baseline: str, mode: str) -> str:
+    return f"{baseline} (its mode)" if mode == SAME_MODE else f"{baseline} {mode}"
+
+
 def comparisons(results: list, against: dict) -> list[dict]:
     """Per compared variant: its baselines' names and a row per correct cell of it (by head dim,
     then S): the cell, its TFLOP/s text and one ratio text per baseline ('-' where the baseline
@@ -61,12 +67,15 @@ def comparisons(results: list, against: dict) -> list[dict]:
             (
                 r,
                 f"{r.tflops:.0f}" if r.tflops else "-",
-                [_ratio(plain.get((b, m, r.shape, r.dtype)), r) for b, m in pairs],
+                [
+                    _ratio(plain.get((b, r.mode if m == SAME_MODE else m, r.shape, r.dtype)), r)
+                    for b, m in pairs
+                ],
             )
             for r in cells
         ]
         tables.append(
-            {"variant": variant, "baselines": [f"{b} {m}" for b, m in pairs], "rows": rows}
+            {"variant": variant, "baselines": [_name(b, m) for b, m in pairs], "rows": rows}
         )
     return tables
 
@@ -74,7 +83,8 @@ def comparisons(results: list, against: dict) -> list[dict]:
 INTRO = (
     "Each correct cell beside the baselines the experiment names (`[against]`) at the same shape "
     "and dtype: baseline ms / its ms, so above 1.00x it is the faster; `-` where the baseline has "
-    "no correct measurement there."
+    "no correct measurement there; `(its mode)`: the baseline's cell in the compared cell's own "
+    "mode."
 )
 
 

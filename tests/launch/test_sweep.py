@@ -261,10 +261,12 @@ def test_cells_against_baselines_at_the_same_shape(tmp_path):
     path.write_text(
         'variants = ["triton-flash", "sdpa-cudnn", "flex"]\nmodes = ["eager", "default"]\n'
         'shapes = ["1x2x64x16", "1x2x128x16"]\ndevice = "cpu"\n'
-        '[against]\n"triton-flash" = ["sdpa-cudnn:eager", "flex:default"]\n'
+        '[against]\n"triton-flash" = ["sdpa-cudnn:eager", "flex:default", "sdpa-cudnn:same"]\n'
     )
     against = load_experiment(str(path)).against
-    assert against == {"triton-flash": [("sdpa-cudnn", "eager"), ("flex", "default")]}
+    assert against == {
+        "triton-flash": [("sdpa-cudnn", "eager"), ("flex", "default"), ("sdpa-cudnn", "same")]
+    }
 
     def cell(variant, mode, seq, ms, status="ok", config=None):
         r = CellResult(
@@ -280,6 +282,7 @@ def test_cells_against_baselines_at_the_same_shape(tmp_path):
     cell("triton-flash", "default", 64, 0.4)
     cell("triton-flash", "eager", 128, 2.0)
     cell("sdpa-cudnn", "eager", 64, 0.45)
+    cell("sdpa-cudnn", "default", 64, 0.3)  # the default cell's own-mode baseline
     cell("sdpa-cudnn", "eager", 128, 1.0, status="wrong")  # not a baseline: it is wrong
     cell("flex", "default", 64, 0.6)
     cell("flex", "default", 128, 1.0, config={"max_fusion_size": 8})  # a config: not the flex
@@ -290,10 +293,11 @@ def test_cells_against_baselines_at_the_same_shape(tmp_path):
     assert "## Against baselines, per shape" in md
     rows = [line for line in md.splitlines() if line.startswith("| `triton-flash`")]
     assert rows == [
-        "| `triton-flash` / `default` / 1x2x64x16 | 0.4000 | 250 | 1.12x | 1.50x |",
-        "| `triton-flash` / `eager` / 1x2x64x16 | 0.5000 | 200 | 0.90x | 1.20x |",
-        "| `triton-flash` / `eager` / 1x2x128x16 | 2.0000 | 50 | - | 1.50x |",
+        "| `triton-flash` / `default` / 1x2x64x16 | 0.4000 | 250 | 1.12x | 1.50x | 0.75x |",
+        "| `triton-flash` / `eager` / 1x2x64x16 | 0.5000 | 200 | 0.90x | 1.20x | 0.90x |",
+        "| `triton-flash` / `eager` / 1x2x128x16 | 2.0000 | 50 | - | 1.50x | - |",
     ]
+    assert "| x sdpa-cudnn (its mode) |" in md
     from compilekit.report import sweeppage  # the sweep page shows the same, each cell linked
 
     with open(sweeppage.sweep_page(str(tmp_path / "out"), log=None)) as f:
@@ -301,7 +305,7 @@ def test_cells_against_baselines_at_the_same_shape(tmp_path):
     assert 'id="against"' in html and "<th>x sdpa-cudnn eager</th><th>x flex default</th>" in html
     assert (
         "default / 1x2x64x16</a></td><td>0.4000</td><td>250</td><td>1.12x</td><td>1.50x</td>"
-        in html
+        "<td>0.75x</td>" in html
     )
 
 
@@ -349,6 +353,11 @@ def test_cells_against_baselines_at_the_same_shape(tmp_path):
             "[against] baseline 'naive:default' for 'naive' is not a cell",
         ),
         (AGAINST.format('"naive" = "naive:eager"'), 'must list baselines as "variant:mode"'),
+        (  # naive runs only eager here: "its mode" finds no naive default to compare
+            'variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n[[matrix]]\n'
+            'variants = ["sdpa"]\nmodes = ["default"]\n[against]\n"sdpa" = ["naive:same"]\n',
+            "[against] baseline 'naive:same' for 'sdpa' is not a cell",
+        ),
     ],
 )
 def test_bad_experiment_file_is_one_line_and_runs_nothing(text, needle, tmp_path, cli):
