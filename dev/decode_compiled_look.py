@@ -1,8 +1,12 @@
 """Why compiled triton-flash is slower than eager at a decode shape: each path's do_bench median
 (with and without L2 flushing between calls), its host time per call (a user's loop,
-synchronized once), and the kernels a profile of ten calls shows with their device times.
+synchronized once), and the kernels a profile of ten calls shows with their device times; for
+each compiled path, Dynamo's counters after the timed calls (a recompile or a guard failure per
+call would show there) and the host functions that take its time (cProfile over 300 calls,
+after every timing). sdpa beside it is the compiled call's cost without our op.
 
 Usage (GPU): python dev/decode_compiled_look.py [--shape 1x32g8x1x32768x128]
+    [--variants triton-flash,sdpa]
 """
 
 from __future__ import annotations
@@ -44,18 +48,44 @@ def look(name: str, fn, args) -> None:
             print(f"    {e.key[:90]:90} x{e.count:3}  {e.device_time_total / e.count:8.1f} us")
 
 
+def host_profile(name: str, fn, args) -> None:
+    """Dynamo's counters, then the 15 host functions with the most own time over 300 calls."""
+    import cProfile
+    import pstats
+
+    from torch._dynamo.utils import counters
+
+    print(f"    {name}: dynamo counters " + str({k: dict(v) for k, v in counters.items() if v}))
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(300):
+        fn(*args)
+    profile.disable()
+    torch.cuda.synchronize()
+    stats = pstats.Stats(profile)
+    rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:15]
+    for (path, line, func), (_, calls, own, total, _) in rows:
+        where = f"{'/'.join(path.rsplit('/', 2)[-2:])}:{line} {func}"[:80]
+        print(f"      {where:80} {calls / 300:5.1f}/call  own {own / 300 * 1e6:6.1f} us")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", default="1x32g8x1x32768x128")
+    parser.add_argument("--variants", default="triton-flash,sdpa")
     args = parser.parse_args()
-    variant = load_variant("triton-flash")
     cell = types.SimpleNamespace(
         shape=parse_shape(args.shape), dtype="bfloat16", device="cuda", seed=0
     )
-    inputs = inputs_mod.cell_inputs(variant, cell)
     print(args.shape)
-    look("eager", variant.attention, inputs)
-    look("compiled", torch.compile(variant.attention), inputs)
+    for name in args.variants.split(","):
+        variant = load_variant(name)
+        inputs = inputs_mod.cell_inputs(variant, cell)
+        print(name)
+        look("eager", variant.attention, inputs)
+        compiled = torch.compile(variant.attention)
+        look("compiled", compiled, inputs)
+        host_profile("compiled", compiled, inputs)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,9 @@
 #      seconds: the cell's summary, result.json and its ops
 #   T  dev/decode_split_tune.py: triton-flash's split policies at decode shapes against the best
 #      SDPA backend, within T_S seconds; compiled against eager at batch 1 (dev/decode_compiled_look.py)
+#   H  compiled against eager at decode shapes (LOOK_SHAPES), triton-flash beside sdpa
+#      (LOOK_VARIANTS): host per call, Dynamo's counters, the host functions that cost the time
+#      (dev/decode_compiled_look.py)
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
 #      ragged batches against the other paths, checked, within K_S seconds
 # Every phase's limit is cut to what is left before DEADLINE seconds from the start (default
@@ -157,6 +160,11 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
       for shape in ${LOOK_SHAPES:-1x32g8x1x32768x128}; do
         timeout 90 python3 dev/decode_compiled_look.py --shape $shape 2>&1 | grep -v "Warning\|^/"
       done | tee "$OUT/T_compiled.txt" ;;
+    H)
+      for shape in ${LOOK_SHAPES:-1x32g8x1x1024x128 1x32g8x1x32768x128}; do
+        timeout "$(within 120)" python3 dev/decode_compiled_look.py --shape $shape \
+          --variants "${LOOK_VARIANTS:-triton-flash,sdpa}" 2>&1 | grep -v "Warning\|^/"
+      done | tee "$OUT/H_compiled.txt" ;;
     L)
       python3 -m pytest -q -p no:cacheprovider tests/launch/test_locks.py > "$OUT/L_locks.txt" 2>&1
       tail -3 "$OUT/L_locks.txt" ;;
