@@ -95,10 +95,15 @@ def test_result_json_contract(run_cell):
     flop = 4 * 1 * 4 * 32 * (128 * 129 / 2)
     assert on_disk["tflops"] == pytest.approx(flop / (on_disk["compiled_ms"] * 1e-3) / 1e12)
     # the first run of a compiled cell: the honest cold compile and then the capture in one
-    # process, the measurement in another; each process's steps come back
-    assert set(on_disk["processes"]) == {"cold", "measure"}
+    # process, the measurement in another; each process's steps come back. Where the small
+    # sweep compiled this cell first under the session's cache (the order of test files is
+    # xdist's), only the measurement runs, and the cold process's steps come from the cache.
+    first = "cold" in on_disk["processes"]
+    assert set(on_disk["processes"]) == ({"cold", "measure"} if first else {"measure"})
     steps = on_disk["steps_s"]
-    assert {"cold_process", "measure_process", "compile_warm", "time"} <= set(steps)
+    assert {"measure_process", "compile_warm", "time"} <= set(steps)
+    assert ("cold_process" in steps) == first
+    assert on_disk["compile_cold_s"] > 0  # measured by this run or by the one that compiled it
     assert {"cold.compile_cold", "capture.compile_capture"} <= set(steps)
     if sys.platform.startswith("linux"):  # what else used the CPU while it was timed
         assert on_disk["cpu_use"]["wall_s"] > 0 and on_disk["cpu_use"]["others_cores"] >= 0
