@@ -1,5 +1,5 @@
 """Cells against baselines at the same shape: an experiment's `[against]` table, checked, and the
-report section it asks for.
+report section it asks for; and, from the same sweep.json, whether the sweep finished.
 
     [against]
     "triton-flash" = ["sdpa-cudnn:eager", "flex:default"]
@@ -110,3 +110,21 @@ def section(results: list, against: dict) -> list[str]:
         ] or ["| (no correct cell) | - | - | " + " | ".join("-" for _ in names) + " |"]
         lines.append("")
     return lines
+
+
+def unfinished(out_dir: str, stored: int) -> list[str]:
+    """A line saying the sweep stopped before its last cell, where its sweep.json says so."""
+    from compilekit.model.store import CorruptFile, read_json
+
+    try:
+        state = read_json(os.path.join(out_dir, "sweep.json"))
+    except CorruptFile:  # no sweep.json: cells run one by one, or a sweep from before
+        return []
+    if not isinstance(state, dict) or state.get("complete", True):
+        return []
+    return [
+        f"**Not finished:** {stored} of the {state.get('cells')} cells of "
+        f"`{state.get('path')}` are here; `compilekit sweep {state.get('path')} --out` this "
+        "folder runs the rest.",
+        "",
+    ]

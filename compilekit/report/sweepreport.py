@@ -216,9 +216,8 @@ def report(out_dir: str) -> str:
     table = rows(results, env.get("ceilings", {}).get("matmul_tflops"))
     images = plot(results, out_dir)
     mix = machine_mix(results)
-    md = _head(out_dir, env, mix) + _unfinished(out_dir, len(results))
-    md += _cells_section(results, table) + _series_sections(results)
-    md += baselines.section(results, baselines.load(out_dir))
+    md = _head(out_dir, env, mix, len(results)) + _cells_section(results, table)
+    md += _series_sections(results) + baselines.section(results, baselines.load(out_dir))
     md += decodeview.section(results, cell_name) + _ops_section(results, out_dir)
     md += _note_sections(results) + _plot_lines(images)
     write_text(os.path.join(out_dir, "REPORT.md"), "\n".join(md))
@@ -236,24 +235,8 @@ def report(out_dir: str) -> str:
     return tabulate(table, headers=headers(results)) + notes
 
 
-def _unfinished(out_dir: str, stored: int) -> list[str]:
-    """A line saying the sweep stopped before its last cell, where its sweep.json says so."""
-    try:
-        state = read_json(os.path.join(out_dir, "sweep.json"))
-    except CorruptFile:  # no sweep.json: cells run one by one, or a sweep from before
-        return []
-    if not isinstance(state, dict) or state.get("complete", True):
-        return []
-    return [
-        f"**Not finished:** {stored} of the {state.get('cells')} cells of "
-        f"`{state.get('path')}` are here; `compilekit sweep {state.get('path')} --out` this "
-        "folder runs the rest.",
-        "",
-    ]
-
-
-def _head(out_dir: str, env: dict, mix: list) -> list[str]:
-    """REPORT.md's title, a warning where the cells mix machines, and the machine."""
+def _head(out_dir: str, env: dict, mix: list, stored: int) -> list[str]:
+    """REPORT.md's title, a mixed-machines warning, the machine, whether the sweep finished."""
     md = [f"# compilekit report: {os.path.basename(os.path.abspath(out_dir))}", ""]
     if mix:
         md += (
@@ -282,7 +265,7 @@ def _head(out_dir: str, env: dict, mix: list) -> list[str]:
             "that matmul ceiling.",
             "",
         ]
-    return md
+    return md + baselines.unfinished(out_dir, stored)
 
 
 def _cells_section(results: list, table: list) -> list[str]:
