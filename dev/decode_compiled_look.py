@@ -3,7 +3,8 @@
 synchronized once), and the kernels a profile of ten calls shows with their device times; for
 each compiled path, Dynamo's counters after the timed calls (a recompile or a guard failure per
 call would show there) and the host functions that take its time (cProfile over 300 calls,
-after every timing). sdpa beside it is the compiled call's cost without our op.
+after every timing). sdpa beside it is the compiled call's cost without our op; `opaque` is
+triton-flash compiled through an opaque custom op around its eager call.
 
 Usage (GPU): python dev/decode_compiled_look.py [--shape 1x32g8x1x32768x128]
     [--variants triton-flash,sdpa]
@@ -69,6 +70,22 @@ def host_profile(name: str, fn, args) -> None:
         print(f"      {where:80} {calls / 300:5.1f}/call  own {own / 300 * 1e6:6.1f} us")
 
 
+def opaque(attention):
+    """attention compiled through an opaque custom op whose body is the eager call (its fast
+    path): Inductor calls it as one extern kernel, without seeing the Triton kernels. Set beside
+    the triton_op path, it says what the op's compiled launch costs over an eager call."""
+
+    @torch.library.custom_op("compilekit_dev::opaque_attention", mutates_args=())
+    def op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return attention(q, k, v)
+
+    @op.register_fake
+    def _(q, k, v):
+        return torch.empty_like(q)
+
+    return torch.compile(lambda q, k, v: op(q, k, v))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", default="1x32g8x1x32768x128")
@@ -86,6 +103,10 @@ def main() -> None:
         compiled = torch.compile(variant.attention)
         look("compiled", compiled, inputs)
         host_profile("compiled", compiled, inputs)
+        if name == "triton-flash":
+            wrapped = opaque(variant.attention)
+            look("opaque", wrapped, inputs)
+            host_profile("opaque", wrapped, inputs)
 
 
 if __name__ == "__main__":
