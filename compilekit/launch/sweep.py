@@ -147,8 +147,7 @@ def select_cells(experiment, out_dir: str, force: bool, retry, log):
             done[cell.label()] = stored
         else:
             todo.append(cell)
-    stored = [done[c.label()] for c in experiment.cells if c.label() in done]
-    write_sweep_json(experiment, stored, out_dir, None, None, log)
+    write_sweep_json(experiment, list(done.values()), out_dir, None, None, log)  # cells' order
     return done, todo
 
 

@@ -20,17 +20,24 @@ from compilekit.model.experiment import SAME_MODE, parse_baseline
 from compilekit.model.spec import parse_shape
 
 
+def read_sweep(out_dir: str):
+    """The sweep's sweep.json as parsed; None where there is none (cells run one by one, or a
+    sweep from before it was kept); CorruptFile where it cannot be read."""
+    from compilekit.model.store import read_json
+
+    path = os.path.join(out_dir, "sweep.json")
+    return read_json(path) if os.path.isfile(path) else None
+
+
 def load(out_dir: str, log=None) -> dict:
     """The sweep's [against] table from its sweep.json; {} where there is none (no sweep.json,
     or one from before it was kept). A sweep.json that cannot be read is said on `log`."""
     log = log or sys.stderr  # the stderr of the call, not of the import
-    from compilekit.model.store import CorruptFile, read_json
+    from compilekit.model.store import CorruptFile
 
-    path = os.path.join(out_dir, "sweep.json")
-    if not os.path.isfile(path):
-        return {}
     try:
-        table = read_json(path).get("against") or {}
+        sweep = read_sweep(out_dir)
+        table = {} if sweep is None else sweep.get("against") or {}
         return {variant: [parse_baseline(b) for b in bs] for variant, bs in table.items()}
     except (CorruptFile, AttributeError, TypeError) as exc:
         print(f"compilekit: {exc}; the report leaves out its [against] section", file=log)
@@ -113,18 +120,19 @@ def section(results: list, against: dict) -> list[str]:
 
 
 def unfinished(out_dir: str, stored: int) -> list[str]:
-    """A line saying the sweep stopped before its last cell, where its sweep.json says so."""
-    from compilekit.model.store import CorruptFile, read_json
+    """A line saying the sweep stopped before its last cell, where its sweep.json says so (one
+    that cannot be read is said by load)."""
+    from compilekit.model.store import CorruptFile
 
     try:
-        state = read_json(os.path.join(out_dir, "sweep.json"))
-    except CorruptFile:  # no sweep.json: cells run one by one, or a sweep from before
+        sweep = read_sweep(out_dir)
+    except CorruptFile:
         return []
-    if not isinstance(state, dict) or state.get("complete", True):
+    if not isinstance(sweep, dict) or sweep.get("complete", True):
         return []
     return [
-        f"**Not finished:** {stored} of the {state.get('cells')} cells of "
-        f"`{state.get('path')}` are here; `compilekit sweep {state.get('path')} --out` this "
+        f"**Not finished:** {stored} of the {sweep.get('cells')} cells of "
+        f"`{sweep.get('path')}` are here; `compilekit sweep {sweep.get('path')} --out` this "
         "folder runs the rest.",
         "",
     ]
