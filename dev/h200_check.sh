@@ -35,9 +35,9 @@
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
 #      ragged batches against the other paths, checked, within K_S seconds
 # Every phase's limit is cut to what is left before DEADLINE seconds from the start (default
-# 540, at most 580), less 45 s to pack and publish: a call's limit can be less than its timeout_s (a fresh
-# machine's start counts against the session's device time), and a phase killed with the call
-# brings nothing back.
+# 540, at most 580), less 45 s to pack and publish: a call's limit can be less than its
+# timeout_s (a fresh machine's start counts against the session's device time), and a phase
+# killed with the call brings nothing back.
 # PHASES="S V G" bash dev/h200_check.sh
 set -u
 T0=$(date +%s)
@@ -49,6 +49,12 @@ fi
 within() {  # within SECONDS: the lesser of SECONDS and what DEADLINE leaves
   local rest=$(( ${DEADLINE:-540} - ($(date +%s) - T0) - 45 ))
   echo $(( $1 < rest ? $1 : (rest > 1 ? rest : 1) ))
+}
+compiled_look() {  # compiled_look "SHAPES": dev/decode_compiled_look.py at each (LOOK_VARIANTS)
+  for shape in $1; do
+    timeout "$(within 120)" python3 dev/decode_compiled_look.py --shape "$shape" \
+      --variants "${LOOK_VARIANTS:-triton-flash,sdpa}" 2>&1 | grep -v "Warning\|^/"
+  done
 }
 # once per machine: a second instance started beside the first (a phase run in the
 # background) must not reinstall under the first one's imports
@@ -157,14 +163,10 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
       timeout "$(within "${T_S:-240}")" python3 dev/decode_split_tune.py --json "$OUT/T_tune.json" \
         > "$OUT/T_tune.txt" 2>&1
       grep -v "Warning\|^/" "$OUT/T_tune.txt"
-      for shape in ${LOOK_SHAPES:-1x32g8x1x32768x128}; do
-        timeout 90 python3 dev/decode_compiled_look.py --shape $shape 2>&1 | grep -v "Warning\|^/"
-      done | tee "$OUT/T_compiled.txt" ;;
+      compiled_look "${LOOK_SHAPES:-1x32g8x1x32768x128}" | tee "$OUT/T_compiled.txt" ;;
     H)
-      for shape in ${LOOK_SHAPES:-1x32g8x1x1024x128 1x32g8x1x32768x128}; do
-        timeout "$(within 120)" python3 dev/decode_compiled_look.py --shape $shape \
-          --variants "${LOOK_VARIANTS:-triton-flash,sdpa}" 2>&1 | grep -v "Warning\|^/"
-      done | tee "$OUT/H_compiled.txt" ;;
+      compiled_look "${LOOK_SHAPES:-1x32g8x1x1024x128 1x32g8x1x32768x128}" \
+        | tee "$OUT/H_compiled.txt" ;;
     L)
       python3 -m pytest -q -p no:cacheprovider tests/launch/test_locks.py > "$OUT/L_locks.txt" 2>&1
       tail -3 "$OUT/L_locks.txt" ;;
