@@ -22,6 +22,9 @@ from compilekit.measure.decode.generate import run_generate
 from compilekit.measure.decode.loop import run_loop
 
 RUNS = 3  # timed generations per path and kind of the cell's own mode, after an untimed one
+# The untimed generation's tokens: enough for a CUDA graph's warm-up, recording and replays,
+# and for generate()'s first-call work; a 7B model's 200 eager tokens would cost 6 s more
+WARM_TOKENS = 4
 # eager beside a compiled cell: eager's own cell times it RUNS times; here it is the baseline
 # of one row, and at 7B a 200-token eager generation holds the GPU alone for 5-6 s
 RUNS_BESIDE = 1
@@ -141,19 +144,20 @@ def _probe(cell, generate):
 
 
 def _timed(key, session, fns, runs: int) -> dict:
-    """`runs` generations of one path and kind after an untimed one: their Run records, or
-    the error that stopped them."""
+    """`runs` generations of one path and kind after a short untimed one (WARM_TOKENS):
+    their Run records, or the error that stopped them."""
     path, kind = key
     if kind == "compiled" and path == "generate" and "generate_error" in fns:
         return {"error": fns["generate_error"]}
     prefill, step, options = fns[kind]
+    lengths = [min(WARM_TOKENS, session.shape.new)] + [None] * runs
     try:
         done = []
-        for _ in range(runs + 1):
+        for new in lengths:
             if path == "loop":
-                done.append(run_loop(session, prefill, step))
+                done.append(run_loop(session, prefill, step, new=new))
             else:
-                done.append(run_generate(session, options))
+                done.append(run_generate(session, options, new=new))
         return {"runs": done[1:]}
     except Exception as exc:
         return {"error": f"{path} {kind} failed: {failures.first_line(exc)}"}

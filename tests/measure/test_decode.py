@@ -272,6 +272,38 @@ def test_a_first_difference_says_where_and_how_close_eagers_logits_were():
     assert torch.equal(run_loop(session, session.prefill, session.step).tokens, eager)
 
 
+def test_forced_runs_stop_at_their_last_kept_token_and_the_warm_up_is_short():
+    """A teacher-forced run steps only as far as its last kept logits, which are those of a
+    whole run; a timed path's untimed generation is WARM_TOKENS long, its timed ones whole."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from compilekit.launch import decodephase
+    from compilekit.measure import workload
+    from compilekit.measure.decode.loop import run_loop
+    from compilekit.measure.decode.session import Session
+    from tests.variants import tiny_models
+
+    shape = parse_shape("1x4+6")
+    made = workload.build(tiny_models.llama_lm, "tiny", shape, "float32", "cpu", 0)
+    session = Session(made, shape, "tiny")
+    steps = []
+
+    def step(ids, position):
+        steps.append(int(position))
+        return session.step(ids, position)
+
+    whole = run_loop(session, session.prefill, session.step, keep=[3])
+    forced = run_loop(session, session.prefill, step, forced=whole.tokens, keep=[3])
+    assert steps == [4, 5, 6]  # the steps that give tokens 1, 2 and 3
+    assert torch.equal(forced.logits[0], whole.logits[0])
+    steps.clear()
+    fns = {"eager": (session.prefill, step, None)}
+    timed = decodephase._timed(("loop", "eager"), session, fns, 2)
+    warm = decodephase.WARM_TOKENS - 1
+    assert len(steps) == warm + 2 * (shape.new - 1) and warm < shape.new - 1
+    assert [run.tokens.shape[1] for run in timed["runs"]] == [shape.new, shape.new]
+
+
 def test_a_failed_path_says_failed_in_its_row_and_why_under_the_table():
     from compilekit.report.decodeview import failure_lines, rows
 

@@ -41,9 +41,9 @@ class _Marks:
         return scores
 
 
-def run_generate(session, options: dict | None) -> Run:
-    """shape.new greedy tokens from transformers' generate() with a static cache of the cell's
-    capacity; options: the mode's torch.compile arguments (None: eager)."""
+def run_generate(session, options: dict | None, new: int | None = None) -> Run:
+    """`new` (default shape.new) greedy tokens from transformers' generate() with a static
+    cache of the cell's capacity; options: the mode's torch.compile arguments (None: eager)."""
     from transformers import LogitsProcessorList
 
     shape = session.shape
@@ -55,7 +55,7 @@ def run_generate(session, options: dict | None) -> Run:
     out = session.model.generate(
         session.prompt,
         attention_mask=torch.ones_like(session.prompt),
-        max_new_tokens=shape.new,
+        max_new_tokens=new or shape.new,
         # no end-of-text token: N tokens each run, and greedy over every logit, as the loop is
         # (min_new_tokens would mask that token's logit instead)
         eos_token_id=None,

@@ -26,19 +26,25 @@ class Run:
     logits: list = dataclasses.field(default_factory=list)
 
 
-def run_loop(session, prefill, step, forced: torch.Tensor | None = None, keep=()) -> Run:
-    """Generate shape.new tokens with these prefill and step callables (eager or compiled).
-    forced: feed these tokens [B, N] instead of the model's own (teacher forcing, so that two
-    runs' logits stay comparable past a first difference); keep: the token indices whose
-    logits to keep, in Run.logits in that order (cloned: a CUDA graph overwrites its output
-    on the next replay)."""
+def run_loop(
+    session, prefill, step, forced: torch.Tensor | None = None, keep=(), new: int | None = None
+) -> Run:
+    """Generate `new` tokens (default shape.new) with these prefill and step callables (eager
+    or compiled). forced: feed these tokens [B, N] instead of the model's own (teacher forcing,
+    so that two runs' logits stay comparable past a first difference); a forced run is read
+    for its kept logits only, so it stops at the last kept token. keep: the token indices
+    whose logits to keep, in Run.logits in that order (cloned: a CUDA graph overwrites its
+    output on the next replay)."""
     keep = set(keep)
     shape = session.shape
+    count = new or shape.new
+    if forced is not None and keep:  # a 7B model's 200 eager steps cost seconds each run
+        count = min(count, max(keep) + 1)
     # [N, B, 1]: each token a contiguous [B, 1] slice (as the model's own output is, so one
     # compiled step serves both). The next step reads the token from here, not from the
     # step's output: under CUDA graphs that output is the graph's own memory, which the next
     # replay overwrites while reading it (torch refuses that).
-    tokens = torch.empty(shape.new, shape.batch, 1, dtype=torch.long, device=session.device)
+    tokens = torch.empty(count, shape.batch, 1, dtype=torch.long, device=session.device)
     clock, host_ms, logits = Clock(session.device), [], []
     if forced is not None:
         forced = forced.t().unsqueeze(-1).contiguous()
@@ -46,11 +52,11 @@ def run_loop(session, prefill, step, forced: torch.Tensor | None = None, keep=()
     clock.mark()
     token, last = prefill(session.prompt, session.zero)
     clock.mark()
-    for i in range(shape.new):
+    for i in range(count):
         tokens[i] = token
         if i in keep:
             logits.append(last.float().clone())
-        if i == shape.new - 1:
+        if i == count - 1:
             break
         fed = tokens[i] if forced is None else forced[i]
         queued = time.perf_counter()
