@@ -22,7 +22,7 @@ import json
 import os
 import shutil
 
-from compilekit.evidence import diagnose, roofline
+from compilekit.evidence import diagnose, kernelmap, roofline
 from compilekit.model import result as results_mod
 from compilekit.model.errors import UserError
 from compilekit.model.spec import MODEL_SHAPE_RE
@@ -69,6 +69,9 @@ def rederive(run_dir: str, ceilings: dict | None) -> bool:
     records = kmap["kernels"]
     before = (result.replay, result.roofline, json.dumps(records, sort_keys=True))
     drop_side_memsets(records)
+    # maps measured before launches of one kernel and site were merged: the same rows, smaller
+    records[:] = kernelmap.merge_repeats(records)
+    kmap["by_source_line"] = kernelmap.by_source_line(records)
     if ceilings:
         # a model's declared FLOPs are its whole forward's, no one kernel's (evidence/gather.py)
         flops = None if MODEL_SHAPE_RE.match(result.shape) else result.flops

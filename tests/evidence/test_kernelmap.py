@@ -509,3 +509,28 @@ def test_a_kernel_launched_outside_any_op_maps_to_its_definition(tmp_path, monke
     assert raw["source_via"] == "the kernel's definition (launched outside any torch op)"
     assert other["source_lines"] == []  # a kernel of no file this process imported: no line
     assert kernelmap.by_source_line(records)[0]["line"] == 7
+
+
+def test_launches_of_one_kernel_from_one_line_are_one_row():
+    """A model's layers launch one kernel from one source line many times: one row, its calls
+    summed, its time the mean per call, its share the sum; another line's launch of the same
+    kernel stays its own row, and each line is charged what it was before the merge."""
+    frames = {5: kernelmap.user_frames(_stack(5, "h = x @ w_up")),
+              7: kernelmap.user_frames(_stack(7, "y = h @ w_down"))}  # fmt: skip
+    times = [(5, 1.0), (5, 2.0), (7, 4.0), (5, 3.0)]  # (line, ms) of each aten::mm launch
+    forward = {
+        "forward_device_ms": 10.0,
+        "kernels": [
+            {"name": "nvjet_gemm", "launcher": "aten::mm", "launcher_index": i,
+             "calls_per_forward": 1, "device_ms": ms}
+            for i, (_, ms) in enumerate(times)
+        ],
+    }  # fmt: skip
+    eager_lines = {("aten::mm", i): frames[line] for i, (line, _) in enumerate(times)}
+    records = kernelmap.build_map(forward, {}, {}, "", False, eager_lines)
+    rows = {r["source_lines"][0]["line"]: r for r in records}
+    assert len(records) == 2 and rows[5]["calls_per_forward"] == 3
+    assert rows[5]["device_ms"] == pytest.approx(2.0) and rows[5]["share"] == pytest.approx(0.6)
+    assert rows[7]["calls_per_forward"] == 1 and rows[7]["device_ms"] == pytest.approx(4.0)
+    charged = {r["line"]: r["attributed_ms"] for r in kernelmap.by_source_line(records)}
+    assert charged == {5: pytest.approx(6.0), 7: pytest.approx(4.0)}
