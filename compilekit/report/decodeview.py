@@ -165,9 +165,43 @@ SECTION_INTRO = (
 )
 
 
+# A compiled cell times eager's loop once beside its own, as the baseline of its speedup; more
+# than this far from the same shape's eager cell, that baseline is said to be off
+BESIDE_APART = 1.2
+
+
+def _loop_eager_ms(result) -> float | None:
+    return ((result.decode["paths"].get("loop") or {}).get("eager") or {}).get("median_ms")
+
+
+def beside_note(result, results: list) -> str | None:
+    """Where a compiled cell's eager loop, timed beside it, is more than BESIDE_APART from the
+    eager cell of the same variant and shape (a host-bound eager loop follows the host: in a
+    sweep, other cells compile beside it): both figures, since its speedup reads against it."""
+    if result.mode == "eager" or not (beside := _loop_eager_ms(result)):
+        return None
+    key = (result.variant, result.shape, result.dtype, result.device)
+    own = next(
+        (
+            _loop_eager_ms(r)
+            for r in results
+            if r.mode == "eager" and r.decode and r.measured
+            and (r.variant, r.shape, r.dtype, r.device) == key
+        ),
+        None,
+    )  # fmt: skip
+    if not own or 1 / BESIDE_APART <= beside / own <= BESIDE_APART:
+        return None
+    return (
+        f"eager's loop timed beside this cell read {beside:.3f} ms per token, the eager cell of "
+        f"this shape {own:.3f} ({beside / own:.2f}x): this cell's speedup reads against the "
+        "first; the eager cell's row is the steadier baseline"
+    )
+
+
 def cells(results: list) -> list[tuple]:
     """(result, its rows, its notes) for each measured decode cell: the table's rows, and the
-    size, gap, compile and failure lines without their terminal labels."""
+    size, gap, compile and failure lines without their terminal labels, and beside_note."""
     out = []
     for r in results:
         if not (r.decode and r.measured):
@@ -176,6 +210,7 @@ def cells(results: list) -> list[tuple]:
         lines += failure_lines(r.decode)
         # the terminal's labels ("decode      ") read as clauses of one note here
         notes = [" ".join(line.split(None, 1)[1:]) for line in lines if line]
+        notes += filter(None, [beside_note(r, results)])
         out.append((r, rows(r.decode), notes))
     return out
 

@@ -312,3 +312,27 @@ def test_a_failed_path_says_failed_in_its_row_and_why_under_the_table():
     (row,) = rows(decode)
     assert row[:3] == ["generate", "compiled", "failed"] and set(row[3:]) == {"-"}
     assert failure_lines(decode) == [f"error       {why[:300]}"]
+
+
+def test_an_eager_baseline_far_from_the_eager_cells_own_is_said():
+    """A compiled cell's eager loop, timed beside it, 1.87x the same shape's eager cell: both
+    figures are said under the table; 1.02x apart, or with no eager cell of that shape,
+    nothing is."""
+    from types import SimpleNamespace
+
+    from compilekit.report.decodeview import beside_note
+
+    def cell(mode, eager_ms, shape="1x32+200@8192"):
+        loop = {"eager": {"median_ms": eager_ms}}
+        return SimpleNamespace(
+            mode=mode, variant="llama2-7b", shape=shape, dtype="bfloat16", device="cuda",
+            measured=True, decode={"paths": {"loop": loop}},
+        )  # fmt: skip
+
+    eager, other = cell("eager", 24.055), cell("eager", 10.0, shape="1x32+200@2048")
+    off, close = cell("reduce-overhead", 44.881), cell("default", 24.641)
+    results = [other, eager, off, close]
+    note = beside_note(off, results)
+    assert "44.881" in note and "24.055" in note and "(1.87x)" in note
+    assert beside_note(close, results) is None and beside_note(eager, results) is None
+    assert beside_note(off, [other, off]) is None
