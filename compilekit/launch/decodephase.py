@@ -185,7 +185,7 @@ def _check(cell, variant, session, fns, eager, runs, result) -> dict:
                 timed["runs"][0].tokens, reference_tokens, session, fns, key
             )
     ref_dtype = torch.float64 if cell.dtype in ("float32", "float64") else torch.float32
-    session.retyped(ref_dtype)
+    session.retyped(ref_dtype, positions=cell.shape.prompt + len(first))
     truth = run_loop(session, session.prefill, session.step, forced=reference_tokens, keep=first)
 
     def worst(run):

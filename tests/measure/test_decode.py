@@ -336,3 +336,31 @@ def test_an_eager_baseline_far_from_the_eager_cells_own_is_said():
     assert "44.881" in note and "24.055" in note and "(1.87x)" in note
     assert beside_note(close, results) is None and beside_note(eager, results) is None
     assert beside_note(off, [other, off]) is None
+
+
+def test_the_float_reference_cache_holds_only_the_checked_positions():
+    """The reference's cache is as long as its steps write (a float32 cache of a 7B model's
+    whole capacity would not fit beside the bf16 ones), and its logits are those of a
+    reference over the shape's whole cache."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from compilekit.measure import workload
+    from compilekit.measure.decode.loop import run_loop
+    from compilekit.measure.decode.session import Session
+    from tests.variants import tiny_models
+
+    shape = parse_shape("1x4+6@16")
+    capacities = []
+
+    def reference(positions):
+        made = workload.build(tiny_models.llama_lm, "tiny", shape, "float32", "cpu", 0)
+        session = Session(made, shape, "tiny")
+        tokens = run_loop(session, session.prefill, session.step).tokens
+        session.retyped(torch.float64, positions)
+        capacities.append(session.cache.layers[0].keys.shape[-2])
+        run = run_loop(session, session.prefill, session.step, forced=tokens, keep=range(3))
+        return run.logits
+
+    whole, short = reference(None), reference(shape.prompt + 3)
+    assert capacities == [16, 7]
+    assert all(torch.allclose(a, b, rtol=1e-12, atol=1e-12) for a, b in zip(whole, short))
