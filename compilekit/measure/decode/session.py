@@ -70,8 +70,7 @@ class Session:
         steps write: a float32 cache of batch 32 x 2k positions at 7B is 68 GB, beside the
         bf16 caches still held; the unwritten positions are masked out either way."""
         self.model.to(dtype)
-        self.cache = None  # the old cache's memory goes before the new one is made
-        self.cache = self.new_cache(positions)
+        self.cache = self.new_cache(positions)  # the old one's memory goes at its first write
         self.prefill(self.prompt, self.zero)
         return self
 
