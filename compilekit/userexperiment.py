@@ -332,7 +332,7 @@ def check_against(path: str, against: dict, cells: list) -> dict[str, list[tuple
                 raise UserError(
                     f"{path}: [against] baseline {text!r} for {variant!r} is not a cell of the "
                     'experiment: write "variant:mode" for a variant and mode it runs ("variant:'
-                    f'{SAME_MODE}" for the compared cell\'s own mode)'
+                    f"{SAME_MODE}\" for the compared cell's own mode)"
                 )
         checked[variant] = parsed
     return checked
