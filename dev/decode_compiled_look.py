@@ -4,7 +4,11 @@ synchronized once), and the kernels a profile of ten calls shows with their devi
 each compiled path, Dynamo's counters after the timed calls (a recompile or a guard failure per
 call would show there) and the host functions that take its time (cProfile over 300 calls,
 after every timing). sdpa beside it is the compiled call's cost without our op; `opaque` is
-triton-flash compiled through an opaque custom op around its eager call.
+triton-flash compiled through an opaque custom op around its eager call; `static` is
+triton-flash compiled with Inductor's static launcher for user-defined Triton kernels
+(`static_launch_user_defined_triton_kernels`, off by default), where this torch has it.
+Every path is timed before the first profiler session of the process: a profiled process's
+later calls are not a user's.
 
 Usage (GPU): python dev/decode_compiled_look.py [--shape 1x32g8x1x32768x128]
     [--variants triton-flash,sdpa]
@@ -24,7 +28,8 @@ from compilekit.measure import inputs as inputs_mod
 from compilekit.model.spec import parse_shape
 
 
-def look(name: str, fn, args) -> None:
+def timing(name: str, fn, args) -> None:
+    """do_bench's median, the host time per call of a user's loop, and one CUDA graph's."""
     fn(*args)
     torch.cuda.synchronize()
     flushed = triton.testing.do_bench(lambda: fn(*args), warmup=50, rep=300)
@@ -38,8 +43,13 @@ def look(name: str, fn, args) -> None:
         graph = bench(lambda: fn(*args), rep=100)
     except Exception:  # noqa: BLE001  (a path that cannot be captured: no figure)
         graph = float("nan")
-    print(f"{name:9} do_bench {flushed * 1e3:8.1f} us  host per call {host_us:7.1f} us  "
+    print(f"{name:16} do_bench {flushed * 1e3:8.1f} us  host per call {host_us:7.1f} us  "
           f"cuda graph {graph * 1e3:8.1f} us")  # fmt: skip
+
+
+def kernels(name: str, fn, args) -> None:
+    """The kernels ten calls launch, with their device time per call."""
+    print(name)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(10):
             fn(*args)
@@ -86,6 +96,18 @@ def opaque(attention):
     return torch.compile(lambda q, k, v: op(q, k, v))
 
 
+def paths(name: str, variant) -> dict:
+    """The ways of calling one variant this look compares, by name."""
+    out = {"eager": variant.attention, "compiled": torch.compile(variant.attention)}
+    if name == "triton-flash":
+        if hasattr(torch._inductor.config, "static_launch_user_defined_triton_kernels"):
+            out["static"] = torch.compile(
+                variant.attention, options={"static_launch_user_defined_triton_kernels": True}
+            )
+        out["opaque"] = opaque(variant.attention)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", default="1x32g8x1x32768x128")
@@ -95,18 +117,18 @@ def main() -> None:
         shape=parse_shape(args.shape), dtype="bfloat16", device="cuda", seed=0
     )
     print(args.shape)
+    looks = []
     for name in args.variants.split(","):
         variant = load_variant(name)
         inputs = inputs_mod.cell_inputs(variant, cell)
-        print(name)
-        look("eager", variant.attention, inputs)
-        compiled = torch.compile(variant.attention)
-        look("compiled", compiled, inputs)
-        host_profile("compiled", compiled, inputs)
-        if name == "triton-flash":
-            wrapped = opaque(variant.attention)
-            look("opaque", wrapped, inputs)
-            host_profile("opaque", wrapped, inputs)
+        for path, fn in paths(name, variant).items():
+            looks.append((f"{name} {path}", path, fn, inputs))
+    for label, _, fn, inputs in looks:  # every timing before any profiler
+        timing(label, fn, inputs)
+    for label, path, fn, inputs in looks:
+        kernels(label, fn, inputs)
+        if path != "eager":
+            host_profile(label, fn, inputs)
 
 
 if __name__ == "__main__":
