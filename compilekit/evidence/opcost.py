@@ -29,6 +29,8 @@ def op_table(
     table = [
         {
             "name": a.key,
+            # a kernel (or a device copy) also counts in the self time of the op that launched it
+            "kind": "kernel" if a in kernels else "op",
             "calls_per_forward": a.count / steps,
             "self_device_ms": a.self_device_time_total / 1e3 / steps,
             "device_ms": a.device_time_total / 1e3 / steps,

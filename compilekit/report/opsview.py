@@ -12,6 +12,12 @@ from compilekit.model.errors import UserError
 from compilekit.model.store import CorruptFile, kept, read_json
 
 RANKS = {"time": "self_time_ms", "memory": "allocated_mb"}
+# under the per-cell lines of summary_line (REPORT.md)
+READING = (
+    "On a GPU the time is the kernels' (an op's self time holds the kernels it launched, so "
+    "naming both would count them twice); `compilekit ops RUN --by time|memory` has the ops and "
+    "kernels together, each marked with its kind."
+)
 
 
 def _check_by(by: str) -> None:
@@ -19,11 +25,27 @@ def _check_by(by: str) -> None:
         raise UserError(f"rank ops by {by!r}? choose one of {', '.join(RANKS)}")
 
 
+def kind(row: dict, cuda: bool) -> str:
+    """ "kernel" for a device-side row (a kernel or a copy: its time also counts in the self time
+    of the op that launched it), "op" for the rest. ops.json files written before rows carried
+    their kind: a CUDA row with device time and no CPU time is a kernel."""
+    if "kind" in row:
+        return row["kind"]
+    return "kernel" if cuda and row["self_device_ms"] > 0 and not row["self_cpu_ms"] else "op"
+
+
 def rank(rows: list[dict], by: str, cuda: bool) -> list[dict]:
-    """Rows of an op cost matrix with self_time_ms (device time on CUDA, CPU time on a CPU),
-    largest first by `by` (time or memory)."""
+    """Rows of an op cost matrix with self_time_ms (device time on CUDA, CPU time on a CPU) and
+    their kind, largest first by `by` (time or memory)."""
     _check_by(by)
-    rows = [{**r, "self_time_ms": r["self_device_ms"] if cuda else r["self_cpu_ms"]} for r in rows]
+    rows = [
+        {
+            **r,
+            "self_time_ms": r["self_device_ms"] if cuda else r["self_cpu_ms"],
+            "kind": kind(r, cuda),
+        }
+        for r in rows
+    ]
     return sorted(rows, key=lambda r: -(r.get(RANKS[by]) or 0.0))
 
 
@@ -54,6 +76,7 @@ def table(rows: list[dict], cuda: bool, peak_memory_mb: float | None) -> str:
     lines = [
         [
             r["name"][:60],
+            r["kind"],
             f"{r['calls_per_forward']:g}",
             f"{r['self_time_ms']:.4f}",
             f"{r.get('device_ms', 0):.4f}" if cuda else "-",
@@ -66,6 +89,7 @@ def table(rows: list[dict], cuda: bool, peak_memory_mb: float | None) -> str:
     where = "device" if cuda else "CPU"
     head = [
         "op",
+        "kind",
         "calls/fwd",
         f"self {where} ms",
         "total device ms",
@@ -99,11 +123,19 @@ def rank_both(rows: list[dict], cuda: bool, top: int) -> dict:
 
 
 def summary_line(run_dir: str, cuda: bool, top: int = 3) -> str | None:
-    """The `top` ops by time and by memory in one line (REPORT.md), or None without ops.json."""
-    both = ranked_both(run_dir, cuda, top)
-    if not both:
+    """The `top` ops by time and by memory in one line (REPORT.md), or None without ops.json.
+    On CUDA its time is the kernels': each kernel's time is also its launching op's self time,
+    so a list of both would name the same time twice (an op and its one kernel, or a CUDA
+    graph's replay and every kernel in it)."""
+    try:
+        rows = ops_rows(run_dir)
+    except UserError:
         return None
-    text = "by time " + ", ".join(
+    by_time = rank(rows, "time", cuda)
+    if cuda and any(r["kind"] == "kernel" for r in by_time):
+        by_time = [r for r in by_time if r["kind"] == "kernel"]
+    both = {**rank_both(rows, cuda, top), "time": by_time[:top]}
+    text = ("kernels by time " if cuda else "by time ") + ", ".join(
         f"`{r['name'][:50]}` {r['self_time_ms']:.3g} ms" for r in both["time"]
     )
     if both["memory"]:

@@ -342,7 +342,7 @@ def _ops_section(results: list, out_dir: str) -> list[str]:
     if not lines:
         return []
     head = "## What each op costs (self time per forward; bytes it allocated itself)"
-    return [head, "", *lines, "", "`compilekit ops RUN --by time|memory` for the whole table.", ""]
+    return [head, "", *lines, "", opsview.READING, ""]
 
 
 def _note_sections(results: list) -> list[str]:

@@ -1,6 +1,7 @@
 """The op cost matrix's memory column: what an op allocates shows, in MiB per forward, measured
 in a profile of its own."""
 
+import pytest
 import torch
 
 from compilekit.evidence import opcost, profiling
@@ -132,6 +133,47 @@ def test_a_compiled_graphs_annotation_is_not_device_time_and_kernels_count_once(
         for r in op_table(_Profile([graph, mm, annotation, *kernels]), "cuda", steps=1)
     }
     assert rows[call]["self_device_ms"] == 1.0  # the kernel it launched itself, not its span
+    assert [rows[n]["kind"] for n in (call, "aten::mm", "sm90_gemm")] == ["op", "op", "kernel"]
     assert rows["aten::mm"]["self_device_ms"] == rows["sm90_gemm"]["self_device_ms"] == 3.0
     assert rows["sm90_gemm"]["share"] == 0.75 and rows["aten::mm"]["share"] == 0.75
     assert rows["triton_poi_fused_add_0"]["share"] == 0.25
+
+
+CUDA_ROWS = [  # an op and its one kernel share their time; so do a GEMM op and its two kernels
+    ("aten::_cudnn_attention_forward", 7.79, 1.04, "op"),
+    ("cudnn_generated_fort_native_sdpa", 7.79, 0.0, "kernel"),
+    ("aten::mm", 4.28, 3.40, "op"),
+    ("nvjet_sm90_tst_64x32", 2.23, 0.0, "kernel"),
+    ("nvjet_sm90_tst_128x32", 1.67, 0.0, "kernel"),
+    ("aten::copy_", 0.0, 0.20, "op"),
+]
+
+
+@pytest.mark.parametrize("with_kind", [True, False], ids=["kind", "written-before-kind"])
+def test_a_cuda_cells_report_line_names_kernels_only_and_the_table_marks_each_kind(
+    tmp_path, with_kind
+):
+    """On CUDA an op's self time holds the kernels it launched: REPORT.md's line names the
+    kernels (no time twice), and `compilekit ops` marks each row op or kernel; an ops.json
+    written before rows carried a kind reads the same."""
+    import json
+
+    from compilekit.report import opsview
+
+    rows = [
+        {"name": n, "calls_per_forward": 1, "self_device_ms": dev, "device_ms": dev,
+         "self_cpu_ms": cpu, "share": dev / 11.69, **({"kind": k} if with_kind else {})}
+        for n, dev, cpu, k in CUDA_ROWS
+    ]  # fmt: skip
+    (tmp_path / "ops.json").write_text(json.dumps(rows))
+    line = opsview.summary_line(str(tmp_path), cuda=True)
+    assert line == (
+        "kernels by time `cudnn_generated_fort_native_sdpa` 7.79 ms, "
+        "`nvjet_sm90_tst_64x32` 2.23 ms, `nvjet_sm90_tst_128x32` 1.67 ms"
+    )
+    ranked = opsview.ops_rows(str(tmp_path))
+    assert {r["name"]: r["kind"] for r in ranked} == {n: k for n, _, _, k in CUDA_ROWS}
+    table = opsview.table(ranked, True, None).splitlines()
+    assert table[0].split()[:3] == ["op", "kind", "calls/fwd"]
+    assert table[2].split()[:2] == ["aten::_cudnn_attention_forward", "op"]
+    assert table[3].split()[:2] == ["cudnn_generated_fort_native_sdpa", "kernel"]
