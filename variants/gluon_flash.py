@@ -91,12 +91,15 @@ if gl is not None:
         return gl.where(keep, s, float("-inf"))
 
     @gluon.jit
-    def _softmax(s, m_i, l_i, qk_scale):
-        """(p, m_new, l_new, alpha) for one block's raw scores s against the running state."""
+    def _softmax(s, m_i, l_i, qk_scale, dtype: gl.constexpr):
+        """(p, m_new, l_new, alpha) for one block's raw scores s against the running state, p in
+        the inputs' dtype as the P V wgmma reads it. p lives on into the next block's wgmmas: in
+        fp32 it held 32 more registers a thread beside S and O, and the D = 128 consumers
+        (64 x 128 tiles) spilled (ptxas: 80 bytes; dev/gluon_ptxas.py)."""
         m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
         p = gl.exp2(s * qk_scale - m_new[:, None])
         alpha = gl.exp2(m_i - m_new)
-        return p, m_new, l_i * alpha + gl.sum(p, 1), alpha
+        return p.to(dtype), m_new, l_i * alpha + gl.sum(p, 1), alpha
 
     @gluon.jit
     def _gluon_attn_fwd(
@@ -174,7 +177,7 @@ if gl is not None:
         s = warpgroup_mma_wait(0, deps=(s,))
         if first_masked == 0:
             s = _masked(s, 0, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
-        p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale)
+        p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
 
         for j in range(1, n_blocks):
             # refill the slot block j-2 used (its K read by S at j-2, its V by O at j-1: both done)
@@ -189,18 +192,18 @@ if gl is not None:
             s = warpgroup_mma(
                 q_smem, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True
             )
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            p_op = gl.convert_layout(p, p_layout)
             o = warpgroup_mma(p_op, v_smem.index((j - 1) % STAGES), o, is_async=True)
             # ... wait for S_j only (O may still run) and do block j's softmax meanwhile
             s = warpgroup_mma_wait(1, deps=(s,))
             if j >= first_masked:
                 s = _masked(s, j, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
-            p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale)
+            p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
             o, p_op = warpgroup_mma_wait(0, deps=(o, p_op))
             o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
 
         # the last block's P V
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        p_op = gl.convert_layout(p, p_layout)
         o = warpgroup_mma(p_op, v_smem.index((n_blocks - 1) % STAGES), o, is_async=True)
         o, p_op = warpgroup_mma_wait(0, deps=(o, p_op))
 
@@ -282,7 +285,7 @@ if gl is not None:
         s = warpgroup_mma_wait(0, deps=(s,))
         if first_masked == 0:
             s = _masked(s, 0, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
-        p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale)
+        p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
 
         for j in range(1, n_blocks):
             slot = j % STAGES
@@ -291,18 +294,18 @@ if gl is not None:
             s = warpgroup_mma(
                 q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True
             )
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            p_op = gl.convert_layout(p, p_layout)
             o = warpgroup_mma(p_op, v_smem.index((j - 1) % STAGES), o, is_async=True)
             mbarrier.arrive(turn.index(1 - c))
             s = warpgroup_mma_wait(1, deps=(s,))
             if j >= first_masked:
                 s = _masked(s, j, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
-            p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale)
+            p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
             o, p_op = warpgroup_mma_wait(0, deps=(o, p_op))
             mbarrier.arrive(empty.index((j - 1) % STAGES))  # block j-1's K and V: done
             o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
 
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        p_op = gl.convert_layout(p, p_layout)
         o = warpgroup_mma(p_op, v_smem.index((n_blocks - 1) % STAGES), o, is_async=True)
         o, p_op = warpgroup_mma_wait(0, deps=(o, p_op))
 
