@@ -60,8 +60,8 @@ list:  ## variants and modes, one line each
 kernels:  ## kernel map of a run: RUN=runs/<cell> [KERNEL=name, or name#n where names repeat]
 	@$(PYTHON) -m compilekit kernels "$$RUN" $${KERNEL:+--kernel "$$KERNEL"}
 
-ops:  ## op cost matrix of a run: RUN=runs/<cell> [BY=time|memory]
-	@$(PYTHON) -m compilekit ops "$$RUN" --by "$${BY:-time}"
+ops:  ## op cost matrix of a run: RUN=runs/<cell> [BY=time|memory] [KIND=op|kernel]
+	@$(PYTHON) -m compilekit ops "$$RUN" --by "$${BY:-time}" $${KIND:+--kind "$$KIND"}
 
 verify:  ## re-time RUN=runs/<cell> with a bare do_bench / perf_counter in fresh processes
 	@$(PYTHON) -m compilekit verify "$$RUN"

@@ -68,7 +68,7 @@ def cmd_view(args) -> int:
     from compilekit.report import opsview, runview
 
     if args.view == "ops":
-        print(opsview.ops_view(args.run_dir, args.by, args.top))
+        print(opsview.ops_view(args.run_dir, args.by, args.top, args.kind))
     elif args.view == "diff":
         print(runview.diff_view(args.run_a, args.run_b))
     else:
@@ -306,6 +306,7 @@ def _add_views(sub) -> None:
     ops.add_argument("run_dir")
     ops.add_argument("--by", default="time", help="rank by time (default) or memory")
     ops.add_argument("--top", type=int, default=20, help="how many ops (default 20)")
+    ops.add_argument("--kind", help="op or kernel: only those rows (default: both)")
     ops.set_defaults(func=cmd_view, view="ops")
     diff = sub.add_parser("diff", help="kernels that appear, vanish or change time between runs")
     diff.add_argument("run_a")

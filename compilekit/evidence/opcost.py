@@ -17,45 +17,49 @@ def op_table(
     its allocator hooks never touch the timed profile), the bytes each op allocated itself, in
     MiB.
     The step markers and the `label` range around each forward are not ops."""
-    from torch.autograd import DeviceType
-
-    rows = [a for a in _averages(prof) if a.key not in ("ProfilerStep*", label)]
+    rows = [(kind, a) for kind, a in _averages(prof) if a.key not in ("ProfilerStep*", label)]
     key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
     # the share of the forward's time: on CUDA, of its kernels' time (each kernel shows twice,
     # as its own row and in the self time of the op that launched it: count it once)
-    kernels = [a for a in rows if device == "cuda" and a.device_type != DeviceType.CPU]
-    total = sum(getattr(a, key) for a in kernels or rows) or 1.0
+    kernels = [a for kind, a in rows if device == "cuda" and kind == "kernel"]
+    total = sum(getattr(a, key) for a in kernels or [a for _, a in rows]) or 1.0
     memory = _memory_by_op(memory_prof, device, steps) if memory_prof is not None else {}
     table = [
         {
             "name": a.key,
             # a kernel (or a device copy) also counts in the self time of the op that launched it
-            "kind": "kernel" if a in kernels else "op",
+            "kind": kind,
             "calls_per_forward": a.count / steps,
             "self_device_ms": a.self_device_time_total / 1e3 / steps,
             "device_ms": a.device_time_total / 1e3 / steps,
             "self_cpu_ms": a.self_cpu_time_total / 1e3 / steps,
             "share": getattr(a, key) / total,
-            **({"allocated_mb": memory[a.key]} if a.key in memory else {}),
+            **({"allocated_mb": memory[a.key]} if kind == "op" and a.key in memory else {}),
         }
-        for a in rows
+        for kind, a in rows
     ]
     return sorted(table, key=lambda r: -r["share"])
 
 
-def _averages(prof):
-    """The profile's per-op averages (as key_averages) without the GPU-side copies of annotated
-    ranges (Inductor's `## Call CompiledFxGraph` around a compiled graph, a user's
-    record_function): on CUDA each such range also shows as a device event spanning its
-    kernels, which would be counted as device time of its own, on top of the kernels it spans."""
+def _averages(prof) -> list[tuple[str, object]]:
+    """(kind, average) per op and per kernel, as key_averages gives them, but
+    - a kernel apart from a CPU range of the same name: Inductor records each Triton launch as
+      a CPU range named after its kernel, and one average of both counted the kernel's calls
+      and device time twice;
+    - without the GPU-side copies of annotated ranges (Inductor's `## Call CompiledFxGraph`
+      around a compiled graph, a user's record_function): on CUDA each such range also shows
+      as a device event spanning its kernels, which would be counted as device time of its
+      own, on top of the kernels it spans."""
     from torch.autograd import DeviceType
     from torch.autograd.profiler_util import FunctionEventAvg
 
-    averages: dict[str, FunctionEventAvg] = {}
+    averages: dict[tuple[str, str], FunctionEventAvg] = {}
     for event in prof.events():
-        if event.device_type == DeviceType.CPU or not _annotation(event):
-            averages.setdefault(event.key, FunctionEventAvg()).add(event)
-    return list(averages.values())
+        if event.device_type == DeviceType.CPU:
+            averages.setdefault((event.key, "op"), FunctionEventAvg()).add(event)
+        elif not _annotation(event):
+            averages.setdefault((event.key, "kernel"), FunctionEventAvg()).add(event)
+    return [(kind, a) for (_, kind), a in averages.items()]
 
 
 def _annotation(event) -> bool:

@@ -14,9 +14,11 @@ from compilekit.model.store import CorruptFile, kept, read_json
 RANKS = {"time": "self_time_ms", "memory": "allocated_mb"}
 # under the per-cell lines of summary_line (REPORT.md)
 READING = (
-    "On a GPU the time is the kernels' (an op's self time holds the kernels it launched, so "
-    "naming both would count them twice); `compilekit ops RUN --by time|memory` has the ops and "
-    "kernels together, each marked with its kind."
+    'On a GPU, "kernels by time" names kernels only: an op\'s self time holds the kernels it '
+    'launched, so naming both would count them twice. A line "by time" on a GPU is from a '
+    "cell measured before ops.json marked each row's kind: ops and kernels together, and each "
+    "Triton kernel Inductor launched outside a CUDA graph counted twice (with the launch of its "
+    "name). `compilekit ops RUN --by time|memory [--kind op|kernel]` has the whole table."
 )
 
 
@@ -28,7 +30,9 @@ def _check_by(by: str) -> None:
 def kind(row: dict, cuda: bool) -> str:
     """ "kernel" for a device-side row (a kernel or a copy: its time also counts in the self time
     of the op that launched it), "op" for the rest. ops.json files written before rows carried
-    their kind: a CUDA row with device time and no CPU time is a kernel."""
+    their kind: a CUDA row with device time and no CPU time is a kernel (in those files a
+    kernel Inductor launched and the CPU range of its launch, which has the kernel's name, are
+    one row, its calls and device time counted twice: an op here)."""
     if "kind" in row:
         return row["kind"]
     return "kernel" if cuda and row["self_device_ms"] > 0 and not row["self_cpu_ms"] else "op"
@@ -52,21 +56,34 @@ def rank(rows: list[dict], by: str, cuda: bool) -> list[dict]:
 def ops_rows(run_dir: str, by: str = "time") -> list[dict]:
     """The run's ops.json rows, ranked (rank)."""
     _check_by(by)  # before the file: a typo is named whatever the run holds
+    rows = _read_rows(run_dir)
+    return rank(rows, by, any(r.get("self_device_ms") for r in rows))
+
+
+def _read_rows(run_dir: str) -> list[dict]:
     path = kept(os.path.join(run_dir, "ops.json"))
     if not os.path.isfile(path):
         raise UserError(f"no ops.json in {run_dir!r}: run the cell again with this compilekit")
     try:
-        rows = read_json(path)
+        return read_json(path)
     except CorruptFile as exc:
         raise UserError(str(exc)) from None
-    return rank(rows, by, any(r.get("self_device_ms") for r in rows))
 
 
-def ops_view(run_dir: str, by: str = "time", top: int = 20) -> str:
-    """The cost matrix of a run as a table: the `top` ops by time or memory, and the peak."""
+KINDS = ("op", "kernel")
+
+
+def ops_view(run_dir: str, by: str = "time", top: int = 20, only: str | None = None) -> str:
+    """The cost matrix of a run as a table: the `top` ops by time or memory (`only` one kind:
+    op or kernel), and the peak."""
+    if only is not None and only not in KINDS:
+        raise UserError(f"show rows of kind {only!r}? choose one of {', '.join(KINDS)}")
     result = results.read_run(run_dir)
-    rows = ops_rows(run_dir, by)
-    title = f"{result.variant} / {result.mode} / {result.shape}: ops ranked by {by}, per forward"
+    rows = [r for r in ops_rows(run_dir, by) if only in (None, r["kind"])]
+    what = f"{only}s" if only else "ops"
+    title = (
+        f"{result.variant} / {result.mode} / {result.shape}: {what} ranked by {by}, per forward"
+    )
     cuda = result.device == "cuda"
     return title + "\n\n" + table(rows[:top], cuda, result.peak_memory_mb)
 
@@ -126,16 +143,17 @@ def summary_line(run_dir: str, cuda: bool, top: int = 3) -> str | None:
     """The `top` ops by time and by memory in one line (REPORT.md), or None without ops.json.
     On CUDA its time is the kernels': each kernel's time is also its launching op's self time,
     so a list of both would name the same time twice (an op and its one kernel, or a CUDA
-    graph's replay and every kernel in it)."""
+    graph's replay and every kernel in it). A file written before rows carried their kind gets
+    the line it had: its kernels cannot all be told from their launches."""
     try:
-        rows = ops_rows(run_dir)
+        raw = _read_rows(run_dir)
     except UserError:
         return None
-    by_time = rank(rows, "time", cuda)
-    if cuda and any(r["kind"] == "kernel" for r in by_time):
-        by_time = [r for r in by_time if r["kind"] == "kernel"]
+    rows = rank(raw, "time", cuda)
+    kernels = cuda and all("kind" in r for r in raw)
+    by_time = [r for r in rows if r["kind"] == "kernel"] if kernels else rows
     both = {**rank_both(rows, cuda, top), "time": by_time[:top]}
-    text = ("kernels by time " if cuda else "by time ") + ", ".join(
+    text = ("kernels by time " if kernels else "by time ") + ", ".join(
         f"`{r['name'][:50]}` {r['self_time_ms']:.3g} ms" for r in both["time"]
     )
     if both["memory"]:

@@ -139,6 +139,26 @@ def test_a_compiled_graphs_annotation_is_not_device_time_and_kernels_count_once(
     assert rows["triton_poi_fused_add_0"]["share"] == 0.25
 
 
+def test_a_kernel_and_the_launch_range_of_its_name_are_two_rows_each_counted_once():
+    """Inductor records each Triton launch as a CPU range named after its kernel: the range
+    (an op, its self device time the kernel's) and the kernel are two rows, each with the one
+    call per forward and the 2 ms the kernel took, not one row of both (2 calls, 4 ms)."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    from compilekit.evidence.opcost import op_table
+
+    name = "triton_per_fused_softmax_0"
+    launch = FunctionEvent(1, name, 0, 0, 100, use_device="cuda")
+    launch.append_kernel(name, 0, 2000)
+    kernel = FunctionEvent(2, name, 0, 100, 2100, use_device="cuda", device_type=DeviceType.CUDA)
+    rows = op_table(_Profile([launch, kernel]), "cuda", steps=1)
+    assert sorted(r["kind"] for r in rows) == ["kernel", "op"]
+    for r in rows:
+        assert (r["name"], r["calls_per_forward"], r["self_device_ms"]) == (name, 1, 2.0), r
+        assert r["share"] == 1.0
+
+
 CUDA_ROWS = [  # an op and its one kernel share their time; so do a GEMM op and its two kernels
     ("aten::_cudnn_attention_forward", 7.79, 1.04, "op"),
     ("cudnn_generated_fort_native_sdpa", 7.79, 0.0, "kernel"),
@@ -155,7 +175,7 @@ def test_a_cuda_cells_report_line_names_kernels_only_and_the_table_marks_each_ki
 ):
     """On CUDA an op's self time holds the kernels it launched: REPORT.md's line names the
     kernels (no time twice), and `compilekit ops` marks each row op or kernel; an ops.json
-    written before rows carried a kind reads the same."""
+    written before rows carried a kind gets its kinds from its times."""
     import json
 
     from compilekit.report import opsview
@@ -167,13 +187,35 @@ def test_a_cuda_cells_report_line_names_kernels_only_and_the_table_marks_each_ki
     ]  # fmt: skip
     (tmp_path / "ops.json").write_text(json.dumps(rows))
     line = opsview.summary_line(str(tmp_path), cuda=True)
-    assert line == (
-        "kernels by time `cudnn_generated_fort_native_sdpa` 7.79 ms, "
-        "`nvjet_sm90_tst_64x32` 2.23 ms, `nvjet_sm90_tst_128x32` 1.67 ms"
-    )
+    if with_kind:
+        assert line == (
+            "kernels by time `cudnn_generated_fort_native_sdpa` 7.79 ms, "
+            "`nvjet_sm90_tst_64x32` 2.23 ms, `nvjet_sm90_tst_128x32` 1.67 ms"
+        )
+    else:  # such a file's Inductor kernels share a row with their launches: the line it had
+        assert line == (
+            "by time `aten::_cudnn_attention_forward` 7.79 ms, "
+            "`cudnn_generated_fort_native_sdpa` 7.79 ms, `aten::mm` 4.28 ms"
+        )
     ranked = opsview.ops_rows(str(tmp_path))
     assert {r["name"]: r["kind"] for r in ranked} == {n: k for n, _, _, k in CUDA_ROWS}
     table = opsview.table(ranked, True, None).splitlines()
     assert table[0].split()[:3] == ["op", "kind", "calls/fwd"]
     assert table[2].split()[:2] == ["aten::_cudnn_attention_forward", "op"]
     assert table[3].split()[:2] == ["cudnn_generated_fort_native_sdpa", "kernel"]
+    # `compilekit ops --kind kernel|op`: one kind's rows; another word is one line, exit 2
+    from compilekit.model.errors import UserError
+    from compilekit.model.result import for_cell
+    from compilekit.model.spec import Cell, parse_shape
+
+    for_cell(Cell("sdpa", "eager", parse_shape("1x2x64x16"), "bfloat16", "cuda")).save(
+        str(tmp_path)
+    )
+    for only, names in (("kernel", [n for n, *_, k in CUDA_ROWS if k == "kernel"]),
+                        ("op", [n for n, *_, k in CUDA_ROWS if k == "op"])):  # fmt: skip
+        shown = opsview.ops_view(str(tmp_path), only=only).splitlines()[4:]
+        assert sorted(
+            ln.split()[0] for ln in shown if ln.strip() and not ln.startswith("peak")
+        ) == sorted(names)
+    with pytest.raises(UserError, match="choose one of op, kernel"):
+        opsview.ops_view(str(tmp_path), only="kernels")
