@@ -108,7 +108,10 @@ def sweep_page(out_dir: str, log=None, refresh_runs: bool = False, run_pages: bo
     results = sweepreport.load_results(out_dir, log=log)
     unwritten = []
     for r in results if run_pages else []:
-        if refresh_runs or not os.path.isfile(os.path.join(r.run_dir, pages.PAGE)):
+        # a published cell (publish gzips its result) gets a page from `compilekit html` only:
+        # `compilekit report` on a published folder refreshes REPORT.md and this page
+        published = not os.path.isfile(os.path.join(r.run_dir, "result.json"))
+        if refresh_runs or not (published or os.path.isfile(os.path.join(r.run_dir, pages.PAGE))):
             if pages.write_quietly(pages.run_page, r.run_dir, log=None) is None:
                 unwritten.append(r.label)
     if unwritten:

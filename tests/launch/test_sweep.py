@@ -484,6 +484,16 @@ def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_map
     # the sweep page links a cell without a run page to its record
     assert f'href="{others[0]}/result.json.gz"' in (dest / "index.html").read_text()
     assert results_mod.read_run(str(dest / others[0])).label == others[0]
+    # `compilekit report` refreshes a published folder's REPORT.md and page, and draws no run
+    # page for its cells (`compilekit html` does, asked)
+    (dest / "index.html").unlink()
+    proc = subprocess.run(
+        [sys.executable, "-m", "compilekit", "report", str(dest)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert not (dest / others[0] / "index.html").exists()
+    assert f'href="{others[0]}/result.json.gz"' in (dest / "index.html").read_text()
     # a published sweep publishes again (its gzipped maps read back and rederived)
     again = tmp_path / "again"
     proc = subprocess.run(
