@@ -33,7 +33,7 @@
 #      (LOOK_VARIANTS): host per call, Dynamo's counters, the host functions that cost the time
 #      (dev/decode_compiled_look.py)
 #   X  dev/triton_flash_bench.py: triton-flash and gluon-flash, eager and compiled, against cuDNN
-#      and flex at issue 38's shapes (X_SHAPES), within X_S seconds; X_ARGS passes more
+#      and flex at the judged shapes of the kernel table (X_SHAPES), within X_S seconds; X_ARGS passes more
 #      (--gluon-baseline FILE, --gluon-tiles ...)
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
 #      ragged batches against the other paths, checked, within K_S seconds
@@ -171,7 +171,7 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
       compiled_look "${LOOK_SHAPES:-1x32g8x1x1024x128 1x32g8x1x32768x128}" \
         | tee "$OUT/H_compiled.txt" ;;
     X)
-      # our kernels against cuDNN at the shapes issue 38 judges, in one process; X_ARGS, e.g.
+      # our kernels against cuDNN at the kernel table's judged shapes, in one process; X_ARGS, e.g.
       # "--gluon-baseline .whl/gluon_flash_before.py" (a file carried in .whl) for a before/after
       timeout "$(within "${X_S:-300}")" python3 dev/triton_flash_bench.py --json "$OUT/X_bench.json" \
         --shapes "${X_SHAPES:-8x16x1024x64,16x16x512x64,2x32x4096x128,1x32x8192x128,3x24x3072x128,2x8x6000x64}" \
