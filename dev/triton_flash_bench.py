@@ -19,8 +19,9 @@ Usage (GPU): python dev/triton_flash_bench.py [--shapes 8x16x1024x64,...]
              [--baseline old_triton_flash.py] [--gluon-baseline old_gluon_flash.py]
              [--gluon-tiles 64x64x4x3,128x128x8x3] [--json out.json]
 `--gluon-tiles`: BLOCK_MxBLOCK_Nxnum_warpsxSTAGES each, `xws` appended for the warp-specialized
-schedule (num_warps 4: consumer 0; a loader warp and consumer 1 are added); a tile that does not
-fit a shape (BLOCK_N over 128 at D = 128 runs out of shared memory) is that row's error.
+schedule (num_warps 4: consumer 0; a loader warp and consumer 1 are added), `xp` for the same on
+a persistent grid (one program per SM); a tile that does not fit a shape (BLOCK_N over 128 at
+D = 128 runs out of shared memory) is that row's error.
 """
 
 from __future__ import annotations
@@ -62,22 +63,23 @@ def baseline_module(path: str):
 
 
 def gluon_tiles(text: str) -> list[dict]:
-    """'64x64x4x3,128x128x4x3xws' -> [{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4,
-    "STAGES": 3}, {..., "WS": True}]; ValueError names the item that is not
-    BLOCK_MxBLOCK_Nxwarpsxstages[xws]."""
+    """'64x64x4x3,128x128x4x3xws,128x128x4x3xp' -> [{"BLOCK_M": 64, "BLOCK_N": 64,
+    "num_warps": 4, "STAGES": 3}, {..., "WS": True}, {..., "WS": True, "PERSISTENT": True}];
+    ValueError names the item that is not BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp]."""
+    kinds = {"ws": {"WS": True}, "p": {"WS": True, "PERSISTENT": True}}
     out = []
     for item in filter(None, text.split(",")):
         fields = item.split("x")
-        ws = fields[-1] == "ws"
+        kind = kinds.get(fields[-1])
         try:
-            m, n, warps, stages = (int(x) for x in (fields[:-1] if ws else fields))
+            m, n, warps, stages = (int(x) for x in (fields[:-1] if kind else fields))
         except ValueError:
             raise ValueError(
-                f"--gluon-tiles {item!r} is not BLOCK_MxBLOCK_Nxwarpsxstages[xws] "
+                f"--gluon-tiles {item!r} is not BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp] "
                 "(e.g. 128x128x8x3)"
             ) from None
         tile = {"BLOCK_M": m, "BLOCK_N": n, "num_warps": warps, "STAGES": stages}
-        out.append(tile | ({"WS": True} if ws else {}))
+        out.append(tile | (kind or {}))
     return out
 
 
@@ -98,7 +100,7 @@ def contenders(baseline: str | None, gluon_baseline=None, tiles=()) -> dict:
 
         for t in tiles:
             name = "gluon {BLOCK_M}x{BLOCK_N} w{num_warps} s{STAGES}".format(**t)
-            name += " ws" if t.get("WS") else ""
+            name += " persistent" if t.get("PERSISTENT") else " ws" if t.get("WS") else ""
             out[name] = functools.partial(gluon_flash.flash_attention, causal=True, **t)
         if gluon_baseline:
             out["gluon baseline eager"] = baseline_module(gluon_baseline).attention

@@ -15,6 +15,9 @@ One program: BLOCK_M query rows of one (batch, head). Two schedules:
 - D = 128, FA3's (WS_TILES): gl.warp_specialize gives the TMA loads to one producer warp, and two
   consumer warpgroups (64 query rows each) take turns issuing their wgmmas, each handing the
   turn over before its own softmax, so one's exp work runs while the other's matrix work does.
+- The same on a persistent grid (PERSISTENT_TILES, opt-in, not yet timed on the H200): one
+  program per SM takes tile after tile, heaviest first under a causal mask, and its loader
+  fetches the next tile's Q and K/V while the consumers finish the last one.
 On the H200 (bf16, causal, do_bench in one process; dev/results/h200/
 gluon_flash/): D = 128, 0.96x cuDNN at 1x32x8192x128 and 0.88x at 4x16x4096x128 warp-specialized
 (0.83x and 0.77x with the single-warpgroup schedule on 8 warps); D = 64, 0.88-0.94x at
@@ -71,6 +74,13 @@ if gl is not None:
     ):  # fmt: skip
         """Start the TMA copies of key block j's K and V rows into ring slot j % STAGES."""
         slot = j % STAGES
+        _issue_kv_slot(k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, slot, BLOCK_N)
+
+    @gluon.jit
+    def _issue_kv_slot(
+        k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, slot, BLOCK_N: gl.constexpr
+    ):
+        """Start the TMA copies of key block j's K and V rows into ring slot `slot`."""
         bar = bars.index(slot)
         mbarrier.expect(bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
         at = [off_z, off_kvh, j * BLOCK_N, 0]
@@ -459,12 +469,291 @@ if gl is not None:
             worker_num_regs=[232, 40],
         )
 
+    # -- the persistent warp-specialized schedule (PERSISTENT=True): one program per SM takes
+    # tile after tile, heaviest first under a causal mask; its loader fetches the next tile's
+    # Q and K/V while the consumers finish the last one (a tile's pipeline fill, and its
+    # epilogue, overlap the neighbouring tile's work instead of idling the SM) --------------
+
+    @gluon.jit
+    def _wsp_tile(tile, H, n_m, BH, N_CTX, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr,
+                  BLOCK_N: gl.constexpr):  # fmt: skip
+        """(off_z, off_h, start_m, n_blocks, first_masked) of tile number `tile`: heads vary
+        fastest, and under a causal mask the query blocks run last-first (most keys first)."""
+        start_m = tile // BH
+        if CAUSAL:
+            start_m = n_m - 1 - start_m
+        off_hz = tile % BH
+        hi = N_CTX
+        first_masked = N_CTX // BLOCK_N
+        if CAUSAL:
+            hi = gl.minimum((start_m + 1) * BLOCK_M, N_CTX)
+            first_masked = gl.minimum(first_masked, start_m * BLOCK_M // BLOCK_N)
+        return off_hz // H, off_hz % H, start_m, gl.cdiv(hi, BLOCK_N), first_masked
+
+    @gluon.jit
+    def _wsp_loader(
+        q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, ready, empty,
+        H, KV_GROUP, N_CTX, n_m, BH, total,
+        CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+        STAGES: gl.constexpr,
+    ):  # fmt: skip
+        """The producer warp, over this program's tiles: a tile's two query halves once both
+        consumers have released the last tile's (q_empty), and every key block's K and V into
+        the ring, numbered across tiles, a slot refilled once both consumers released it."""
+        HALF: gl.constexpr = BLOCK_M // 2
+        it = 0  # key blocks issued by this program so far, over all its tiles
+        t_iter = 0
+        for tile in range(gl.program_id(0), total, gl.num_programs(0)):
+            off_z, off_h, start_m, n_blocks, first_masked = _wsp_tile(
+                tile, H, n_m, BH, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
+            )
+            if t_iter > 0:
+                mbarrier.wait(q_empty, (t_iter - 1) & 1)
+            mbarrier.expect(q_ready, 2 * q_desc.block_type.nbytes)
+            row = start_m * BLOCK_M
+            _tma_load(q_desc, [off_z, off_h, row, 0], q_ready, _as_box(q_smem.index(0)))
+            _tma_load(q_desc, [off_z, off_h, row + HALF, 0], q_ready, _as_box(q_smem.index(1)))
+            off_kvh = off_h // KV_GROUP
+            for j in range(n_blocks):
+                slot = it % STAGES
+                if it >= STAGES:  # the block STAGES back must be released by both consumers
+                    mbarrier.wait(empty.index(slot), ((it // STAGES) - 1) & 1)
+                _issue_kv_slot(
+                    k_desc, v_desc, k_smem, v_smem, ready, off_z, off_kvh, j, slot, BLOCK_N
+                )
+                it += 1
+            t_iter += 1
+
+    @gluon.jit
+    def _wsp_consumer(
+        c: gl.constexpr, q_smem, k_smem, v_smem, q_ready, q_empty, ready, empty, turn, Out,
+        stride_oz, stride_oh, stride_om, H, N_CTX, n_m, BH, total,
+        SM_SCALE: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
+        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    ):  # fmt: skip
+        """_ws_consumer over this program's tiles: the ring's blocks and the turns are numbered
+        across tiles; Q is released as soon as the tile's last S has read it, and a tile's
+        last K/V slot once its last P V has."""
+        HALF: gl.constexpr = BLOCK_M // 2
+        dtype: gl.constexpr = Out.dtype.element_ty
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+        )
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+        )
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        q = q_smem.index(c)
+        qk_scale = SM_SCALE * 1.4426950408889634
+        zero_s = gl.zeros([HALF, BLOCK_N], gl.float32, layout=s_layout)
+        offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        it = 0  # key blocks consumed by this program so far, over all its tiles
+        t_iter = 0
+        for tile in range(gl.program_id(0), total, gl.num_programs(0)):
+            off_z, off_h, start_m, n_blocks, first_masked = _wsp_tile(
+                tile, H, n_m, BH, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
+            )
+            row0 = start_m * BLOCK_M + c * HALF
+            offs_m = row0 + gl.arange(0, HALF, layout=gl.SliceLayout(1, s_layout))
+            m_i = gl.full([HALF], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
+            l_i = gl.zeros([HALF], gl.float32, layout=gl.SliceLayout(1, s_layout))
+            o = gl.zeros([HALF, HEAD_DIM], gl.float32, layout=o_layout)
+
+            mbarrier.wait(q_ready, t_iter & 1)
+            slot = it % STAGES
+            mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
+            mbarrier.wait(turn.index(c), it & 1)
+            s = warpgroup_mma(
+                q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True
+            )
+            mbarrier.arrive(turn.index(1 - c))
+            s = warpgroup_mma_wait(0, deps=(s,))
+            if n_blocks == 1:
+                mbarrier.arrive(q_empty)  # the tile's last S has read Q
+            if first_masked == 0:
+                s = _masked(s, 0, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
+            p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
+            prev = slot
+            for j in range(1, n_blocks):
+                slot = (it + j) % STAGES
+                mbarrier.wait(ready.index(slot), ((it + j) // STAGES) & 1)
+                mbarrier.wait(turn.index(c), (it + j) & 1)
+                s = warpgroup_mma(
+                    q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True
+                )
+                p_op = gl.convert_layout(p, p_layout)
+                o = warpgroup_mma(p_op, v_smem.index(prev), o, is_async=True)
+                mbarrier.arrive(turn.index(1 - c))
+                s = warpgroup_mma_wait(1, deps=(s,))
+                if j == n_blocks - 1:
+                    mbarrier.arrive(q_empty)  # the tile's last S has read Q
+                if j >= first_masked:
+                    s = _masked(s, j, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
+                p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
+                o, p_op = warpgroup_mma_wait(0, deps=(o, p_op))
+                mbarrier.arrive(empty.index(prev))  # block j-1's K and V: done
+                o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+                prev = slot
+
+            p_op = gl.convert_layout(p, p_layout)
+            o = warpgroup_mma(p_op, v_smem.index(prev), o, is_async=True)
+            o, p_op = warpgroup_mma_wait(0, deps=(o, p_op))
+            mbarrier.arrive(empty.index(prev))  # the tile's last block: the next tile's slot
+            it += n_blocks
+            t_iter += 1
+
+            l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+            o = o / gl.where(l_o == 0.0, 1.0, l_o)[:, None]
+            rows = row0 + gl.arange(0, HALF, layout=gl.SliceLayout(1, o_layout))
+            dims = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+            o_ptrs = (
+                Out
+                + off_z.to(gl.int64) * stride_oz
+                + off_h.to(gl.int64) * stride_oh
+                + rows[:, None] * stride_om
+                + dims[None, :]
+            )
+            gl.store(o_ptrs, o.to(dtype), mask=rows[:, None] < N_CTX)
+
+    @gluon.jit
+    def _gluon_attn_fwd_wsp(
+        q_desc, k_desc, v_desc, Out,
+        stride_oz, stride_oh, stride_om,
+        H, KV_GROUP, N_CTX, Z,
+        SM_SCALE: gl.constexpr,
+        HEAD_DIM: gl.constexpr,
+        CAUSAL: gl.constexpr,
+        BLOCK_M: gl.constexpr,
+        BLOCK_N: gl.constexpr,
+        STAGES: gl.constexpr,
+        num_warps: gl.constexpr,
+    ):  # fmt: skip
+        gl.static_assert(num_warps == 4, "the default partition is one consumer warpgroup")
+        gl.static_assert(STAGES >= 2, "each consumer holds blocks j-1 and j")
+        dtype: gl.constexpr = Out.dtype.element_ty
+        HALF: gl.constexpr = BLOCK_M // 2
+        tile_layout: gl.constexpr = gl.NVMMASharedLayout(
+            swizzle_byte_width=128, element_bitwidth=16
+        )
+        n_m = gl.cdiv(N_CTX, BLOCK_M)
+        BH = Z * H
+        total = BH * n_m
+        q_smem = gl.allocate_shared_memory(dtype, [2, HALF, HEAD_DIM], tile_layout)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
+        q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_ready, count=1)
+        mbarrier.init(q_empty, count=2)  # one release per consumer
+        for i in gl.static_range(STAGES):
+            mbarrier.init(ready.index(i), count=1)
+            mbarrier.init(empty.index(i), count=2)
+        mbarrier.init(turn.index(0), count=1)
+        mbarrier.init(turn.index(1), count=1)
+        mbarrier.arrive(turn.index(0))  # consumer 0 has the first turn
+
+        gl.warp_specialize(
+            [
+                (
+                    _wsp_consumer,
+                    (
+                        0,
+                        q_smem,
+                        k_smem,
+                        v_smem,
+                        q_ready,
+                        q_empty,
+                        ready,
+                        empty,
+                        turn,
+                        Out,
+                        stride_oz,
+                        stride_oh,
+                        stride_om,
+                        H,
+                        N_CTX,
+                        n_m,
+                        BH,
+                        total,
+                        SM_SCALE,
+                        HEAD_DIM,
+                        CAUSAL,
+                        BLOCK_M,
+                        BLOCK_N,
+                        STAGES,
+                    ),  # fmt: skip
+                ),
+                (
+                    _wsp_consumer,
+                    (
+                        1,
+                        q_smem,
+                        k_smem,
+                        v_smem,
+                        q_ready,
+                        q_empty,
+                        ready,
+                        empty,
+                        turn,
+                        Out,
+                        stride_oz,
+                        stride_oh,
+                        stride_om,
+                        H,
+                        N_CTX,
+                        n_m,
+                        BH,
+                        total,
+                        SM_SCALE,
+                        HEAD_DIM,
+                        CAUSAL,
+                        BLOCK_M,
+                        BLOCK_N,
+                        STAGES,
+                    ),  # fmt: skip
+                ),
+                (
+                    _wsp_loader,
+                    (
+                        q_desc,
+                        k_desc,
+                        v_desc,
+                        q_smem,
+                        k_smem,
+                        v_smem,
+                        q_ready,
+                        q_empty,
+                        ready,
+                        empty,
+                        H,
+                        KV_GROUP,
+                        N_CTX,
+                        n_m,
+                        BH,
+                        total,
+                        CAUSAL,
+                        BLOCK_M,
+                        BLOCK_N,
+                        STAGES,
+                    ),  # fmt: skip
+                ),
+            ],
+            worker_num_warps=[4, 1],
+            worker_num_regs=[232, 40],
+        )
+
 
 # The warp-specialized schedule, D = 128's default (correct and timed on the H200):
 # 4 warps here are consumer 0 (the default partition); consumer 1 and the loader warp are added.
 WS_TILES = {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 4, "WS": True}
 # D = 128 on one warpgroup per 64 rows, no producer warp: the default before WS_TILES was timed
 SINGLE_TILES_D128 = {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 8, "WS": False}
+# The warp-specialized schedule on a persistent grid (not yet timed on the H200: pass these as
+# overrides to try it)
+PERSISTENT_TILES = {**WS_TILES, "PERSISTENT": True}
 
 
 def tiles(head_dim: int) -> dict:
@@ -559,12 +848,16 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
     out = torch.empty_like(q)
     cfg = {**tiles(dim), **overrides}
     grid = (batch * heads, triton.cdiv(seq, cfg["BLOCK_M"]))
-    ws = cfg.get("WS", False)  # the warp-specialized kernel loads Q in two 64-row halves
-    kernel = _gluon_attn_fwd_ws if ws else _gluon_attn_fwd
+    persistent = cfg.get("PERSISTENT", False)  # warp-specialized too
+    ws = cfg.get("WS", False) or persistent  # it loads Q in two 64-row halves
+    kernel = _gluon_attn_fwd_wsp if persistent else _gluon_attn_fwd_ws if ws else _gluon_attn_fwd
     q_rows, kv_rows = cfg["BLOCK_M"] // (2 if ws else 1), cfg["BLOCK_N"]
     tail = (
         out.stride(0), out.stride(1), out.stride(2), heads, heads // k.shape[1], seq,
     )  # fmt: skip
+    if persistent:  # one program per SM (one fits an SM at D = 128), taking tile after tile
+        grid = (min(grid[0] * grid[1], _sm_count(q.device)), 1)
+        tail += (batch,)
     consts = dict(
         SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, CAUSAL=causal,
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], STAGES=cfg["STAGES"],
@@ -586,6 +879,17 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
             ),
         )  # fmt: skip
     return out
+
+
+_SM_COUNT: dict = {}
+
+
+def _sm_count(device) -> int:
+    """The device's streaming multiprocessors (a persistent grid's size), asked once."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _SM_COUNT:
+        _SM_COUNT[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return _SM_COUNT[index]
 
 
 # The op torch.compile calls (Inductor cannot see into a Gluon kernel). Defined on a Library

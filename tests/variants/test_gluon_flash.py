@@ -186,6 +186,18 @@ def test_sm90_warp_specialized_schedule_takes_turns(gluon_flash):
     assert steps.count("S O arrive wait 1") == 2, steps  # one loop per consumer
 
 
+def test_sm90_persistent_schedule_keeps_the_turns_in_each_consumers_loop(gluon_flash):
+    """The persistent warp-specialized kernel (PERSISTENT_TILES): the same 12 warps and the
+    same loop in each consumer as the one-tile kernel (S_j and P_{j-1} V_{j-1} issued, the turn
+    handed over, the wait for S_j alone), inside each program's loop over its tiles."""
+    cfg = {k: v for k, v in gluon_flash.PERSISTENT_TILES.items() if k not in ("WS", "PERSISTENT")}
+    cfg["BLOCK_N"] = 64  # S's wgmmas then read apart from P V's (n64, n128)
+    ptx = _sm90_ptx(gluon_flash, gluon_flash._gluon_attn_fwd_wsp, cfg["BLOCK_M"] // 2, **cfg)
+    assert ".reqntid 384" in ptx
+    steps = _schedule(ptx, n_scores=64, n_out=128)
+    assert steps.count("S O arrive wait 1") == 2, steps
+
+
 def test_the_fast_launch_key_tells_apart_what_the_kernel_is_specialized_on(gluon_flash):
     """A known key's calls skip check_inputs and Triton's dispatch: inputs that differ in
     anything the compiled kernel or those checks depend on must not share a key; the same

@@ -86,6 +86,51 @@ def test_gluon_flash_awkward_shapes(shape, schedule):
     assert max_rel_err(flash_attention(q, k, v), reference(q, k, v, causal=True)) < 3e-2
 
 
+PERSISTENT_CHECK = """
+import torch
+from compilekit.measure.inputs import max_rel_err
+from variants import gluon_flash
+from variants.masks import reference
+
+# fewer tiles than SMs; many tiles a program (causal, heaviest first); GQA, S off the tile,
+# non-causal float16
+for b, h, kv, s, causal, dtype in ((1, 8, 8, 333, True, torch.bfloat16),
+                                   (4, 32, 8, 2048, True, torch.bfloat16),
+                                   (2, 3, 1, 1000, False, torch.float16)):
+    q = torch.randn(b, h, s, 128, device="cuda", dtype=dtype)
+    k, v = (torch.randn(b, kv, s, 128, device="cuda", dtype=dtype) for _ in "kv")
+    for _ in range(2):  # the launch, then the key's fast launch
+        out = gluon_flash.flash_attention(q, k, v, causal=causal, **gluon_flash.PERSISTENT_TILES)
+        err = max_rel_err(out, reference(q, k, v, causal=causal))
+        assert err < 3e-2, (b, h, kv, s, causal, err)
+print("ok")
+"""
+
+
+def test_gluon_flash_persistent_schedule_against_float64_in_a_process_of_its_own():
+    """The warp-specialized schedule on a persistent grid (PERSISTENT_TILES, opt-in) against
+    float64: fewer tiles than SMs, many tiles a program, GQA, non-causal float16. In a child
+    process with a time limit: a schedule whose barriers never complete hangs its kernel, and
+    fails this test, not the session."""
+    import os
+    import subprocess
+    import sys
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("gluon-flash runs on Hopper (sm90) only")
+    from tests.conftest import ROOT
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", PERSISTENT_CHECK], env=env, capture_output=True, text=True,
+            timeout=240,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail("the persistent schedule did not finish in 240 s: a barrier never completes")
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
 def test_gluon_flash_fast_launch_runs_the_known_kernel_on_fresh_inputs():
     """A shape's second call launches the compiled kernel it remembered, on descriptors built
     for the new tensors: right against float64 for new values, and a misaligned view of a known
