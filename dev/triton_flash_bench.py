@@ -42,6 +42,7 @@ from variants.masks import causal_flops
 SHAPES = "8x16x1024x64,1x32x8192x128,16x16x512x64,1x32x16384x128,2x32x4096x128"
 
 
+@functools.cache  # a custom op registers once per process, and every shape reuses it
 def baseline_module(path: str):
     """An older copy of variants/triton_flash.py (or gluon_flash.py), loaded beside the current
     one. Its op is renamed into a namespace of its own (an op named "compilekit::...", or a
