@@ -5,8 +5,22 @@ import json
 import os
 import sys
 
-KEYS = ("gpu_lock_wait_s", "cpu_lock_wait_s", "wait_for_cold", "compile_warm", "time")
-COLD = ("cold.imports", "cold.compile_cold", "cold.gpu_lock_wait_s", "capture.compile_capture")
+KEYS = (
+    "gpu_alone_s",
+    "gpu_lock_wait_s",
+    "cpu_lock_wait_s",
+    "wait_for_cold",
+    "compile_warm",
+    "time",
+)
+COLD = (
+    "cold.imports",
+    "cold.compile_cold",
+    "cold.gpu_lock_wait_s",
+    "cold.gpu_alone_s",
+    "capture.compile_capture",
+    "capture.gpu_alone_s",
+)
 
 
 def main(sweep_dir: str) -> None:

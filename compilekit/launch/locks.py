@@ -213,6 +213,7 @@ class _GpuHold:
         self.path, self.exclusive, self.record = path, exclusive, record
         self.fds: list[int] = []
         self.depth = 0  # of alone() blocks now open
+        self.alone_since: float | None = None  # while held alone: since when
 
     def take(self) -> None:
         if self.fds:
@@ -225,12 +226,22 @@ class _GpuHold:
         fcntl.flock(fd, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
         if not self.exclusive:  # a sharer lets the next one in; a figure keeps them out
             os.close(self.fds.pop())
+        now = time.perf_counter()
         self.record["gpu_lock_wait_s"] = round(
-            self.record.get("gpu_lock_wait_s", 0) + time.perf_counter() - start, 3
+            self.record.get("gpu_lock_wait_s", 0) + now - start, 3
         )
+        if self.exclusive:
+            self.alone_since = now
         acquire_shared()
 
     def let_go(self) -> None:
+        if self.fds and self.alone_since is not None:
+            # what this cell kept every other cell of its GPU waiting for: summed over a sweep,
+            # no schedule on that GPU can finish sooner (sweep.gpu_alone_s)
+            self.record["gpu_alone_s"] = round(
+                self.record.get("gpu_alone_s", 0) + time.perf_counter() - self.alone_since, 3
+            )
+        self.alone_since = None
         while self.fds:
             os.close(self.fds.pop())
 

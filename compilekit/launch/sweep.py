@@ -313,6 +313,21 @@ def run_again_alone(name: str, cells, done: dict, out_dir: str, launch, log) -> 
         )
 
 
+def gpu_alone_s(ordered) -> float:
+    """The seconds the cells' processes held their GPU alone (timed calls, profiles, Inductor's
+    benchmarks; every process of a cell: `gpu_alone_s`, `cold.gpu_alone_s`, ...). On one GPU
+    no schedule of these cells finishes in less."""
+    return round(
+        sum(
+            seconds
+            for r in ordered
+            for name, seconds in (r.steps_s or {}).items()
+            if name.split(".")[-1] == "gpu_alone_s" and isinstance(seconds, (int, float))
+        ),
+        1,
+    )
+
+
 def write_sweep_json(experiment, ordered, out_dir, gpus, wall_s, log) -> dict:
     """sweep.json: the experiment, its [against] table and the cells' statuses; returns the
     counts per status. wall_s None: the sweep has not finished (written as it starts, so a sweep
@@ -325,6 +340,7 @@ def write_sweep_json(experiment, ordered, out_dir, gpus, wall_s, log) -> dict:
         "complete": wall_s is not None,
         "wall_s": wall_s,
         "gpus": gpus or [],
+        "gpu_alone_s": gpu_alone_s(ordered),
         "counts": counts,
         "against": against_json(experiment.against),
         "results": [
@@ -349,6 +365,13 @@ def summary(experiment, ordered, out_dir, gpus, wall_s, log) -> None:
         file=log,
         flush=True,
     )
+    if alone := gpu_alone_s(ordered):  # a sweep's floor: what its GPUs could not overlap
+        print(
+            f"  the GPU held alone (timed calls, profiles, Inductor's benchmarks): "
+            f"{alone / max(len(gpus or []), 1):.0f} s" + (" a GPU" if len(gpus or []) > 1 else ""),
+            file=log,
+            flush=True,
+        )
     for r in ordered:
         if r.status in ("failed", "wrong"):
             print(

@@ -114,6 +114,7 @@ def test_the_measure_process_holds_the_gpu_alone_only_for_its_figures(tmp_path, 
         return wrapper
 
     monkeypatch.setattr(calls, "eager_first", noting("eager probe", calls.eager_first))
+
     def timing(cell, variant, compiled, args, result, alone):
         with alone():  # what the measure process gives each timing attempt to hold
             seen["timed calls"] = gpu_lock_state(lock)
@@ -264,3 +265,28 @@ def test_a_benchmark_in_a_held_block_takes_the_gpu_alone_and_gives_back_the_shar
     after = gpu_lock_state(lock)
     hold.let_go()
     assert (inner, outer, after, gpu_lock_state(lock)) == ("alone", "alone", "shared", "free")
+
+
+def test_the_time_a_cell_holds_the_gpu_alone_is_counted_and_shared_time_is_not(tmp_path):
+    """gpu_alone_s: the seconds other cells of the GPU had to wait for; a shared hold adds none,
+    and a benchmark inside a shared hold adds its own time only."""
+    path = str(tmp_path / "gpu0.lock")
+    os.environ["COMPILEKIT_GPU_LOCK"] = path
+    try:
+        record = {}
+        with locks.gpu_shared(record):
+            time.sleep(0.2)
+        assert "gpu_alone_s" not in record
+        with locks.gpu_turn(record):
+            time.sleep(0.3)
+        assert 0.3 <= record["gpu_alone_s"] < 0.5, record
+        record = {}
+        hold = locks._GpuHold(path, False, record)
+        hold.take()
+        with hold.alone():
+            time.sleep(0.2)
+        time.sleep(0.4)  # shared again: not counted
+        hold.let_go()
+        assert 0.2 <= record["gpu_alone_s"] < 0.4, record
+    finally:
+        del os.environ["COMPILEKIT_GPU_LOCK"]

@@ -611,3 +611,18 @@ def test_a_per_gpu_below_one_is_one_line(tmp_path):
                     'shapes = ["1x2x64x32"]\nper_gpu = 0\n')  # fmt: skip
     with pytest.raises(UserError, match="line 5: per_gpu must be at least 1 cell, not 0"):
         load_experiment(str(path))
+
+
+def test_a_sweep_sums_the_seconds_its_cells_held_the_gpu_alone_in_every_process():
+    """The sweep's floor on one GPU: each cell's own, cold and capture processes' holds, not
+    their waits."""
+    from types import SimpleNamespace
+
+    from compilekit.launch.sweep import gpu_alone_s
+
+    cells = [
+        SimpleNamespace(steps_s={"gpu_alone_s": 1.5, "cold.gpu_alone_s": 2.0, "time": 9.0}),
+        SimpleNamespace(steps_s={"capture.gpu_alone_s": 0.5, "gpu_lock_wait_s": 30.0}),
+        SimpleNamespace(steps_s={}),
+    ]
+    assert gpu_alone_s(cells) == 4.0
