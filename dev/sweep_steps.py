@@ -7,6 +7,7 @@ import sys
 
 KEYS = (
     "gpu_alone_s",
+    "gpu_shared_s",
     "gpu_lock_wait_s",
     "cpu_lock_wait_s",
     "wait_for_cold",
@@ -18,8 +19,10 @@ COLD = (
     "cold.compile_cold",
     "cold.gpu_lock_wait_s",
     "cold.gpu_alone_s",
+    "cold.gpu_shared_s",
     "capture.compile_capture",
     "capture.gpu_alone_s",
+    "capture.gpu_shared_s",
 )
 
 

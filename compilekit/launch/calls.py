@@ -8,6 +8,21 @@ import traceback
 from compilekit.launch import failures
 
 
+def make_device_context(device: str, result) -> None:
+    """The CUDA context, made before the process takes its GPU's lock: seconds of the driver's
+    and the CPU's work, no kernel, that other cells' timed calls need not wait for. What fails
+    here is left to the first kernel to report (inputs.dtype_probe)."""
+    if device != "cuda":
+        return
+    import torch
+
+    with result.step("cuda_context"):
+        try:
+            torch.empty(1, device="cuda")
+        except RuntimeError:
+            pass
+
+
 def _eager_probe(variant, args, cell):
     """Run the variant once eagerly: its output, or failures.CellEnded with torch's words (and the
     warnings that explain a refusal)."""

@@ -73,6 +73,9 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
                     )
                 )
             result.settings = {f"torch._inductor.config.{k}": v for k, v in changes.items()}
+        # before the cold process is told this one's imports are done: its compile then has
+        # no other process's work beside it
+        calls.make_device_context(cell.device, result)
         coldphase.wait_for_cold(cache_dir, result)  # a first run: after the cold process
         # The GPU from here on, not before: the imports above are CPU work. Shared with other
         # cells up to the timed calls, no figure is read here, and let go while the warm compile

@@ -104,10 +104,11 @@ def run_cold(cell, cache_dir: str, result) -> None:
         variant = failures.cell_variant(cell)
         if cell.device == "cpu":  # ISA probes while the measure process imports, not after
             settings.shared_isa_probes()
+    calls.make_device_context(cell.device, result)
     wait_for_measure_imports(cache_dir, result)
-    with (
-        locks.gpu_shared_between_compiles(result.steps_s),
+    with (  # the GPU last: what comes before it is CPU work, other cells' figures need not wait
         settings.toolkit_settings(cell.device, False, dict(cell.config), calls.cell_pass(cell)),
+        locks.gpu_shared_between_compiles(result.steps_s),
     ):
         with result.step("inputs"):
             args = inputs.cell_inputs(variant, cell)
@@ -143,6 +144,7 @@ def run_capture(cell, cache_dir: str, result) -> None:
         import torch  # noqa: F401
 
         variant = failures.cell_variant(cell)
+    calls.make_device_context(cell.device, result)
     with locks.gpu_shared(result.steps_s), result.step("inputs"):
         args = inputs.cell_inputs(variant, cell)
         calls.eager_first(variant, args, cell)  # the same state as the other processes
@@ -161,11 +163,11 @@ def _capture(cell, variant, args, capture_dir: str, result) -> None:
 
     graph_pass = calls.cell_pass(cell)  # a fresh one: its counts are this compile's
     with (
-        locks.gpu_shared_between_compiles(result.steps_s),
         result.step("compile_capture"),
         settings.toolkit_settings(cell.device, True, dict(cell.config), graph_pass),
         capture.capture_on(capture_dir),
         diagnose.autotune_choices() as retuned,
+        locks.gpu_shared_between_compiles(result.steps_s),  # last: the rest is CPU work
     ):
         calls.compiled_first_call(cell, variant, args)
     if retuned:

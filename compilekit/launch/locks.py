@@ -213,7 +213,7 @@ class _GpuHold:
         self.path, self.exclusive, self.record = path, exclusive, record
         self.fds: list[int] = []
         self.depth = 0  # of alone() blocks now open
-        self.alone_since: float | None = None  # while held alone: since when
+        self.since: float | None = None  # while held: since when
 
     def take(self) -> None:
         if self.fds:
@@ -230,18 +230,17 @@ class _GpuHold:
         self.record["gpu_lock_wait_s"] = round(
             self.record.get("gpu_lock_wait_s", 0) + now - start, 3
         )
-        if self.exclusive:
-            self.alone_since = now
+        self.since = now
         acquire_shared()
 
     def let_go(self) -> None:
-        if self.fds and self.alone_since is not None:
-            # what this cell kept every other cell of its GPU waiting for: summed over a sweep,
-            # no schedule on that GPU can finish sooner (sweep.gpu_alone_s)
-            self.record["gpu_alone_s"] = round(
-                self.record.get("gpu_alone_s", 0) + time.perf_counter() - self.alone_since, 3
-            )
-        self.alone_since = None
+        if self.fds and self.since is not None:
+            # alone: what every other cell of the GPU waited for (summed over a sweep, no
+            # schedule on that GPU finishes sooner: sweep.gpu_alone_s); shared: what a figure
+            # waiting for the GPU waits for
+            key = "gpu_alone_s" if self.exclusive else "gpu_shared_s"
+            self.record[key] = round(self.record.get(key, 0) + time.perf_counter() - self.since, 3)
+        self.since = None
         while self.fds:
             os.close(self.fds.pop())
 

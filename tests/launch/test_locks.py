@@ -267,16 +267,16 @@ def test_a_benchmark_in_a_held_block_takes_the_gpu_alone_and_gives_back_the_shar
     assert (inner, outer, after, gpu_lock_state(lock)) == ("alone", "alone", "shared", "free")
 
 
-def test_the_time_a_cell_holds_the_gpu_alone_is_counted_and_shared_time_is_not(tmp_path):
-    """gpu_alone_s: the seconds other cells of the GPU had to wait for; a shared hold adds none,
-    and a benchmark inside a shared hold adds its own time only."""
+def test_the_time_a_cell_holds_the_gpu_alone_and_shared_is_counted_apart(tmp_path):
+    """gpu_alone_s: the seconds other cells of the GPU had to wait for; a shared hold adds to
+    gpu_shared_s instead, and a benchmark inside a shared hold adds its own time only."""
     path = str(tmp_path / "gpu0.lock")
     os.environ["COMPILEKIT_GPU_LOCK"] = path
     try:
         record = {}
         with locks.gpu_shared(record):
             time.sleep(0.2)
-        assert "gpu_alone_s" not in record
+        assert "gpu_alone_s" not in record and 0.2 <= record["gpu_shared_s"] < 0.4, record
         with locks.gpu_turn(record):
             time.sleep(0.3)
         assert 0.3 <= record["gpu_alone_s"] < 0.5, record
@@ -287,6 +287,42 @@ def test_the_time_a_cell_holds_the_gpu_alone_is_counted_and_shared_time_is_not(t
             time.sleep(0.2)
         time.sleep(0.4)  # shared again: not counted
         hold.let_go()
-        assert 0.2 <= record["gpu_alone_s"] < 0.4, record
+        assert 0.2 <= record["gpu_alone_s"] < 0.4 <= record["gpu_shared_s"] < 0.6, record
     finally:
         del os.environ["COMPILEKIT_GPU_LOCK"]
+
+
+def test_the_cold_process_takes_the_gpu_after_its_cpu_work(tmp_path, monkeypatch):
+    """The CUDA context and Inductor's settings are CPU work: made before the cold process takes
+    its share of the GPU, so another cell's figure never waits for them; the eager call after."""
+    import contextlib
+
+    from compilekit.compile import settings
+    from compilekit.launch import calls, coldphase
+    from compilekit.model.result import for_cell
+    from compilekit.model.spec import Cell, parse_shape
+
+    lock = tmp_path / "gpu0.lock"
+    monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(lock))
+    monkeypatch.delenv("COMPILEKIT_CPU_LOCK", raising=False)
+    monkeypatch.delenv(coldphase.BESIDE_ENV, raising=False)
+    seen = {}
+    real_settings = settings.toolkit_settings
+
+    @contextlib.contextmanager
+    def noted_settings(*args, **kwargs):
+        seen["settings"] = gpu_lock_state(lock)
+        with real_settings(*args, **kwargs) as changes:
+            yield changes
+
+    monkeypatch.setattr(settings, "toolkit_settings", noted_settings)
+    monkeypatch.setattr(
+        calls, "make_device_context", lambda *a: seen.setdefault("context", gpu_lock_state(lock))
+    )
+    monkeypatch.setattr(
+        calls, "eager_first", lambda *a: seen.setdefault("eager", gpu_lock_state(lock))
+    )
+    monkeypatch.setattr(calls, "compiled_first_call", lambda *a: (None, 0.0, None))
+    cell = Cell("naive", "max-autotune", parse_shape("1x2x64x16"), "float32", "cpu")
+    coldphase.run_cold(cell, str(tmp_path), for_cell(cell))
+    assert seen == {"context": "free", "settings": "free", "eager": "shared"}
