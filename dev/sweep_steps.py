@@ -8,6 +8,7 @@ import sys
 KEYS = (
     "gpu_alone_s",
     "gpu_shared_s",
+    "gpu_alone_turns",
     "gpu_lock_wait_s",
     "cpu_lock_wait_s",
     "wait_for_cold",
@@ -20,6 +21,7 @@ COLD = (
     "cold.gpu_lock_wait_s",
     "cold.gpu_alone_s",
     "cold.gpu_shared_s",
+    "cold.gpu_alone_turns",
     "capture.compile_capture",
     "capture.gpu_alone_s",
     "capture.gpu_shared_s",

@@ -231,6 +231,8 @@ class _GpuHold:
             self.record.get("gpu_lock_wait_s", 0) + now - start, 3
         )
         self.since = now
+        if self.exclusive:  # each turn alone makes every sharer of the GPU let go first
+            self.record["gpu_alone_turns"] = self.record.get("gpu_alone_turns", 0) + 1
         acquire_shared()
 
     def let_go(self) -> None:

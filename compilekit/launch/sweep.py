@@ -313,16 +313,16 @@ def run_again_alone(name: str, cells, done: dict, out_dir: str, launch, log) -> 
         )
 
 
-def gpu_alone_s(ordered) -> float:
-    """The seconds the cells' processes held their GPU alone (timed calls, profiles, Inductor's
-    benchmarks; every process of a cell: `gpu_alone_s`, `cold.gpu_alone_s`, ...). On one GPU
-    no schedule of these cells finishes in less."""
+def summed_steps(ordered, step: str) -> float:
+    """One step summed over the cells and every process of each (`step`, `cold.step`, ...):
+    gpu_alone_s, the seconds they held their GPU alone (timed calls, profiles, Inductor's
+    benchmarks: on one GPU no schedule of these cells finishes in less), or gpu_alone_turns."""
     return round(
         sum(
-            seconds
+            value
             for r in ordered
-            for name, seconds in (r.steps_s or {}).items()
-            if name.split(".")[-1] == "gpu_alone_s" and isinstance(seconds, (int, float))
+            for name, value in (r.steps_s or {}).items()
+            if name.split(".")[-1] == step and isinstance(value, (int, float))
         ),
         1,
     )
@@ -340,7 +340,8 @@ def write_sweep_json(experiment, ordered, out_dir, gpus, wall_s, log) -> dict:
         "complete": wall_s is not None,
         "wall_s": wall_s,
         "gpus": gpus or [],
-        "gpu_alone_s": gpu_alone_s(ordered),
+        "gpu_alone_s": summed_steps(ordered, "gpu_alone_s"),
+        "gpu_alone_turns": summed_steps(ordered, "gpu_alone_turns"),
         "counts": counts,
         "against": against_json(experiment.against),
         "results": [
@@ -365,10 +366,13 @@ def summary(experiment, ordered, out_dir, gpus, wall_s, log) -> None:
         file=log,
         flush=True,
     )
-    if alone := gpu_alone_s(ordered):  # a sweep's floor: what its GPUs could not overlap
+    if alone := summed_steps(ordered, "gpu_alone_s"):  # the floor: what its GPUs cannot overlap
+        turns = summed_steps(ordered, "gpu_alone_turns")
         print(
             f"  the GPU held alone (timed calls, profiles, Inductor's benchmarks): "
-            f"{alone / max(len(gpus or []), 1):.0f} s" + (" a GPU" if len(gpus or []) > 1 else ""),
+            f"{alone / max(len(gpus or []), 1):.0f} s"
+            + (" a GPU" if len(gpus or []) > 1 else "")
+            + f", in {turns:.0f} turns",
             file=log,
             flush=True,
         )

@@ -288,6 +288,7 @@ def test_the_time_a_cell_holds_the_gpu_alone_and_shared_is_counted_apart(tmp_pat
         time.sleep(0.4)  # shared again: not counted
         hold.let_go()
         assert 0.2 <= record["gpu_alone_s"] < 0.4 <= record["gpu_shared_s"] < 0.6, record
+        assert record["gpu_alone_turns"] == 1, record
     finally:
         del os.environ["COMPILEKIT_GPU_LOCK"]
 

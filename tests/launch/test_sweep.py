@@ -618,11 +618,11 @@ def test_a_sweep_sums_the_seconds_its_cells_held_the_gpu_alone_in_every_process(
     their waits."""
     from types import SimpleNamespace
 
-    from compilekit.launch.sweep import gpu_alone_s
+    from compilekit.launch.sweep import summed_steps
 
     cells = [
         SimpleNamespace(steps_s={"gpu_alone_s": 1.5, "cold.gpu_alone_s": 2.0, "time": 9.0}),
         SimpleNamespace(steps_s={"capture.gpu_alone_s": 0.5, "gpu_lock_wait_s": 30.0}),
         SimpleNamespace(steps_s={}),
     ]
-    assert gpu_alone_s(cells) == 4.0
+    assert summed_steps(cells, "gpu_alone_s") == 4.0
