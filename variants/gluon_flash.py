@@ -15,9 +15,10 @@ One program: BLOCK_M query rows of one (batch, head). Two schedules:
 - D = 128, FA3's (WS_TILES): gl.warp_specialize gives the TMA loads to one producer warp, and two
   consumer warpgroups (64 query rows each) take turns issuing their wgmmas, each handing the
   turn over before its own softmax, so one's exp work runs while the other's matrix work does.
-- The same on a persistent grid (PERSISTENT_TILES, opt-in, not yet timed on the H200): one
-  program per SM takes tile after tile, heaviest first under a causal mask, and its loader
-  fetches the next tile's Q and K/V while the consumers finish the last one.
+- The same on a persistent grid (PERSISTENT_TILES, opt-in): one program per SM takes tile after
+  tile, heaviest first under a causal mask, and its loader fetches the next tile's Q and K/V
+  while the consumers finish the last one. On the H200 it gained 2-4% at S = 3072-4096 and lost
+  4.5% at 1x32x8192x128 (dev/results/h200/gluon_flash/), so it is not the default.
 On the H200 (bf16, causal, do_bench in one process; dev/results/h200/
 gluon_flash/): D = 128, 0.96x cuDNN at 1x32x8192x128 and 0.88x at 4x16x4096x128 warp-specialized
 (0.83x and 0.77x with the single-warpgroup schedule on 8 warps); D = 64, 0.88-0.94x at
