@@ -5,9 +5,10 @@
   (max-autotune's candidates, a kernel's configs). GPU work that yields none shares it: the
   first kernels, the eager probe, a warm or cold compile's first call, the float64 reference;
   a compile lets it go while Dynamo and Inductor work on the CPU, but for its benchmarks
-  (gpu_shared_between_compiles). So no figure is read while another cell's kernels run, and a
-  figure waits for kernels, not for compiles. A turnstile, as for the CPU, keeps new sharers
-  out while a figure waits.
+  (gpu_shared_between_compiles); a series of a compile's benchmarks (max-autotune's candidates)
+  takes one turn alone, not one each (LINGER_S). So no figure is read while another cell's
+  kernels run, and a figure waits for kernels, not for compiles. A turnstile, as for the CPU,
+  keeps new sharers out while a figure waits.
 - The CPU, for a CUDA cell's timed calls, where the machine has cores to spare (core_plan):
   each GPU of the sweep gets a physical core that no cell process runs on (QUIET_ENV), the rest
   (BUSY_ENV) carry every cell process and its compile workers; the timing thread moves onto its
@@ -29,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 import time
 
 from compilekit.model.store import open_lock
@@ -206,6 +208,9 @@ def gpu_shared_between_compiles(record: dict):
         hold.let_go()
 
 
+LINGER_S = 0.1  # how long a compile's benchmark keeps the GPU alone for the next one
+
+
 class _GpuHold:
     """One process's hold on its GPU's lock, taken and let go as often as asked."""
 
@@ -214,8 +219,37 @@ class _GpuHold:
         self.fds: list[int] = []
         self.depth = 0  # of alone() blocks now open
         self.since: float | None = None  # while held: since when
+        # after a benchmark taken from no hold (in a compile): the GPU kept alone for LINGER_S,
+        # let go by this timer unless the next benchmark of the series comes first
+        self._linger: threading.Timer | None = None
+        self._mutex = threading.Lock()
+        self._before = exclusive  # the kind of hold to go back to after alone()
+
+    def _stop_lingering(self) -> bool:
+        """True if the hold was still alone after a benchmark (and now stays so, untimed)."""
+        with self._mutex:
+            timer, self._linger = self._linger, None
+        if timer is None:
+            return False
+        timer.cancel()
+        return True
+
+    def _linger_over(self) -> None:  # on the timer's thread
+        with self._mutex:
+            if self._linger is not threading.current_thread():
+                return  # stopped meanwhile: the hold is the main thread's again
+            self._linger = None
+            self._release()
+            self.exclusive = self._before
+
+    def _settle(self) -> None:
+        """End a linger now, as its timer would."""
+        if self._stop_lingering():
+            self._release()
+            self.exclusive = self._before
 
     def take(self) -> None:
+        self._settle()
         if self.fds:
             return
         release_shared()  # waiting for the GPU while holding the CPU lock could deadlock a timer
@@ -236,6 +270,10 @@ class _GpuHold:
         acquire_shared()
 
     def let_go(self) -> None:
+        self._settle()
+        self._release()
+
+    def _release(self) -> None:
         if self.fds and self.since is not None:
             # alone: what every other cell of the GPU waited for (summed over a sweep, no
             # schedule on that GPU finishes sooner: sweep.gpu_alone_s); shared: what a figure
@@ -250,22 +288,35 @@ class _GpuHold:
     def alone(self):
         """The GPU alone for the block, then held as before (shared, or not at all). Re-entrant:
         one benchmark may call another. A shared hold is let go first: one process waiting on
-        two descriptors would wait for itself."""
+        two descriptors would wait for itself. From no hold (a compile's benchmarks: max-
+        autotune's candidates, one after another), the GPU stays alone for LINGER_S after the
+        block, so a series of benchmarks takes one turn, not one each: every turn waits for
+        all sharers to let go and keeps new ones out meanwhile."""
         self.depth += 1
-        held, exclusive = bool(self.fds), self.exclusive
-        try:
-            if self.depth == 1 and not (held and exclusive):
+        restore = None  # what the hold was before: "shared" or "free"
+        if self.depth == 1:
+            if self._stop_lingering():
+                restore = "free"  # still alone from the last benchmark of the series
+            elif not (self.fds and self.exclusive):
+                restore = "shared" if self.fds else "free"
+                self._before = self.exclusive
                 self.let_go()
                 self.exclusive = True
                 self.take()
+        try:
             yield
         finally:
             self.depth -= 1
-            if self.depth == 0 and not (held and exclusive):
-                self.let_go()
-                self.exclusive = exclusive
-                if held:
-                    self.take()
+            if self.depth == 0 and restore == "shared":
+                self._release()
+                self.exclusive = self._before
+                self.take()
+            elif self.depth == 0 and restore == "free":
+                timer = threading.Timer(LINGER_S, self._linger_over)
+                timer.daemon = True
+                with self._mutex:
+                    self._linger = timer
+                timer.start()
 
 
 @contextlib.contextmanager

@@ -224,6 +224,7 @@ def test_a_compile_lets_the_gpu_go_while_it_compiles_but_for_its_benchmarks(tmp_
         ("before", "shared"),
         ("compiling", "free"),
         ("benchmarking", "alone"),
+        ("compiling", "alone"),  # kept for the series' next benchmark (LINGER_S at most)
         ("running", "shared"),
         ("benchmarking at run time", "alone"),
         ("after it", "shared"),
@@ -327,3 +328,24 @@ def test_the_cold_process_takes_the_gpu_after_its_cpu_work(tmp_path, monkeypatch
     cell = Cell("naive", "max-autotune", parse_shape("1x2x64x16"), "float32", "cpu")
     coldphase.run_cold(cell, str(tmp_path), for_cell(cell))
     assert seen == {"context": "free", "settings": "free", "eager": "shared"}
+
+
+def test_a_series_of_benchmarks_in_a_compile_is_one_turn_alone(tmp_path):
+    """From no hold (in a compile), benchmarks one after another keep the GPU alone between
+    them: one turn, not one each; LINGER_S after the last one the GPU is free again, and a hold
+    taken meanwhile (the compile's end) is taken at once."""
+    lock = tmp_path / "gpu0.lock"
+    record = {}
+    hold = locks._GpuHold(str(lock), False, record)
+    for _ in range(3):
+        with hold.alone():
+            assert gpu_lock_state(lock) == "alone"
+    assert gpu_lock_state(lock) == "alone"
+    time.sleep(locks.LINGER_S * 3)
+    assert gpu_lock_state(lock) == "free" and record["gpu_alone_turns"] == 1, record
+    with hold.alone():
+        pass
+    hold.take()  # the compile ends: shared, at once
+    assert gpu_lock_state(lock) == "shared" and record["gpu_alone_turns"] == 2, record
+    hold.let_go()
+    assert gpu_lock_state(lock) == "free"
