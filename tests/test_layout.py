@@ -142,9 +142,7 @@ def test_tests_live_in_folders_that_mirror_the_packages():
         if os.path.isdir(os.path.join(ROOT, "tests", name)) and not name.startswith("__")
     }
     assert folders <= set(MAY_IMPORT) | {"frontdoor", "variants"}, folders
-    loose = [
-        n for n in os.listdir(os.path.join(ROOT, "tests")) if n.startswith("test_")
-    ]
+    loose = [n for n in os.listdir(os.path.join(ROOT, "tests")) if n.startswith("test_")]
     assert loose == ["test_layout.py"], loose
 
 
