@@ -8,7 +8,9 @@
 - `capture`, under max-autotune only: the capture recompile in a fresh process of its own
   (coldphase.separate_capture says why).
 - `measure`: a fresh process, caches filled (on a first run it starts beside `cold` and waits,
-  after its imports, for it to end: coldphase.wait_for_cold): inputs, one eager call, the
+  after its imports, for it to end: coldphase.wait_for_cold; in a sweep that gives the timed
+  calls a core of their own, max-autotune's `capture` runs beside it until the kernel map,
+  coldphase.capture_beside): inputs, one eager call, the
   first compiled call (the warm compile), the timed calls (before any profiler, dispatch mode,
   capture hook or float64 reference ever ran in this process), then the reference and the
   error check, and only then the profiler, the eager line recording and the kernel map.
@@ -76,7 +78,7 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
         # before the cold process is told this one's imports are done: its compile then has
         # no other process's work beside it
         calls.make_device_context(cell.device, result)
-        coldphase.wait_for_cold(cache_dir, result)  # a first run: after the cold process
+        coldphase.wait_for_cold(cache_dir, result, cell)  # a first run: after the cold process
         # The GPU from here on, not before: the imports above are CPU work. Shared with other
         # cells up to the timed calls, no figure is read here, and let go while the warm compile
         # compiles (compilekit/launch/locks.py).
@@ -120,6 +122,9 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
             result.reason = (
                 f"max_rel_err {worst:.3g} over the {cell.dtype} bound {result.error_bound}"
             )
+        if cell.mode != "eager":  # the kernel map reads the capture: done by now
+            coldphase.wait_for_capture(cell, cache_dir, result)
+            warm.read_capture(cell, cache_dir, result)
         with locks.gpu_turn(result.steps_s):  # the profile's kernel times are figures
             evidence.gather(cell, compiled, args, stage_dir, cache_dir, result)
         if result.varlen and cell.mode != "eager":  # after every figure: it may compile

@@ -56,29 +56,67 @@ def wait_for_measure_imports(cache_dir: str, result) -> None:
         locks.acquire_shared()
 
 
-def wait_for_cold(cache_dir: str, result) -> None:
+def wait_for_cold(cache_dir: str, result, cell=None) -> None:
     """In the measure process, started beside the cold process (under max-autotune, the
     capture process, after the cold one): say its imports are done, then wait (without the CPU
-    lock) for that process to end, with the cache filled. ColdEnded where no cold figure or
-    capture was left."""
+    lock) for that process to end, with the cache filled. Where the capture may run beside
+    (capture_beside), only the cold compile's record is needed now: wait_for_capture waits for
+    the rest before the kernel map. ColdEnded where no cold figure or capture was left."""
+    if not os.environ.get(BESIDE_ENV):
+        return
+    later = cell is not None and capture_beside(cell)
+    with result.step("wait_for_cold"):
+        open(os.path.join(cache_dir, IMPORTED), "w").close()
+        if not later:  # the capture starts only after the cold process ended: nothing to wait
+            _wait_for_end(cache_dir)
+    from compilekit.launch.cache import COLD_FILES
+
+    needed = COLD_FILES[:1] if later else COLD_FILES
+    if not all(os.path.isfile(os.path.join(cache_dir, f)) for f in needed):
+        raise ColdEnded
+
+
+def _wait_for_end(cache_dir: str) -> None:
+    """Wait, without the CPU lock (a sweep's timer may want it, and the process waited for that
+    timer), for the process before measure to end: it holds COLD_LOCK from birth to death."""
     import fcntl
 
     from compilekit.launch import locks
     from compilekit.model.store import open_lock
 
-    if not os.environ.get(BESIDE_ENV):
-        return
-    with result.step("wait_for_cold"):
-        open(os.path.join(cache_dir, IMPORTED), "w").close()
-        locks.release_shared()
-        fd = open_lock(os.path.join(cache_dir, COLD_LOCK))
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)  # free once the cold process has ended
-        finally:
-            os.close(fd)
-        locks.acquire_shared()
+    locks.release_shared()
+    fd = open_lock(os.path.join(cache_dir, COLD_LOCK))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    finally:
+        os.close(fd)
+    locks.acquire_shared()
+
+
+def capture_beside(cell) -> bool:
+    """Whether the measure process lets max-autotune's capture process (its recompile with
+    every capture on: tens of seconds) run beside its warm compile and timed calls, and waits
+    for it only before the kernel map: in a sweep that gave the timed calls a core of their own
+    (locks.QUIET_ENV) and the GPU a lock, so the capture compiles on other cores and its kernels
+    wait for the figures. A single run waits for it first: nothing keeps it off the timing."""
+    from compilekit.launch import locks
+
+    return (
+        separate_capture(cell)
+        and bool(os.environ.get(locks.QUIET_ENV))
+        and bool(os.environ.get("COMPILEKIT_GPU_LOCK"))
+    )
+
+
+def wait_for_capture(cell, cache_dir: str, result) -> None:
+    """In a measure process whose capture ran beside it (capture_beside): wait (without the CPU
+    lock) for the capture process to end. ColdEnded where it left no capture."""
     from compilekit.launch.cache import COLD_FILES
 
+    if not (os.environ.get(BESIDE_ENV) and capture_beside(cell)):
+        return
+    with result.step("wait_for_capture"):
+        _wait_for_end(cache_dir)
     if not all(os.path.isfile(os.path.join(cache_dir, f)) for f in COLD_FILES):
         raise ColdEnded
 

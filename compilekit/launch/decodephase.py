@@ -110,6 +110,7 @@ def _prepare(cell, variant, cache_dir: str, result):
     if cell.mode == "eager":
         return session, args, fns, eager
     fns["step"] = warm.warm_compile(cell, variant, args, cache_dir, result)
+    warm.read_capture(cell, cache_dir, result)  # the cold process ended with its capture
     from compilekit.compile import knobs, modes
 
     options = knobs.compile_options(modes.MODES[cell.mode][0], dict(cell.config))

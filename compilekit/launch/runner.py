@@ -4,10 +4,11 @@ and timeout, and the run directory that appears (or the good one that stays) at 
 A compiled cell's first run starts two processes (compilekit/launch/cell.py says what each
 does), together so their imports overlap: `cold` (the honest cold compile, then the dump and
 provenance) and `measure`, which waits for it (_beside_measure). Under max-autotune `cold`
-runs alone, then `capture` beside `measure`, which waits for that one. Later runs start only
-`measure`, which reuses the cold figure and the capture kept with the cache. An eager cell
-runs `measure` alone. Each process runs in its own session (a timeout ends its compile workers
-too), dies with its parent and enforces its own timeout.
+runs alone, then `capture` beside `measure`, which waits for that one (in a sweep whose timed
+calls have a core of their own, only before its kernel map: coldphase.capture_beside). Later
+runs start only `measure`, which reuses the cold figure and the capture kept with the cache. An
+eager cell runs `measure` alone. Each process runs in its own session (a timeout ends its
+compile workers too), dies with its parent and enforces its own timeout.
 """
 
 from __future__ import annotations

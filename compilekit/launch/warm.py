@@ -28,22 +28,15 @@ def warm_compile(cell, variant, args, cache_dir: str, result):
                 async_compile.shutdown_compile_workers()
     from torch._dynamo.utils import counters
 
-    if cell.passes:
-        result.pass_stats = read_json(os.path.join(cache_dir, "capture", "passes.json"))
     result.autotune = cold.get("autotune") or None
     result.compile_cold_s = cold["compile_cold_s"]
     result.compile_cold_measured_at = cold["measured_at"]
     result.compile_warm_s = warm_s
     add_steps(result, "cold", cold.get("steps_s"))
-    capture_steps = os.path.join(cache_dir, "capture", "steps.json")
-    if os.path.isfile(capture_steps):
-        add_steps(result, "capture", read_json(capture_steps))
     result.compile_notes = {
         "cold": cold["includes"] + f" (measured {cold['measured_at']}, kept with the cache)",
         "warm": "the first call in a fresh process with the caches filled (this run)",
     }
-    if note := coldphase.capture_note(cache_dir):
-        result.compile_notes["capture"] = note
     result.cudagraphs = diagnose.cudagraph_status(
         modes.uses_cudagraphs(cell.mode),
         cell.device,
@@ -51,6 +44,20 @@ def warm_compile(cell, variant, args, cache_dir: str, result):
         skip_reasons,
     )
     return compiled
+
+
+def read_capture(cell, cache_dir: str, result) -> None:
+    """What the capture recompile left beside the cache: its graph pass counts, its steps, and
+    the note if it tuned again (coldphase.capture_note)."""
+    from compilekit.model.store import read_json
+
+    if cell.passes:
+        result.pass_stats = read_json(os.path.join(cache_dir, "capture", "passes.json"))
+    capture_steps = os.path.join(cache_dir, "capture", "steps.json")
+    if os.path.isfile(capture_steps):
+        add_steps(result, "capture", read_json(capture_steps))
+    if note := coldphase.capture_note(cache_dir):
+        result.compile_notes["capture"] = note
 
 
 def add_steps(result, phase: str, steps) -> None:

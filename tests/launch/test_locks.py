@@ -6,6 +6,8 @@ import multiprocessing
 import os
 import time
 
+import pytest
+
 from compilekit.launch import locks
 from tests.conftest import gpu_lock_state
 
@@ -349,3 +351,58 @@ def test_a_series_of_benchmarks_in_a_compile_is_one_turn_alone(tmp_path):
     assert gpu_lock_state(lock) == "shared" and record["gpu_alone_turns"] == 2, record
     hold.let_go()
     assert gpu_lock_state(lock) == "free"
+
+
+def test_in_a_sweep_the_measure_process_waits_for_the_capture_only_before_the_kernel_map(
+    tmp_path, monkeypatch
+):
+    """max-autotune's capture process runs beside the measure process: where the sweep gave the
+    timed calls a core of their own and the GPU a lock, the measure process goes on at once
+    (the cold compile is done) and waits for the capture before the kernel map; a single run
+    waits for it first."""
+    import fcntl
+    import threading
+
+    from compilekit.launch import coldphase
+    from compilekit.model.result import for_cell
+    from compilekit.model.spec import Cell, parse_shape
+    from compilekit.model.store import open_lock
+
+    cache = tmp_path / "cache"
+    (cache / "capture").mkdir(parents=True)
+    (cache / "cold.json").write_text("{}")
+    cell = Cell("naive", "max-autotune", parse_shape("1x2x64x16"), "float32", "cpu")
+    monkeypatch.setenv(coldphase.BESIDE_ENV, "1")
+    monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(tmp_path / "gpu0.lock"))
+    monkeypatch.setenv(locks.QUIET_ENV, "1")
+    monkeypatch.delenv("COMPILEKIT_CPU_LOCK", raising=False)
+
+    def capture_for(seconds, leaves_graphs=True):  # the capture process: COLD_LOCK held
+        held = open_lock(str(cache / coldphase.COLD_LOCK))
+        fcntl.flock(held, fcntl.LOCK_EX)
+
+        def end():
+            time.sleep(seconds)
+            if leaves_graphs:
+                (cache / "capture" / "graphs.json").write_text("{}")
+            os.close(held)
+
+        threading.Thread(target=end).start()
+
+    capture_for(0.5)
+    result = for_cell(cell)
+    coldphase.wait_for_cold(str(cache), result, cell)
+    assert result.steps_s["wait_for_cold"] < 0.3  # on at once: warm compile, timed calls
+    coldphase.wait_for_capture(cell, str(cache), result)
+    assert result.steps_s["wait_for_capture"] >= 0.3  # the kernel map needs the capture
+
+    (cache / "capture" / "graphs.json").unlink()
+    capture_for(0.3, leaves_graphs=False)
+    with pytest.raises(coldphase.ColdEnded):  # the capture failed: the cell ends there
+        coldphase.wait_for_capture(cell, str(cache), for_cell(cell))
+
+    monkeypatch.delenv(locks.QUIET_ENV)  # a single run: the capture is waited for first
+    capture_for(0.5)
+    result = for_cell(cell)
+    coldphase.wait_for_cold(str(cache), result, cell)
+    assert result.steps_s["wait_for_cold"] >= 0.4
