@@ -60,7 +60,6 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
         from compilekit.compile import modes, settings
         from compilekit.evidence import envinfo
         from compilekit.launch import locks
-        from compilekit.measure import inputs
 
         variant = failures.cell_variant(cell)
     result.torch_version = torch.__version__
@@ -96,32 +95,10 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
         with result.step("time"):
             alone = functools.partial(locks.timed_alone, result.steps_s, cell.device)
             steady.time_cell(cell, variant, compiled, args, result, alone)
-        with result.step("reference_and_check"), locks.gpu_shared(result.steps_s):
-            ref, result.reference = inputs.reference_output(variant, *args)
-            if eager_out is not None:
-                eager_out = inputs.checkable(variant, eager_out)
-                result.eager_max_rel_err = inputs.max_rel_err(eager_out, ref)
-            del eager_out
-            # a fresh call, not the first check's output: a CUDA graph's output is overwritten
-            # by the timed replays (torch then refuses to read the old one)
-            out = inputs.checkable(variant, compiled(*args))
-            result.max_rel_err = inputs.max_rel_err(out, ref)
-            del out
-            result.error_bound = inputs.error_bound(variant, cell.dtype)
-            del ref
-        from compilekit.model.result import verdict
-
-        result.status = verdict(
-            result.max_rel_err,
-            result.eager_max_rel_err,
-            result.error_bound,
-            variant.has_reference,
-        )
-        if result.status == "wrong":
-            worst = max(result.max_rel_err, result.eager_max_rel_err or 0.0)
-            result.reason = (
-                f"max_rel_err {worst:.3g} over the {cell.dtype} bound {result.error_bound}"
-            )
+        # handed over as its only reference: freed before the compiled call, as the largest
+        # cells need that memory
+        eager_outs, eager_out = [eager_out], None
+        _check_against_reference(cell, variant, compiled, args, eager_outs, result)
         if cell.mode != "eager":  # the kernel map reads the capture: done by now
             coldphase.wait_for_capture(cell, cache_dir, result)
             warm.read_capture(cell, cache_dir, result)
@@ -131,6 +108,36 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
             with result.step("second_batch"), locks.gpu_shared_between_compiles(result.steps_s):
                 result.varlen["second_batch"] = ragged.second_batch(cell, variant, compiled)
     result.env = envinfo.cell_env(cell.device)  # after the GPU work: it asks for the GPU's name
+
+
+def _check_against_reference(cell, variant, compiled, args, eager_outs: list, result) -> None:
+    """The float64 reference, eager's output (eager_outs: [it or None], taken out here) and a
+    fresh compiled call's errors against it, and the verdict (after the timed calls: the
+    reference must not run before them)."""
+    from compilekit.launch import locks
+    from compilekit.measure import inputs
+    from compilekit.model.result import verdict
+
+    with result.step("reference_and_check"), locks.gpu_shared(result.steps_s):
+        ref, result.reference = inputs.reference_output(variant, *args)
+        eager_out = eager_outs.pop()
+        if eager_out is not None:
+            eager_out = inputs.checkable(variant, eager_out)
+            result.eager_max_rel_err = inputs.max_rel_err(eager_out, ref)
+        del eager_out
+        # a fresh call, not the first check's output: a CUDA graph's output is overwritten
+        # by the timed replays (torch then refuses to read the old one)
+        out = inputs.checkable(variant, compiled(*args))
+        result.max_rel_err = inputs.max_rel_err(out, ref)
+        del out
+        result.error_bound = inputs.error_bound(variant, cell.dtype)
+        del ref
+    result.status = verdict(
+        result.max_rel_err, result.eager_max_rel_err, result.error_bound, variant.has_reference
+    )
+    if result.status == "wrong":
+        worst = max(result.max_rel_err, result.eager_max_rel_err or 0.0)
+        result.reason = f"max_rel_err {worst:.3g} over the {cell.dtype} bound {result.error_bound}"
 
 
 def _first_calls(cell, variant, result):
