@@ -28,6 +28,24 @@ def outside_compile(launch):
     )
 
 
+# The K and V bytes the tiles running at once may share through L2: FlashAttention-3's budget
+# (its tile scheduler, for the H100's 50 MB L2; the H200's is the same size), the rest left to
+# Q, O and other traffic.
+L2_KV_BYTES = 32 * 2**20
+
+
+def l2_group_heads(seq_k: int, dim: int, itemsize: int, kv_group: int) -> int:
+    """How many (batch, head) rows of tiles to run together, all query blocks of the group
+    before the next group's: a group's K and V (each K/V head's seq_k x dim, twice) fit in
+    L2_KV_BYTES, so the tiles running at once read them from L2, not from memory. A power of
+    two of K/V heads, times the query heads that share each (kv_group). Heads varying fastest
+    across all of B x H (a group of every head) re-read K and V from memory for every query
+    block once B x H x seq_k x dim outgrows L2."""
+    per_kv_head = 2 * seq_k * dim * itemsize
+    heads = max(1, L2_KV_BYTES // per_kv_head)
+    return (1 << (heads.bit_length() - 1)) * kv_group
+
+
 def tensor_key(*tensors) -> tuple:
     """What a compiled Triton kernel is specialized on for these tensor arguments: each one's
     shape and strides (passed as integer arguments, which Triton specializes on 1 and on

@@ -23,6 +23,7 @@ from variants.launch import (
     autotune_key,
     direct_launcher,
     eager_winner,
+    l2_group_heads,
     outside_compile,
     tensor_key,
 )
@@ -214,6 +215,21 @@ if triton is not None:
             m_i = m_new
         return acc, l_i, m_i
 
+    @triton.jit
+    def _tile_of(pid, BH, n_m, L2_HEADS, CAUSAL: tl.constexpr):
+        """(B*H row, query block) of the program launched pid-th: rows in groups of L2_HEADS
+        (their K and V fit in L2), all query blocks of a group before the next group's, the
+        group's rows varying fastest; under a causal mask the query blocks last-first, so the
+        heaviest tiles (most keys) start first and light ones fill the tail (longest-processing-
+        time order). L2_HEADS >= B*H: heads fastest across the whole grid."""
+        first = pid // (L2_HEADS * n_m) * L2_HEADS
+        size = tl.minimum(L2_HEADS, BH - first)
+        r = pid - first * n_m
+        block = r // size
+        if CAUSAL:
+            block = n_m - 1 - block
+        return first + r % size, block
+
     @triton.autotune(
         configs=_configs(),
         key=list(_TUNING_KEY),
@@ -245,6 +261,7 @@ if triton is not None:
         KV_GROUP,
         N_CTX,
         S_BUCKET,  # N_CTX rounded up to a power of two: the autotuner keys on it, not on N_CTX
+        L2_HEADS,  # launch.l2_group_heads: the (batch, head) rows run together
         HEAD_DIM: tl.constexpr,
         # constexpr: Inductor passes Python float kernel arguments as fp64 (eager Triton as
         # fp32), which would make the loop-carried m_i change type under torch.compile
@@ -256,13 +273,13 @@ if triton is not None:
         BLOCK_N: tl.constexpr,
         TMA: tl.constexpr,  # the config's: K and V through tensor descriptors
     ):
-        # Grid (B*H, query blocks): heads vary fastest in launch order, and under a causal mask
-        # the query blocks run last-first, so the heaviest tiles (most keys) start first and
-        # the light ones fill the tail (longest-processing-time order).
-        off_hz = tl.program_id(0)
-        start_m = tl.program_id(1)
-        if CAUSAL:
-            start_m = tl.num_programs(1) - 1 - start_m
+        off_hz, start_m = _tile_of(
+            tl.program_id(1) * tl.num_programs(0) + tl.program_id(0),
+            tl.num_programs(0),
+            tl.num_programs(1),
+            L2_HEADS,
+            CAUSAL,
+        )
         off_z = off_hz // H
         off_h = off_hz % H
         off_kvh = off_h // KV_GROUP  # GQA: KV_GROUP query heads share one K/V head
@@ -503,6 +520,7 @@ def _launch(q, k, v, causal: bool, window: int, kernel=None):
         heads // k.shape[1],
         seq,
         triton.next_power_of_2(seq),
+        l2_group_heads(k.shape[2], dim, k.element_size(), heads // k.shape[1]),
     )
     eager = kernel is None and not INTERPRET
     consts = dict(

@@ -39,6 +39,8 @@ if sys.argv[2:] == ["tma"]:  # K and V through tensor descriptors, as a TMA conf
     triton_flash._attn_fwd.configs = [
         triton.Config({"BLOCK_M": 16, "BLOCK_N": 16, "TMA": True}, num_warps=1, num_stages=1)
     ]
+if sys.argv[2:] == ["l2 groups"]:  # tiles in groups of two rows of B x H, a last one short
+    triton_flash.l2_group_heads = lambda *shape: 2
 out = []
 for i, (b, h, hkv, s, d, causal, window, dtype) in enumerate(json.loads(sys.argv[1])):
     gen = torch.Generator().manual_seed(i)  # fresh random inputs per case
@@ -70,7 +72,7 @@ def _child(code, *args, interpret=True):
     )
 
 
-@pytest.mark.parametrize("loads", ["pointers", "tma"])
+@pytest.mark.parametrize("loads", ["pointers", "tma", "l2 groups"])
 def test_matches_float64_reference_on_awkward_sizes(loads):
     proc = _child(CHILD, json.dumps(CASES), loads)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -524,3 +526,16 @@ def test_the_fast_path_launches_without_triton_runner_unless_a_hook_is_set(monke
     monkeypatch.setattr(Compiled, "packed_metadata", None)
     direct_launcher(Compiled(), (4, 5, 1))("q")
     assert through_runner[-1] == ((4, 5, 1), ("q",)) and len(launched) == 1
+
+
+def test_tiles_run_in_groups_of_heads_whose_k_and_v_fit_in_l2():
+    """32 MiB of K and V a group: 2 x 4096 x 128 x 2 bytes = 2 MiB a K/V head, 16 heads; at
+    3072 keys 1.5 MiB, 21 heads, rounded down to 16; GQA: each K/V head's query heads too."""
+    from variants.launch import l2_group_heads
+
+    assert l2_group_heads(4096, 128, 2, 1) == 16
+    assert l2_group_heads(8192, 128, 2, 1) == 8
+    assert l2_group_heads(3072, 128, 2, 1) == 16
+    assert l2_group_heads(4096, 128, 2, 4) == 64
+    assert l2_group_heads(1024, 64, 2, 1) == 128  # 256 KiB a head
+    assert l2_group_heads(1 << 20, 128, 4, 1) == 1  # one head's K and V outgrow the budget
