@@ -37,7 +37,7 @@ import math
 import torch
 
 from compilekit.model.errors import Unsupported
-from variants.launch import LaunchCache, direct_launcher, tensor_key
+from variants.launch import LaunchCache, direct_launcher, l2_group_heads, tensor_key
 from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from variants.masks import (
     check_shapes,
@@ -94,6 +94,20 @@ if gl is not None:
         return tile.reshape([1, 1, tile.shape[0], tile.shape[1]])
 
     @gluon.jit
+    def _tile_of(pid, BH, n_m, L2_HEADS, CAUSAL: gl.constexpr):
+        """(B*H row, query block) of tile number pid: rows in groups of L2_HEADS (their K and V
+        fit in L2: variants.launch.l2_group_heads), every query block of a group before the
+        next group's, the group's rows varying fastest; under a causal mask the query blocks
+        last-first (most keys first: longest-processing-time order)."""
+        first = pid // (L2_HEADS * n_m) * L2_HEADS
+        size = gl.minimum(L2_HEADS, BH - first)
+        r = pid - first * n_m
+        block = r // size
+        if CAUSAL:
+            block = n_m - 1 - block
+        return first + r % size, block
+
+    @gluon.jit
     def _masked(s, j, offs_m, offs_n, N_CTX, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
         cols = j * BLOCK_N + offs_n
         keep = cols[None, :] < N_CTX
@@ -116,7 +130,7 @@ if gl is not None:
     def _gluon_attn_fwd(
         q_desc, k_desc, v_desc, Out,
         stride_oz, stride_oh, stride_om,
-        H, KV_GROUP, N_CTX,
+        H, KV_GROUP, N_CTX, L2_HEADS,
         SM_SCALE: gl.constexpr,
         HEAD_DIM: gl.constexpr,
         CAUSAL: gl.constexpr,
@@ -139,10 +153,10 @@ if gl is not None:
             swizzle_byte_width=128, element_bitwidth=16
         )
 
-        off_hz = gl.program_id(0)
-        start_m = gl.program_id(1)
-        if CAUSAL:  # heavy query blocks first (LPT)
-            start_m = gl.num_programs(1) - 1 - start_m
+        off_hz, start_m = _tile_of(
+            gl.program_id(1) * gl.num_programs(0) + gl.program_id(0),
+            gl.num_programs(0), gl.num_programs(1), L2_HEADS, CAUSAL,
+        )  # fmt: skip
         off_z = off_hz // H
         off_h = off_hz % H
         off_kvh = off_h // KV_GROUP
@@ -337,7 +351,7 @@ if gl is not None:
     def _gluon_attn_fwd_ws(
         q_desc, k_desc, v_desc, Out,
         stride_oz, stride_oh, stride_om,
-        H, KV_GROUP, N_CTX,
+        H, KV_GROUP, N_CTX, L2_HEADS,
         SM_SCALE: gl.constexpr,
         HEAD_DIM: gl.constexpr,
         CAUSAL: gl.constexpr,
@@ -353,10 +367,10 @@ if gl is not None:
         tile_layout: gl.constexpr = gl.NVMMASharedLayout(
             swizzle_byte_width=128, element_bitwidth=16
         )
-        off_hz = gl.program_id(0)
-        start_m = gl.program_id(1)
-        if CAUSAL:  # heavy query blocks first (LPT)
-            start_m = gl.num_programs(1) - 1 - start_m
+        off_hz, start_m = _tile_of(
+            gl.program_id(1) * gl.num_programs(0) + gl.program_id(0),
+            gl.num_programs(0), gl.num_programs(1), L2_HEADS, CAUSAL,
+        )  # fmt: skip
         off_z = off_hz // H
         off_h = off_hz % H
         off_kvh = off_h // KV_GROUP
@@ -476,14 +490,10 @@ if gl is not None:
     # epilogue, overlap the neighbouring tile's work instead of idling the SM) --------------
 
     @gluon.jit
-    def _wsp_tile(tile, H, n_m, BH, N_CTX, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr,
-                  BLOCK_N: gl.constexpr):  # fmt: skip
-        """(off_z, off_h, start_m, n_blocks, first_masked) of tile number `tile`: heads vary
-        fastest, and under a causal mask the query blocks run last-first (most keys first)."""
-        start_m = tile // BH
-        if CAUSAL:
-            start_m = n_m - 1 - start_m
-        off_hz = tile % BH
+    def _wsp_tile(tile, H, n_m, BH, L2_HEADS, N_CTX, CAUSAL: gl.constexpr,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):  # fmt: skip
+        """(off_z, off_h, start_m, n_blocks, first_masked) of tile number `tile` (_tile_of)."""
+        off_hz, start_m = _tile_of(tile, BH, n_m, L2_HEADS, CAUSAL)
         hi = N_CTX
         first_masked = N_CTX // BLOCK_N
         if CAUSAL:
@@ -494,7 +504,7 @@ if gl is not None:
     @gluon.jit
     def _wsp_loader(
         q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, ready, empty,
-        H, KV_GROUP, N_CTX, n_m, BH, total,
+        H, KV_GROUP, N_CTX, n_m, BH, total, L2_HEADS,
         CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
         STAGES: gl.constexpr,
     ):  # fmt: skip
@@ -506,7 +516,7 @@ if gl is not None:
         t_iter = 0
         for tile in range(gl.program_id(0), total, gl.num_programs(0)):
             off_z, off_h, start_m, n_blocks, first_masked = _wsp_tile(
-                tile, H, n_m, BH, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
+                tile, H, n_m, BH, L2_HEADS, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
             )
             if t_iter > 0:
                 mbarrier.wait(q_empty, (t_iter - 1) & 1)
@@ -528,7 +538,7 @@ if gl is not None:
     @gluon.jit
     def _wsp_consumer(
         c: gl.constexpr, q_smem, k_smem, v_smem, q_ready, q_empty, ready, empty, turn, Out,
-        stride_oz, stride_oh, stride_om, H, N_CTX, n_m, BH, total,
+        stride_oz, stride_oh, stride_om, H, N_CTX, n_m, BH, total, L2_HEADS,
         SM_SCALE: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
         BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     ):  # fmt: skip
@@ -552,7 +562,7 @@ if gl is not None:
         t_iter = 0
         for tile in range(gl.program_id(0), total, gl.num_programs(0)):
             off_z, off_h, start_m, n_blocks, first_masked = _wsp_tile(
-                tile, H, n_m, BH, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
+                tile, H, n_m, BH, L2_HEADS, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
             )
             row0 = start_m * BLOCK_M + c * HALF
             offs_m = row0 + gl.arange(0, HALF, layout=gl.SliceLayout(1, s_layout))
@@ -620,7 +630,7 @@ if gl is not None:
     def _gluon_attn_fwd_wsp(
         q_desc, k_desc, v_desc, Out,
         stride_oz, stride_oh, stride_om,
-        H, KV_GROUP, N_CTX, Z,
+        H, KV_GROUP, N_CTX, L2_HEADS, Z,
         SM_SCALE: gl.constexpr,
         HEAD_DIM: gl.constexpr,
         CAUSAL: gl.constexpr,
@@ -679,6 +689,7 @@ if gl is not None:
                         n_m,
                         BH,
                         total,
+                        L2_HEADS,
                         SM_SCALE,
                         HEAD_DIM,
                         CAUSAL,
@@ -708,6 +719,7 @@ if gl is not None:
                         n_m,
                         BH,
                         total,
+                        L2_HEADS,
                         SM_SCALE,
                         HEAD_DIM,
                         CAUSAL,
@@ -735,6 +747,7 @@ if gl is not None:
                         n_m,
                         BH,
                         total,
+                        L2_HEADS,
                         CAUSAL,
                         BLOCK_M,
                         BLOCK_N,
@@ -853,8 +866,10 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
     ws = cfg.get("WS", False) or persistent  # it loads Q in two 64-row halves
     kernel = _gluon_attn_fwd_wsp if persistent else _gluon_attn_fwd_ws if ws else _gluon_attn_fwd
     q_rows, kv_rows = cfg["BLOCK_M"] // (2 if ws else 1), cfg["BLOCK_N"]
+    group = heads // k.shape[1]
     tail = (
-        out.stride(0), out.stride(1), out.stride(2), heads, heads // k.shape[1], seq,
+        out.stride(0), out.stride(1), out.stride(2), heads, group, seq,
+        l2_group_heads(k.shape[2], dim, k.element_size(), group),
     )  # fmt: skip
     if persistent:  # one program per SM (one fits an SM at D = 128), taking tile after tile
         grid = (min(grid[0] * grid[1], _sm_count(q.device)), 1)

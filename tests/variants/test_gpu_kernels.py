@@ -239,3 +239,31 @@ def test_varlen_kernels_bf16_eager_and_compiled(variant):
     assert inputs.max_rel_err(made.unpack(made.fn(*made.inputs)), truth) < 3e-2
     compiled = torch.compile(made.fn)
     assert inputs.max_rel_err(made.unpack(compiled(*made.inputs)), truth) < 3e-2
+
+
+@pytest.mark.parametrize("schedule", ["single", "ws", "persistent"])
+def test_gluon_flash_tiles_in_small_l2_groups(schedule, monkeypatch):
+    """gluon-flash with its tiles in groups of two rows of B x H (a last one short), against
+    float64: every tile runs once, in each schedule (causal and not, GQA). The shapes are this
+    test's own, so no launch remembered from another test skips the grouping."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("gluon-flash runs on Hopper (sm90) only")
+    from compilekit.measure.inputs import max_rel_err
+    from variants import gluon_flash
+    from variants.masks import reference
+
+    asked = []
+    monkeypatch.setattr(gluon_flash, "l2_group_heads", lambda *a: asked.append(a) or 2)
+    tiles = {
+        "single": {"WS": False},
+        "ws": gluon_flash.WS_TILES,
+        "persistent": gluon_flash.PERSISTENT_TILES,
+    }[schedule]
+    d = 64 if schedule == "single" else 128
+    for b, h, kv_heads, s, causal in ((1, 5, 5, 331, True), (3, 3, 1, 203, True),
+                                      (1, 5, 5, 331, False)):  # fmt: skip
+        q = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(b, kv_heads, s, d, device="cuda", dtype=torch.bfloat16) for _ in "kv")
+        out = gluon_flash.flash_attention(q, k, v, causal=causal, **tiles)
+        assert max_rel_err(out, reference(q, k, v, causal=causal)) < 3e-2, (b, h, s, causal)
+    assert asked  # the launches took their groups from l2_group_heads
