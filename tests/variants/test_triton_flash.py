@@ -346,9 +346,9 @@ def test_eager_launches_the_kernel_itself_and_the_traced_op_wraps_it():
     eager, direct, tuned, profiled, traced = proc.stdout.strip().splitlines()[-5:]
     # each key's inputs checked once, on its first call: a known key passed the checks before
     assert eager == "eager [(8, 3), (8, 3)] [] [(True, 0), (False, 0)]"
-    # 32 arguments: 24 at run time, then HEAD_DIM, SM_SCALE, CAUSAL, WINDOW, TMA_OK (False: a
-    # CPU tensor), BLOCK_M, BLOCK_N, TMA
-    assert direct == "direct [((8, 3, 1), 32, (64, 0.125, True, 0, False, 128, 64, False))]"
+    # 33 arguments: 25 at run time (the L2 group last), then HEAD_DIM, SM_SCALE, CAUSAL,
+    # WINDOW, TMA_OK (False: a CPU tensor), BLOCK_M, BLOCK_N, TMA
+    assert direct == "direct [((8, 3, 1), 33, (64, 0.125, True, 0, False, 128, 64, False))]"
     # each tuning key's winner, kept for torch.compile's tuning: S bucket, D, causal, window,
     # TMA_OK, dtype
     config = "<__main__.Config object"
