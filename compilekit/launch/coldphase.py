@@ -69,9 +69,15 @@ def wait_for_cold(cache_dir: str, result, cell=None) -> None:
         open(os.path.join(cache_dir, IMPORTED), "w").close()
         if not later:  # the capture starts only after the cold process ended: nothing to wait
             _wait_for_end(cache_dir)
+    _left_behind(cache_dir, only_cold=later)
+
+
+def _left_behind(cache_dir: str, only_cold: bool = False) -> None:
+    """ColdEnded unless the cold process (only_cold) or the cold and capture processes left
+    their files (cache.COLD_FILES) in the cache."""
     from compilekit.launch.cache import COLD_FILES
 
-    needed = COLD_FILES[:1] if later else COLD_FILES
+    needed = ("cold.json",) if only_cold else COLD_FILES
     if not all(os.path.isfile(os.path.join(cache_dir, f)) for f in needed):
         raise ColdEnded
 
@@ -111,14 +117,11 @@ def capture_beside(cell) -> bool:
 def wait_for_capture(cell, cache_dir: str, result) -> None:
     """In a measure process whose capture ran beside it (capture_beside): wait (without the CPU
     lock) for the capture process to end. ColdEnded where it left no capture."""
-    from compilekit.launch.cache import COLD_FILES
-
     if not (os.environ.get(BESIDE_ENV) and capture_beside(cell)):
         return
     with result.step("wait_for_capture"):
         _wait_for_end(cache_dir)
-    if not all(os.path.isfile(os.path.join(cache_dir, f)) for f in COLD_FILES):
-        raise ColdEnded
+    _left_behind(cache_dir)
 
 
 def separate_capture(cell) -> bool:
