@@ -329,8 +329,8 @@ def summed_steps(ordered, step: str) -> float:
 
 
 def write_sweep_json(experiment, ordered, out_dir, gpus, wall_s, log) -> dict:
-    """sweep.json: the experiment, its [against] table and the cells' statuses; returns the
-    counts per status. wall_s None: the sweep has not finished (written as it starts, so a sweep
+    """sweep.json: the experiment, its [against] table and the cells' statuses; returns what it
+    wrote. wall_s None: the sweep has not finished (written as it starts, so a sweep
     cut short still reports its comparisons)."""
     counts = {s: sum(1 for r in ordered if r.status == s) for s in results.STATUSES}
     summary = {
@@ -354,20 +354,21 @@ def write_sweep_json(experiment, ordered, out_dir, gpus, wall_s, log) -> dict:
         write_json(os.path.join(out_dir, "sweep.json"), summary)
     except OSError as exc:
         print(f"{experiment.name}: could not write sweep.json ({exc})", file=log, flush=True)
-    return counts
+    return summary
 
 
 def summary(experiment, ordered, out_dir, gpus, wall_s, log) -> None:
     """sweep.json, and the closing lines: counts per status, then each failed or wrong cell."""
-    counts = write_sweep_json(experiment, ordered, out_dir, gpus, wall_s, log)
+    written = write_sweep_json(experiment, ordered, out_dir, gpus, wall_s, log)
+    counts = written["counts"]
     print(
         f"{experiment.name}: done in {wall_s:.0f} s; "
         + ", ".join(f"{n} {s}" for s, n in counts.items()),
         file=log,
         flush=True,
     )
-    if alone := summed_steps(ordered, "gpu_alone_s"):  # the floor: what its GPUs cannot overlap
-        turns = summed_steps(ordered, "gpu_alone_turns")
+    if alone := written["gpu_alone_s"]:  # the floor: what its GPUs cannot overlap
+        turns = written["gpu_alone_turns"]
         print(
             f"  the GPU held alone (timed calls, profiles, Inductor's benchmarks): "
             f"{alone / max(len(gpus or []), 1):.0f} s"
