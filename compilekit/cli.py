@@ -250,17 +250,14 @@ def _add_run(sub) -> None:
 
 def _add_sweep(sub) -> None:
     """`compilekit sweep`: an experiment, locally or on Ray."""
+    from compilekit.launch.sweep import RETRY
     sw = sub.add_parser("sweep", help="every cell of an experiment TOML, resumable")
     sw.add_argument("experiment", help="e.g. experiments/blog_part3.toml")
     sw.add_argument("--out", default=None, help="default: runs/<experiment name>")
     sw.add_argument("--gpus", default=None, help="CUDA device indices, e.g. 0,1 (default: all)")
     sw.add_argument("--force", action="store_true", help="re-run cells already done")
-    sw.add_argument("--retry-failed", action="store_true", help="re-run cells that failed")
-    sw.add_argument(
-        "--retry-noisy",
-        action="store_true",
-        help="time again the cells whose timing was disturbed (noisy); their compiles are kept",
-    )
+    for kind, what in RETRY.items():
+        sw.add_argument(f"--retry-{kind}", action="store_true", help=what)
     sw.add_argument("--fresh", action="store_true", help="empty each cell's compile cache first")
     sw.add_argument(
         "--per-gpu",

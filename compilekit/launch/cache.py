@@ -42,21 +42,45 @@ def key_of(cell) -> dict:
     import platform
 
     from compilekit.compile import modes
-    from compilekit.compile.passes import pass_file
-    from compilekit.compile.variant import closure_hash, source_hash
     from compilekit.evidence.envinfo import installed_version
 
     # from package metadata: nothing imported
     versions = {name: installed_version(name) for name in ("torch", "triton", "depyf")}
+    code = code_sources(cell)
     return {
         "cell": cell.to_dict(),
-        "variant_sources": source_hash(cell.variant),
-        "pass_sources": [closure_hash(pass_file(spec)) for spec in cell.passes],
+        "variant_sources": code["variant"],
+        "pass_sources": code["passes"],
         "mode_options": repr(modes.MODES[cell.mode][0]),
         "compilekit_sources": compile_shaping_hash(),
         "python": platform.python_version(),
         **versions,
     }
+
+
+def code_sources(cell) -> dict:
+    """The user's code a cell runs, hashed: {"variant": its import closure, "passes": each
+    pass file's}. A result records it; a sweep compares it with the checkout's."""
+    from compilekit.compile.passes import pass_file
+    from compilekit.compile.variant import closure_hash, source_hash
+
+    return {
+        "variant": source_hash(cell.variant),
+        "passes": [closure_hash(pass_file(spec)) for spec in cell.passes],
+    }
+
+
+def code_moved(cell, recorded: dict | None, now: dict | None = None) -> str | None:
+    """Why a cell's stored result was not measured with the checkout's code (its recorded
+    code_sources against `now`, code_sources(cell) when not given), or None when it was."""
+    if not recorded:
+        return "no record of the code it was measured with"
+    now = now or code_sources(cell)
+    if recorded.get("variant") != now["variant"]:
+        return f"{cell.variant}'s code changed since it was measured"
+    if recorded.get("passes") != now["passes"]:
+        return "a pass's code changed since it was measured"
+    return None
 
 
 def compile_shaping_hash() -> str:

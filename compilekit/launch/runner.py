@@ -293,6 +293,7 @@ def _launch_locked(cell, out_dir, cache_dir, key, fresh, timeout_s, env) -> resu
         result.processes = {p: notes[p] for p in phases[:-1]} | result.processes
     result.steps_s = {**result.steps_s, **walls}  # each process's wall, as the parent saw it
     result.wall_s = time.perf_counter() - start
+    result.code_sources = {"variant": key["variant_sources"], "passes": key["pass_sources"]}
     cap_log(log_path)
     return place(result, stage_dir, run_dir)
 

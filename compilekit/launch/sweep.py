@@ -15,14 +15,19 @@ import tempfile
 import threading
 import time
 
-from compilekit.launch import locks, runner
+from compilekit.launch import cache, locks, runner
 from compilekit.model import result as results
 from compilekit.model.errors import UserError
 from compilekit.model.experiment import Experiment, against_json
 from compilekit.model.store import Busy, CorruptFile, exclusive_lock, kept, write_json
 
-# what --retry-failed and --retry-noisy ask to run again
-RETRY = ("failed", "noisy")
+# what each --retry-KIND asks to run again
+RETRY = {
+    "failed": "re-run cells that failed",
+    "noisy": "time again the cells whose timing was disturbed (noisy); their compiles are kept",
+    "changed": "re-run cells not measured with this checkout's code of their variant and "
+    "passes (or with no record of it)",
+}
 # At most this many max-autotune cells run on one GPU at once: every benchmark they run to
 # choose a kernel holds the GPU alone, so more of them only queue for it (docs/sweeps.md has
 # the waits measured). A GPU's other cell processes take the other cells meanwhile.
@@ -139,14 +144,25 @@ def select_cells(experiment, out_dir: str, force: bool, retry, log):
     """({label: stored result} of the cells already done, [cells to run]), after removing what
     a killed sweep left half-done; sweep.json says what is stored so far."""
     runner.clean_stale(out_dir)
-    done, todo = {}, []
+    done, todo, moved, code = {}, [], [], {}
     for cell in experiment.cells:
         run_dir = os.path.join(out_dir, cell.label())
         stored = None if force else cell_done(run_dir, retry, log)
         if stored is not None:
+            now = code.setdefault((cell.variant, *cell.passes), cache.code_sources(cell))
+            why = cache.code_moved(cell, stored.code_sources, now)
+            if why and "changed" in retry:
+                print(f"  {run_dir}: {why}; running it again", file=log, flush=True)
+                stored = None
+            elif why:
+                moved.append(cell.label())
+        if stored is not None:
             done[cell.label()] = stored
         else:
             todo.append(cell)
+    if moved:
+        print(f"  {len(moved)} cells kept were not measured with this checkout's code (e.g. "
+              f"{moved[0]}): --retry-changed runs them again", file=log, flush=True)  # fmt: skip
     write_sweep_json(experiment, list(done.values()), out_dir, None, None, log)  # cells' order
     return done, todo
 

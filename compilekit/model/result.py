@@ -117,6 +117,9 @@ class CellResult:
     steps_s: dict = dataclasses.field(default_factory=dict)  # incl. lock waits, process walls
     wall_s: float | None = None
     exit_code: int | str | None = None
+    # the code it was measured with: hashes of the variant's import closure and of each pass's
+    # (launch.cache.code_sources); a sweep's --retry-changed runs the cell again when they move
+    code_sources: dict | None = None
     # other runs kept in attempts/: failed reruns, noisy timings (runner.place)
     attempts: list = dataclasses.field(default_factory=list)
     run_dir: str | None = None  # where it was read from or written to (not stored)

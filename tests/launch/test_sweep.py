@@ -244,6 +244,41 @@ def test_retry_noisy_from_the_command_line_times_a_noisy_cell_again(tmp_path, cl
     assert "1 cells, 0 already done, 1 to run" in again.stdout
 
 
+def test_retry_changed_runs_again_the_cells_whose_variant_code_moved(tmp_path, cli):
+    """A cell records the code it ran; after the variant's file changes, a resumed sweep says
+    the kept cell is out of date, and --retry-changed runs it again (and only then)."""
+    mine = tmp_path / "mine.py"
+    mine.write_text("def attention(q, k, v):\n    return q\n")
+    path = tmp_path / "e.toml"
+    path.write_text('variants = ["mine.py:attention"]\nmodes = ["eager"]\nshapes = ["1x2x64x16"]\n')
+    out = tmp_path / "out"
+    assert cli("sweep", str(path), "--out", str(out)).returncode == 0
+    (cell,) = [d for d in out.iterdir() if (d / "result.json").exists()]
+    assert json.loads((cell / "result.json").read_text())["code_sources"]["variant"]
+    same = cli("sweep", str(path), "--out", str(out), "--retry-changed")
+    assert "1 already done, 0 to run" in same.stdout and "code" not in same.stdout
+    mine.write_text("def attention(q, k, v):\n    return q * 1\n")
+    kept_one = cli("sweep", str(path), "--out", str(out))
+    assert "1 already done, 0 to run" in kept_one.stdout
+    assert "1 cells kept were not measured with this checkout's code" in kept_one.stdout
+    again = cli("sweep", str(path), "--out", str(out), "--retry-changed")
+    assert again.returncode == 0, again.stderr
+    assert "code changed since it was measured; running it again" in again.stdout
+    assert "0 already done, 1 to run" in again.stdout
+
+
+def test_a_result_without_a_record_of_its_code_is_out_of_date():
+    from compilekit.launch.cache import code_moved
+    from compilekit.model.spec import Cell
+
+    cell = Cell("naive", "default", "1x2x64x32", "float32", "cpu")
+    now = {"variant": "a1", "passes": []}
+    assert code_moved(cell, now, now) is None
+    assert "no record" in code_moved(cell, None, now)
+    assert "naive's code changed" in code_moved(cell, {"variant": "b2", "passes": []}, now)
+    assert "a pass's code" in code_moved(cell, {"variant": "a1", "passes": ["c3"]}, now)
+
+
 AGAINST = 'variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n[against]\n{}\n'
 
 
