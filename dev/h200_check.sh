@@ -14,7 +14,9 @@
 #      experiments/decode.toml, experiments/varlen.toml; needs .whl/models/: ../shared/wheels/models/
 #      *.whl) into MODELS (default /tmp/models; a published copy carried in resumes it), within
 #      N_S seconds (PER_GPU cells at once; SWEEP_ARGS, e.g. --retry-failed), then published to $OUT/models (result, kernels and
-#      ops files per cell)
+#      ops files per cell); N_DROP="variant ..." first removes those variants' cells from MODELS, so
+#      a carried-in sweep measures them again with the current code (results measured before
+#      cells recorded their code_sources, which --retry-changed would all run again)
 #   R  cells into MODELS, one `compilekit run` each (R_CELLS: "variant/mode/shape ...", bf16;
 #      a cell already there is measured again), then MODELS published to $OUT/models (the
 #      N phase runs a whole experiment, max-autotune cells first)
@@ -108,6 +110,7 @@ for phase in ${PHASES:-S V G}; do
         -k "${GPU_TESTS:-not awkward}" > "$OUT/G_tests.txt" 2>&1
       tail -25 "$OUT/G_tests.txt" ;;
     N)
+      for v in ${N_DROP:-}; do rm -rf "${MODELS:?}/${v}__"*; done
       start=$(date +%s)
       timeout "$(within "${N_S:-480}")" python3 -m compilekit sweep "${MODELS_TOML:-experiments/models.toml}" --out "$MODELS" \
         --per-gpu "${PER_GPU:-4}" ${SWEEP_ARGS:-} > "$OUT/N_sweep.txt" 2>&1
