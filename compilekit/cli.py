@@ -251,6 +251,7 @@ def _add_run(sub) -> None:
 def _add_sweep(sub) -> None:
     """`compilekit sweep`: an experiment, locally or on Ray."""
     from compilekit.launch.sweep import RETRY
+
     sw = sub.add_parser("sweep", help="every cell of an experiment TOML, resumable")
     sw.add_argument("experiment", help="e.g. experiments/blog_part3.toml")
     sw.add_argument("--out", default=None, help="default: runs/<experiment name>")

@@ -70,12 +70,17 @@ def code_sources(cell) -> dict:
     }
 
 
-def code_moved(cell, recorded: dict | None, now: dict | None = None) -> str | None:
+def code_moved(cell, recorded: dict | None, hashed: dict | None = None) -> str | None:
     """Why a cell's stored result was not measured with the checkout's code (its recorded
-    code_sources against `now`, code_sources(cell) when not given), or None when it was."""
+    code_sources against the checkout's), or None when it was. `hashed` keeps the checkout's
+    per variant and passes across calls, so a sweep hashes each once."""
     if not recorded:
         return "no record of the code it was measured with"
-    now = now or code_sources(cell)
+    hashed = {} if hashed is None else hashed
+    key = (cell.variant, *cell.passes)
+    if key not in hashed:
+        hashed[key] = code_sources(cell)
+    now = hashed[key]
     if recorded.get("variant") != now["variant"]:
         return f"{cell.variant}'s code changed since it was measured"
     if recorded.get("passes") != now["passes"]:

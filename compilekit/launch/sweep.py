@@ -148,13 +148,11 @@ def select_cells(experiment, out_dir: str, force: bool, retry, log):
     for cell in experiment.cells:
         run_dir = os.path.join(out_dir, cell.label())
         stored = None if force else cell_done(run_dir, retry, log)
-        if stored is not None:
-            now = code.setdefault((cell.variant, *cell.passes), cache.code_sources(cell))
-            why = cache.code_moved(cell, stored.code_sources, now)
-            if why and "changed" in retry:
+        if stored is not None and (why := cache.code_moved(cell, stored.code_sources, code)):
+            if "changed" in retry:
                 print(f"  {run_dir}: {why}; running it again", file=log, flush=True)
                 stored = None
-            elif why:
+            else:
                 moved.append(cell.label())
         if stored is not None:
             done[cell.label()] = stored

@@ -250,7 +250,9 @@ def test_retry_changed_runs_again_the_cells_whose_variant_code_moved(tmp_path, c
     mine = tmp_path / "mine.py"
     mine.write_text("def attention(q, k, v):\n    return q\n")
     path = tmp_path / "e.toml"
-    path.write_text('variants = ["mine.py:attention"]\nmodes = ["eager"]\nshapes = ["1x2x64x16"]\n')
+    path.write_text(
+        'variants = ["mine.py:attention"]\nmodes = ["eager"]\nshapes = ["1x2x64x16"]\n'
+    )
     out = tmp_path / "out"
     assert cli("sweep", str(path), "--out", str(out)).returncode == 0
     (cell,) = [d for d in out.iterdir() if (d / "result.json").exists()]
@@ -268,15 +270,19 @@ def test_retry_changed_runs_again_the_cells_whose_variant_code_moved(tmp_path, c
 
 
 def test_a_result_without_a_record_of_its_code_is_out_of_date():
+    from compilekit.launch import cache
     from compilekit.launch.cache import code_moved
     from compilekit.model.spec import Cell
 
     cell = Cell("naive", "default", "1x2x64x32", "float32", "cpu")
     now = {"variant": "a1", "passes": []}
-    assert code_moved(cell, now, now) is None
-    assert "no record" in code_moved(cell, None, now)
-    assert "naive's code changed" in code_moved(cell, {"variant": "b2", "passes": []}, now)
-    assert "a pass's code" in code_moved(cell, {"variant": "a1", "passes": ["c3"]}, now)
+    hashed = {("naive",): now}  # the checkout's, as a sweep keeps them
+    assert code_moved(cell, now, hashed) is None
+    assert "no record" in code_moved(cell, None, hashed)
+    assert "naive's code changed" in code_moved(cell, {"variant": "b2", "passes": []}, hashed)
+    assert "a pass's code" in code_moved(cell, {"variant": "a1", "passes": ["c3"]}, hashed)
+    # without a store of them, the checkout's own hashes: the registry's naive, unchanged
+    assert code_moved(cell, cache.code_sources(cell)) is None
 
 
 AGAINST = 'variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n[against]\n{}\n'
