@@ -37,14 +37,22 @@ def main() -> None:
         configs = {args.tiles + (" ws" if args.ws else ""): (cfg, args.ws)}
     else:
         configs = {
-            name: ({k: v for k, v in tiles.items() if k != "WS"}, tiles.get("WS", False))
+            name: (
+                {k: v for k, v in tiles.items() if k not in ("WS", "PERSISTENT")},
+                "persistent" if tiles.get("PERSISTENT") else tiles.get("WS", False),
+            )
             for name, tiles in (
                 ("WS_TILES", gluon_flash.WS_TILES),
+                ("PERSISTENT_TILES", gluon_flash.PERSISTENT_TILES),
                 ("SINGLE_TILES_D128", gluon_flash.SINGLE_TILES_D128),
             )
         }
     for name, (cfg, ws) in configs.items():
-        kernel = gluon_flash._gluon_attn_fwd_ws if ws else gluon_flash._gluon_attn_fwd
+        kernel = {
+            "persistent": gluon_flash._gluon_attn_fwd_wsp,
+            True: gluon_flash._gluon_attn_fwd_ws,
+            False: gluon_flash._gluon_attn_fwd,
+        }[ws]
         ptx = _sm90_ptx(gluon_flash, kernel, cfg["BLOCK_M"] // (2 if ws else 1), **cfg)
         print(f"{name}: {usage(ptx)}")
 

@@ -16,9 +16,11 @@ One program: BLOCK_M query rows of one (batch, head). Two schedules:
   consumer warpgroups (64 query rows each) take turns issuing their wgmmas, each handing the
   turn over before its own softmax, so one's exp work runs while the other's matrix work does.
 - The same on a persistent grid (PERSISTENT_TILES, opt-in): one program per SM takes tile after
-  tile, heaviest first under a causal mask, and its loader fetches the next tile's Q and K/V
-  while the consumers finish the last one. On the H200 it gained 2-4% at S = 3072-4096 and lost
-  4.5% at 1x32x8192x128 (dev/results/h200/gluon_flash/), so it is not the default.
+  tile, and its loader fetches the next tile's Q and K/V while the consumers finish the last
+  one. The host deals the tiles, heaviest first under a causal mask, each to the program with
+  the least work so far (launch.persistent_schedule). Dealt round-robin, it gained 2-4% on the
+  H200 at S = 3072-4096 and lost 4.5% at 1x32x8192x128 (dev/results/h200/gluon_flash/); that
+  deal left the busiest program 12-21% over the average, by a count of key blocks.
 On the H200 (bf16, causal, do_bench in one process; dev/results/h200/
 gluon_flash/): D = 128, 0.96x cuDNN at 1x32x8192x128 and 0.88x at 4x16x4096x128 warp-specialized
 (0.83x and 0.77x with the single-warpgroup schedule on 8 warps); D = 64, 0.88-0.94x at
@@ -37,7 +39,13 @@ import math
 import torch
 
 from compilekit.model.errors import Unsupported
-from variants.launch import LaunchCache, direct_launcher, l2_group_heads, tensor_key
+from variants.launch import (
+    LaunchCache,
+    direct_launcher,
+    l2_group_heads,
+    persistent_schedule,
+    tensor_key,
+)
 from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from variants.masks import (
     check_shapes,
@@ -504,7 +512,7 @@ if gl is not None:
     @gluon.jit
     def _wsp_loader(
         q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, ready, empty,
-        H, KV_GROUP, N_CTX, n_m, BH, total, L2_HEADS,
+        H, KV_GROUP, N_CTX, n_m, BH, Tiles, Starts, L2_HEADS,
         CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
         STAGES: gl.constexpr,
     ):  # fmt: skip
@@ -514,7 +522,9 @@ if gl is not None:
         HALF: gl.constexpr = BLOCK_M // 2
         it = 0  # key blocks issued by this program so far, over all its tiles
         t_iter = 0
-        for tile in range(gl.program_id(0), total, gl.num_programs(0)):
+        first, last = gl.load(Starts + gl.program_id(0)), gl.load(Starts + gl.program_id(0) + 1)
+        for i in range(first, last):  # the host's schedule (launch.persistent_schedule)
+            tile = gl.load(Tiles + i)
             off_z, off_h, start_m, n_blocks, first_masked = _wsp_tile(
                 tile, H, n_m, BH, L2_HEADS, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
             )
@@ -538,7 +548,7 @@ if gl is not None:
     @gluon.jit
     def _wsp_consumer(
         c: gl.constexpr, q_smem, k_smem, v_smem, q_ready, q_empty, ready, empty, turn, Out,
-        stride_oz, stride_oh, stride_om, H, N_CTX, n_m, BH, total, L2_HEADS,
+        stride_oz, stride_oh, stride_om, H, N_CTX, n_m, BH, Tiles, Starts, L2_HEADS,
         SM_SCALE: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
         BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     ):  # fmt: skip
@@ -560,7 +570,9 @@ if gl is not None:
         offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         it = 0  # key blocks consumed by this program so far, over all its tiles
         t_iter = 0
-        for tile in range(gl.program_id(0), total, gl.num_programs(0)):
+        first, last = gl.load(Starts + gl.program_id(0)), gl.load(Starts + gl.program_id(0) + 1)
+        for i in range(first, last):  # the loader's tiles, in its order
+            tile = gl.load(Tiles + i)
             off_z, off_h, start_m, n_blocks, first_masked = _wsp_tile(
                 tile, H, n_m, BH, L2_HEADS, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
             )
@@ -630,7 +642,7 @@ if gl is not None:
     def _gluon_attn_fwd_wsp(
         q_desc, k_desc, v_desc, Out,
         stride_oz, stride_oh, stride_om,
-        H, KV_GROUP, N_CTX, L2_HEADS, Z,
+        H, KV_GROUP, N_CTX, L2_HEADS, Z, Tiles, Starts,
         SM_SCALE: gl.constexpr,
         HEAD_DIM: gl.constexpr,
         CAUSAL: gl.constexpr,
@@ -648,7 +660,6 @@ if gl is not None:
         )
         n_m = gl.cdiv(N_CTX, BLOCK_M)
         BH = Z * H
-        total = BH * n_m
         q_smem = gl.allocate_shared_memory(dtype, [2, HALF, HEAD_DIM], tile_layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
@@ -688,7 +699,8 @@ if gl is not None:
                         N_CTX,
                         n_m,
                         BH,
-                        total,
+                        Tiles,
+                        Starts,
                         L2_HEADS,
                         SM_SCALE,
                         HEAD_DIM,
@@ -718,7 +730,8 @@ if gl is not None:
                         N_CTX,
                         n_m,
                         BH,
-                        total,
+                        Tiles,
+                        Starts,
                         L2_HEADS,
                         SM_SCALE,
                         HEAD_DIM,
@@ -746,7 +759,8 @@ if gl is not None:
                         N_CTX,
                         n_m,
                         BH,
-                        total,
+                        Tiles,
+                        Starts,
                         L2_HEADS,
                         CAUSAL,
                         BLOCK_M,
@@ -765,8 +779,9 @@ if gl is not None:
 WS_TILES = {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 4, "WS": True}
 # D = 128 on one warpgroup per 64 rows, no producer warp: the default before WS_TILES was timed
 SINGLE_TILES_D128 = {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 8, "WS": False}
-# The warp-specialized schedule on a persistent grid (not yet timed on the H200: pass these as
-# overrides to try it)
+# The warp-specialized schedule on a persistent grid, its tiles dealt by the host
+# (launch.persistent_schedule): opt-in, pass these as overrides (timed on the H200 while it
+# dealt them round-robin: dev/results/h200/gluon_flash/)
 PERSISTENT_TILES = {**WS_TILES, "PERSISTENT": True}
 
 
@@ -867,13 +882,11 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
     kernel = _gluon_attn_fwd_wsp if persistent else _gluon_attn_fwd_ws if ws else _gluon_attn_fwd
     q_rows, kv_rows = cfg["BLOCK_M"] // (2 if ws else 1), cfg["BLOCK_N"]
     group = heads // k.shape[1]
-    tail = (
-        out.stride(0), out.stride(1), out.stride(2), heads, group, seq,
-        l2_group_heads(k.shape[2], dim, k.element_size(), group),
-    )  # fmt: skip
+    l2_heads = l2_group_heads(k.shape[2], dim, k.element_size(), group)
+    tail = (out.stride(0), out.stride(1), out.stride(2), heads, group, seq, l2_heads)
     if persistent:  # one program per SM (one fits an SM at D = 128), taking tile after tile
         grid = (min(grid[0] * grid[1], _sm_count(q.device)), 1)
-        tail += (batch,)
+        tail += (batch, *_schedule(q.device, grid[0], seq, cfg, l2_heads, causal, batch * heads))
     consts = dict(
         SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, CAUSAL=causal,
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], STAGES=cfg["STAGES"],
@@ -898,6 +911,16 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
 
 
 _SM_COUNT: dict = {}
+
+
+def _schedule(device, programs: int, seq: int, cfg: dict, l2_heads: int, causal: bool, bh: int):
+    """The persistent grid's (Tiles, Starts) on the device: which tiles each program runs
+    (variants.launch.persistent_schedule). Made on a launch key's first call only: the fast
+    path keeps them with the key."""
+    tiles, starts = persistent_schedule(
+        bh, seq, cfg["BLOCK_M"], cfg["BLOCK_N"], l2_heads, causal, programs
+    )
+    return (torch.tensor(t, dtype=torch.int32, device=device) for t in (tiles, starts))
 
 
 def _sm_count(device) -> int:

@@ -99,6 +99,9 @@ def _sm90_ptx(gluon_flash, fn, q_rows: int, **consts) -> str:
     kv = mangle_type(gluon_flash._descriptor(qkv, consts["BLOCK_N"]))
     signature["k_desc"] = signature["v_desc"] = kv
     signature["Out"] = "*bf16"
+    for name in ("Tiles", "Starts"):  # the persistent grid's schedule
+        if name in signature:
+            signature[name] = "*i32"
     src = GluonASTSource(
         fn=fn,
         signature=signature,
