@@ -239,14 +239,17 @@ class _GpuHold:
             if self._linger is not threading.current_thread():
                 return  # stopped meanwhile: the hold is the main thread's again
             self._linger = None
-            self._release()
-            self.exclusive = self._before
+            self._end_alone()
 
     def _settle(self) -> None:
         """End a linger now, as its timer would."""
         if self._stop_lingering():
-            self._release()
-            self.exclusive = self._before
+            self._end_alone()
+
+    def _end_alone(self) -> None:
+        """Let the turn alone go; the hold becomes again the kind it was before alone()."""
+        self._release()
+        self.exclusive = self._before
 
     def take(self) -> None:
         self._settle()
@@ -308,8 +311,7 @@ class _GpuHold:
         finally:
             self.depth -= 1
             if self.depth == 0 and restore == "shared":
-                self._release()
-                self.exclusive = self._before
+                self._end_alone()
                 self.take()
             elif self.depth == 0 and restore == "free":
                 timer = threading.Timer(LINGER_S, self._linger_over)
