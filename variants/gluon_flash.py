@@ -15,17 +15,15 @@ One program: BLOCK_M query rows of one (batch, head). Two schedules:
 - D = 128, FA3's (WS_TILES): gl.warp_specialize gives the TMA loads to one producer warp, and two
   consumer warpgroups (64 query rows each) take turns issuing their wgmmas, each handing the
   turn over before its own softmax, so one's exp work runs while the other's matrix work does.
-- The same on a persistent grid (PERSISTENT_TILES, opt-in): one program per SM takes tile after
-  tile, and its loader fetches the next tile's Q and K/V while the consumers finish the last
-  one. The host deals the tiles, heaviest first under a causal mask, each to the program with
-  the least work so far (launch.persistent_schedule). Dealt round-robin, it gained 2-4% on the
-  H200 at S = 3072-4096 and lost 4.5% at 1x32x8192x128 (dev/results/h200/gluon_flash/); that
-  deal left the busiest program 12-21% over the average, by a count of key blocks.
-On the H200 (bf16, causal, do_bench in one process; dev/results/h200/
-gluon_flash/): D = 128, 0.96x cuDNN at 1x32x8192x128 and 0.88x at 4x16x4096x128 warp-specialized
-(0.83x and 0.77x with the single-warpgroup schedule on 8 warps); D = 64, 0.88-0.94x at
-8x16x1024x64, where its launch (about 0.1 ms of host per call: Gluon's Python launcher and the
-four descriptors) outlasts the kernel at small shapes.
+- The same on a persistent grid (PERSISTENT_TILES, D = 128's default): one program per SM takes
+  tile after tile, and its loader fetches the next tile's Q and K/V while the consumers finish
+  the last one. The host deals the tiles, heaviest first under a causal mask, each to the
+  program with the least work so far (launch.persistent_schedule). Dealt round-robin, the
+  busiest program carried 12-21% over the average by a count of key blocks, and the grid lost
+  4.5% at 1x32x8192x128; dealt this way it is 4-8% faster than WS_TILES at S = 3072-4096.
+On the H200 (bf16, causal, do_bench in one process; dev/results/h200/gluon_flash/): D = 128,
+1.03-1.08x cuDNN at 2x32x4096x128, 1x32x8192x128 (561 TFLOP/s), 3x24x3072x128 and GQA
+1x32x4096x128; D = 64, 0.87-0.93x at 16x16x512x64 and 8x16x1024x64.
 Supports causal and non-causal, GQA, any sequence length, D = 64 or 128, bfloat16 or float16,
 inputs whose last dim is contiguous. Anything else, and any machine but a Hopper GPU, is refused
 with the reason (the cell records `unsupported`). Under torch.compile it is an opaque op
@@ -774,14 +772,16 @@ if gl is not None:
         )
 
 
-# The warp-specialized schedule, D = 128's default (correct and timed on the H200):
+# The warp-specialized schedule, one program per tile (correct and timed on the H200):
 # 4 warps here are consumer 0 (the default partition); consumer 1 and the loader warp are added.
 WS_TILES = {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 4, "WS": True}
 # D = 128 on one warpgroup per 64 rows, no producer warp: the default before WS_TILES was timed
 SINGLE_TILES_D128 = {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 8, "WS": False}
 # The warp-specialized schedule on a persistent grid, its tiles dealt by the host
-# (launch.persistent_schedule): opt-in, pass these as overrides (timed on the H200 while it
-# dealt them round-robin: dev/results/h200/gluon_flash/)
+# (launch.persistent_schedule), D = 128's default: on the H200 it took 0.5281 ms at
+# 2x32x4096x128 against 0.5573 for WS_TILES, 0.3431 against 0.3662 at 3x24x3072x128 and
+# 0.2573 against 0.2777 at 1x32x4096x128 GQA 32/8, and tied at 1x32x8192x128
+# (dev/results/h200/gluon_flash/bench_persistent_dealt_*)
 PERSISTENT_TILES = {**WS_TILES, "PERSISTENT": True}
 
 
@@ -790,10 +790,11 @@ def tiles(head_dim: int) -> dict:
     query rows on one warpgroup (more programs per SM; warp-specialized 128-row tiles took 0.082
     ms at 8x16x1024x64 against 0.069); D = 128, the warp-specialized schedule on 128x128 tiles
     (1.100 ms at 1x32x8192x128 against 1.264 for the best single-warpgroup tile, 1.352 with 2
-    stages)."""
+    stages) on a persistent grid whose tiles the host deals (PERSISTENT_TILES: 4-8% faster at
+    S = 3072-4096)."""
     if head_dim == 64:
         return {"BLOCK_M": 64, "BLOCK_N": 64, "STAGES": 3, "num_warps": 4}
-    return dict(WS_TILES)
+    return dict(PERSISTENT_TILES)
 
 
 def check_inputs(q, k, v) -> None:
