@@ -21,6 +21,7 @@ VARIANTS = {
     "triton-flash-gqa": "variants.triton_flash_gqa",
     "triton-flash-window": "variants.triton_flash_window",
     "gluon-flash": "variants.gluon_flash",
+    "gluon-flash-gqa": "variants.gluon_flash_gqa",
     "sdpa-gqa": "variants.sdpa_gqa",
     "flex-gqa": "variants.flex_gqa",
     "flex-window": "variants.flex_window",
@@ -39,6 +40,7 @@ ANY_QUERY_LENGTH = {
 ANY_KV_HEADS = {
     "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-gqa", "flex",
     "flex-gqa", "triton-flash", "triton-flash-gqa", "triton-flash-window", "gluon-flash",
+    "gluon-flash-gqa",
 }  # fmt: skip
 
 # name -> module of a varlen variant: a ragged batch of documents (a varlen shape,

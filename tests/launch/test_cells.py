@@ -29,7 +29,7 @@ NO_CPU_KERNEL = {"sdpa-efficient", "sdpa-cudnn"}
 # Triton kernels need a GPU, or the interpreter (tests/test_triton_flash.py runs that).
 NEEDS_GPU = {"triton-flash", "triton-flash-gqa", "triton-flash-window"}
 # Gluon kernels need a Hopper GPU itself: no interpreter runs them (tests/test_gluon_flash.py)
-NEEDS_HOPPER = {"gluon-flash"}
+NEEDS_HOPPER = {"gluon-flash", "gluon-flash-gqa"}
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

@@ -1,0 +1,13 @@
+"""gluon-flash with grouped-query attention: GQA_GROUP query heads per K/V head."""
+
+from variants.gluon_flash import flash_attention
+from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
+from variants.masks import gqa_reference as reference  # noqa: F401
+from variants.masks import shared_kv
+
+DESCRIPTION = "gluon-flash, causal, 4 query heads per K/V head (GQA)"
+
+
+def attention(q, k, v):
+    k, v = shared_kv(q, k, v)  # (B, H / 4, S, D)
+    return flash_attention(q, k, v, causal=True)
