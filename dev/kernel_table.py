@@ -1,5 +1,8 @@
-"""The kernel sweep's judged shapes in one table: cuDNN's time over each path's (above 1.00:
-faster than cuDNN), eagerly and compiled. `python3 dev/kernel_table.py SWEEP_DIR` (a published
+"""The kernel sweep's judged shapes in two tables. First cuDNN's time over each path's (above
+1.00: faster than cuDNN), eagerly and compiled. Then, for the two kernels under
+reduce-overhead, where the time goes: the CUDA graph's own GPU work against eager's kernel (both
+from the profiler's kernel times, as each cell's kernel map records them) and the input copies
+cudagraph trees make before each replay. `python3 dev/kernel_table.py SWEEP_DIR` (a published
 folder such as experiments/results/h200/kernel, or a sweep's own)."""
 
 import gzip
@@ -15,15 +18,41 @@ PATHS = [("sdpa-flash", "eager"), ("flex", "default")] + [
 ]
 
 
-def median_ms(folder: str, variant: str, mode: str, shape: str) -> float | None:
-    """The cell's compiled_ms (its mode's median), None where it is missing or not ok."""
+def record(folder: str, variant: str, mode: str, shape: str) -> dict | None:
+    """The cell's result.json, None where it is missing or not ok."""
     base = os.path.join(folder, f"{variant}__{mode}__{shape}__bfloat16__cuda", "result.json")
     for path, opener in ((base + ".gz", gzip.open), (base, open)):
         if os.path.isfile(path):
             with opener(path, "rt") as f:
-                record = json.load(f)
-            return record["compiled_ms"] if record["status"] == "ok" else None
+                found = json.load(f)
+            return found if found["status"] == "ok" else None
     return None
+
+
+def median_ms(folder: str, variant: str, mode: str, shape: str) -> float | None:
+    """The cell's compiled_ms (its mode's median), None where it is missing or not ok."""
+    found = record(folder, variant, mode, shape)
+    return found["compiled_ms"] if found else None
+
+
+def replay_table(folder: str, rows: list) -> None:
+    """reduce-overhead's time taken apart, per kernel and shape: the graph's GPU work, eager's
+    kernel time, their ratio, and the input copies outside the graph (all profiler figures)."""
+    print("\n| shape | kernel | eager kernel ms | graph ms | graph / eager | input copies ms |")
+    print("|---|---|---|---|---|---|")
+    for shape, suffix, _ in rows:
+        for kernel in ("triton-flash", "gluon-flash"):
+            eager = record(folder, kernel + suffix, "eager", shape)
+            graph = record(folder, kernel + suffix, "reduce-overhead", shape)
+            replay = (graph or {}).get("replay") or {}
+            eager_ms = (eager or {}).get("profiled_forward_device_ms")
+            if not eager_ms or replay.get("graph_gpu_ms") is None:
+                continue
+            print(
+                f"| {shape}{' GQA 32/8' if suffix else ''} | {kernel} | {eager_ms:.4f} | "
+                f"{replay['graph_gpu_ms']:.4f} | {replay['graph_gpu_ms'] / eager_ms:.2f} | "
+                f"{replay['input_copy_ms']:.4f} |"
+            )
 
 
 def main(folder: str) -> None:
@@ -39,6 +68,7 @@ def main(folder: str) -> None:
             cells.append(f"{cudnn / ms:.2f}" if ms and cudnn else "-")
         label = shape + (" GQA 32/8" if suffix else "")
         print(f"| {label} | {cudnn and f'{cudnn:.4f}'} | " + " | ".join(cells) + " |")
+    replay_table(folder, rows)
 
 
 if __name__ == "__main__":
