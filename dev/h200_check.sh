@@ -13,12 +13,13 @@
 #   N  the models sweep (MODELS_TOML, default experiments/models.toml, or any experiment:
 #      experiments/decode.toml, experiments/varlen.toml; needs .whl/models/: ../shared/wheels/models/
 #      *.whl) into MODELS (default /tmp/models; a published copy carried in resumes it), within
-#      N_S seconds (PER_GPU cells at once; SWEEP_ARGS, e.g. --retry-failed), then published to $OUT/models (result, kernels and
+#      N_S seconds (PER_GPU cells at once; SWEEP_ARGS, e.g. --retry-failed), then published to
+#      $OUT/<MODELS's folder name> (a report is titled by its folder's name; result, kernels and
 #      ops files per cell); N_DROP="variant ..." first removes those variants' cells from MODELS, so
 #      a carried-in sweep measures them again with the current code (results measured before
 #      cells recorded their code_sources, which --retry-changed would all run again)
 #   R  cells into MODELS, one `compilekit run` each (R_CELLS: "variant/mode/shape ...", bf16;
-#      a cell already there is measured again), then MODELS published to $OUT/models (the
+#      a cell already there is measured again), then MODELS published as in N (the
 #      N phase runs a whole experiment, max-autotune cells first)
 #   M  after N, from MODELS: bert-base 8x128 eager, default and reduce-overhead verified, its
 #      top ops by time and memory, its kernel map's files; `make experiment
@@ -119,7 +120,7 @@ for phase in ${PHASES:-S V G}; do
       pages=$(for c in $bert_default ${bert//MODE/reduce-overhead} \
         llama-block@triton-flash__default__1x2048__bfloat16__cuda; do
         [ -f "$MODELS/$c/result.json" ] && echo "--page $c"; done)
-      python3 -m compilekit publish "$MODELS" "$OUT/models" $pages > "$OUT/N_publish.txt" 2>&1
+      python3 -m compilekit publish "$MODELS" "$OUT/$(basename "$MODELS")" $pages > "$OUT/N_publish.txt" 2>&1
       tail -3 "$OUT/N_sweep.txt" ;;
     R)
       for spec in ${R_CELLS:-bert-base/default/8x128}; do
@@ -128,7 +129,7 @@ for phase in ${PHASES:-S V G}; do
         cell "$variant" "$mode" --shape "$shape" --dtype bfloat16 --out "$MODELS" > "$log" 2>&1
         head -3 "$log"
       done
-      python3 -m compilekit publish "$MODELS" "$OUT/models" > "$OUT/R_publish.txt" 2>&1 ;;
+      python3 -m compilekit publish "$MODELS" "$OUT/$(basename "$MODELS")" > "$OUT/R_publish.txt" 2>&1 ;;
     M)
       python3 -m compilekit verify "$MODELS/${bert//MODE/eager}" "$MODELS/$bert_default" \
         "$MODELS/${bert//MODE/reduce-overhead}" > "$OUT/M_verify.txt" 2>&1
