@@ -13,8 +13,9 @@ import sys
 JUDGED = ["8x16x1024x64", "16x16x512x64", "2x32x4096x128", "1x32x8192x128", "3x24x3072x128",
           "2x8x6000x64"]  # fmt: skip
 GQA = "1x32x4096x128"  # the -gqa variants: 4 query heads per K/V head
+MODES = ("eager", "default", "reduce-overhead")
 PATHS = [("sdpa-flash", "eager"), ("flex", "default")] + [
-    (v, m) for v in ("triton-flash", "gluon-flash") for m in ("eager", "default", "reduce-overhead")
+    (v, m) for v in ("triton-flash", "gluon-flash") for m in MODES
 ]
 
 

@@ -1,0 +1,40 @@
+"""dev/kernel_table.py: the judged shapes' table reads each cell's result, cuDNN's time over the
+path's, and takes reduce-overhead apart from the kernel maps' figures. Not part of `make test`
+(dev/ is the lab): `python -m pytest dev/tests`."""
+
+import gzip
+import json
+import os
+
+import kernel_table
+
+
+def _cell(folder, variant, mode, shape, ms, **more):
+    cell = os.path.join(folder, f"{variant}__{mode}__{shape}__bfloat16__cuda")
+    os.makedirs(cell)
+    record = {"status": "ok", "compiled_ms": ms, **more}
+    with gzip.open(os.path.join(cell, "result.json.gz"), "wt") as f:
+        json.dump(record, f)
+
+
+def test_ratios_to_cudnn_and_the_graph_taken_apart(tmp_path, capsys):
+    shape = kernel_table.JUDGED[0]
+    _cell(tmp_path, "sdpa-cudnn", "eager", shape, 0.1)
+    _cell(tmp_path, "triton-flash", "eager", shape, 0.05, profiled_forward_device_ms=0.04)
+    _cell(
+        tmp_path, "triton-flash", "reduce-overhead", shape, 0.2,
+        replay={"graph_gpu_ms": 0.05, "input_copy_ms": 0.03},
+    )  # fmt: skip
+    _cell(tmp_path, "gluon-flash", "eager", shape, 0.1)
+    (tmp_path / f"gluon-flash__default__{shape}__bfloat16__cuda").mkdir()  # no result: "-"
+    kernel_table.main(str(tmp_path))
+    first, second = capsys.readouterr().out.strip().split("\n\n")
+    header, _, row = first.splitlines()[:3]
+    cells = dict(zip(header.split(" | "), row.split(" | ")))
+    assert cells["cuDNN ms"] == "0.1000"
+    assert cells["triton-flash eager"] == "2.00"
+    assert cells["triton-flash reduce-overhead"] == "0.50"
+    assert cells["gluon-flash eager"] == "1.00"
+    assert cells["gluon-flash default"] == "-"
+    rows = second.splitlines()[2:]
+    assert rows == [f"| {shape} | triton-flash | 0.0400 | 0.0500 | 1.25 | 0.0300 |"]
