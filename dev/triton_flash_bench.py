@@ -13,7 +13,11 @@ follows it). Rows:
   `--gluon-tiles` gluon-flash eager at other tile sizes (its default: gluon_flash.tiles(D));
 - `--baseline FILE`: another copy of variants/triton_flash.py, eager, for a before/after;
   `--gluon-baseline FILE` the same for variants/gluon_flash.py;
-- cuDNN SDPA eager (the variant sdpa-cudnn) and FlexAttention compiled (the variant flex).
+- cuDNN SDPA eager (the variant sdpa-cudnn) and FlexAttention compiled (the variant flex);
+- `--reduce-overhead`: both kernels under torch.compile's reduce-overhead, their inputs marked
+  static (torch._dynamo.mark_static_address): the CUDA graph reads q, k and v in place, as it
+  reads tensors a model's graph made itself, where a cell's fresh inputs are copied into the
+  graph's buffers before each replay.
 
 Usage (GPU): python dev/triton_flash_bench.py [--shapes 8x16x1024x64,...]
              [--baseline old_triton_flash.py] [--gluon-baseline old_gluon_flash.py]
@@ -84,19 +88,28 @@ def gluon_tiles(text: str) -> list[dict]:
     return out
 
 
-def contenders(baseline: str | None, gluon_baseline=None, tiles=()) -> dict:
+REDUCE_OVERHEAD = " reduce-overhead"  # a contender whose inputs are marked static
+
+
+def contenders(
+    baseline: str | None, gluon_baseline=None, tiles=(), reduce_overhead: bool = False
+) -> dict:
     """name -> callable(q, k, v); the compiled ones are compiled on first use."""
     flash = load_variant("triton-flash").attention
     out = {
         "triton-flash eager": flash,
         "triton-flash compiled": torch.compile(flash),
     }
+    if reduce_overhead:
+        out["triton-flash" + REDUCE_OVERHEAD] = torch.compile(flash, mode="reduce-overhead")
     if baseline:
         out["baseline eager"] = baseline_module(baseline).attention
     if torch.cuda.get_device_capability()[0] == 9:  # gluon-flash runs on Hopper only
         gluon = load_variant("gluon-flash").attention
         out["gluon-flash eager"] = gluon
         out["gluon-flash compiled"] = torch.compile(gluon)
+        if reduce_overhead:
+            out["gluon-flash" + REDUCE_OVERHEAD] = torch.compile(gluon, mode="reduce-overhead")
         from variants import gluon_flash
 
         for t in tiles:
@@ -127,6 +140,9 @@ def bench_shape(shape: str, fns: dict, rounds: int = 3) -> list[dict]:
         )
         for _ in range(3)
     )
+    if any(name.endswith(REDUCE_OVERHEAD) for name in fns):
+        for t in (q, k, v):  # no guard on the address: the same tensors every call
+            torch._dynamo.mark_static_address(t, guard=False)
     truth = fns["cuDNN SDPA eager"](q, k, v).float()
     flops = causal_flops(dims)
     rows, runnable = [], {}
@@ -193,6 +209,10 @@ def main(argv=None) -> int:
     parser.add_argument("--gluon-tiles", default="", help="gluon-flash tiles to time as well")
     parser.add_argument("--json", help="also write the rows here")
     parser.add_argument("--rounds", type=int, default=3, help="turns each contender takes")
+    parser.add_argument(
+        "--reduce-overhead", action="store_true",
+        help="both kernels under reduce-overhead too, their inputs static (no copies)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.rounds < 1:
         print(f"triton_flash_bench: --rounds {args.rounds}: give 1 or more", file=sys.stderr)
@@ -216,7 +236,9 @@ def main(argv=None) -> int:
         # over all shapes would go dynamic, then hit the recompile limit)
         torch._dynamo.reset()
         shape_rows = bench_shape(
-            shape, contenders(args.baseline, args.gluon_baseline, tiles), args.rounds
+            shape,
+            contenders(args.baseline, args.gluon_baseline, tiles, args.reduce_overhead),
+            args.rounds,
         )
         for r in shape_rows:
             rows.append(r)
