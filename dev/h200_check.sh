@@ -38,6 +38,9 @@
 #   X  dev/triton_flash_bench.py: triton-flash and gluon-flash, eager and compiled, against cuDNN
 #      and flex at the judged shapes of the kernel table (X_SHAPES), within X_S seconds; X_ARGS passes more
 #      (--gluon-baseline FILE, --gluon-tiles ...)
+#   P  Nsight Compute's counters (speed of light, occupancy, warp stalls, issue slots) for the
+#      last of five calls of each P_CELLS "variant/shape ..." (dev/attention_calls.py; every
+#      kernel in that call: cuDNN's too), where the machine's runtime gives counters
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
 #      ragged batches against the other paths, checked, within K_S seconds
 # Every phase's limit is cut to what is left before DEADLINE seconds from the start (default
@@ -181,6 +184,18 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
         --shapes "${X_SHAPES:-8x16x1024x64,16x16x512x64,2x32x4096x128,1x32x8192x128,3x24x3072x128,2x8x6000x64}" \
         ${X_ARGS:-} > "$OUT/X_bench.txt" 2>&1
       grep -v "Warning\|^/" "$OUT/X_bench.txt" | tail -60 ;;
+    P)
+      for spec in ${P_CELLS:-gluon-flash/1x32x8192x128 sdpa-cudnn/1x32x8192x128 triton-flash/16x16x512x64 sdpa-cudnn/16x16x512x64}; do
+        variant=${spec%%/*}; shape=${spec#*/}
+        log="$OUT/P_$(echo "$variant-$shape" | tr -c 'A-Za-z0-9.-' _).txt"
+        # the clocks as they are (the device's METHOD.md): counters, not a timing
+        timeout "$(within 150)" ncu --clock-control none --nvtx --nvtx-include "timed/" \
+          --section SpeedOfLight --section Occupancy --section LaunchStats \
+          --section WarpStateStats --section ComputeWorkloadAnalysis --section SchedulerStats \
+          python3 dev/attention_calls.py "$variant" "$shape" > "$log" 2>&1
+        echo "$spec rc=$?"
+        grep -E "^ +(Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|Issue Slots Busy)" "$log" | head -14
+      done ;;
     L)
       python3 -m pytest -q -p no:cacheprovider tests/launch/test_locks.py > "$OUT/L_locks.txt" 2>&1
       tail -3 "$OUT/L_locks.txt" ;;
