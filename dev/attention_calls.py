@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import types
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -22,19 +21,15 @@ import torch  # noqa: E402
 from compilekit.compile.variant import load_variant  # noqa: E402
 from compilekit.measure import inputs as inputs_mod  # noqa: E402
 from compilekit.model.errors import UserError  # noqa: E402
-from compilekit.model.spec import parse_shape  # noqa: E402
+from compilekit.model.spec import Cell, parse_shape  # noqa: E402
 
 
 def calls(name: str, shape_text: str, count: int, compiled: bool) -> torch.Tensor:
     """The variant's output after `count` calls, the last inside the NVTX range `timed`."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = "bfloat16" if device == "cuda" else "float32"
     variant = load_variant(name)
-    cell = types.SimpleNamespace(
-        shape=parse_shape(shape_text),
-        dtype="bfloat16" if device == "cuda" else "float32",
-        device=device,
-        seed=0,
-    )
+    cell = Cell(name, "eager", parse_shape(shape_text), dtype, device)
     args = inputs_mod.cell_inputs(variant, cell)
     fn = torch.compile(variant.attention) if compiled else variant.attention
     for _ in range(count - 1):
