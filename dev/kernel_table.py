@@ -1,9 +1,9 @@
 """The kernel sweep's judged shapes in two tables. First cuDNN's time over each path's (above
-1.00: faster than cuDNN), eagerly and compiled. Then, for the two kernels under
-reduce-overhead, where the time goes: the CUDA graph's own GPU work against eager's kernel (both
-from the profiler's kernel times, as each cell's kernel map records them) and the input copies
-cudagraph trees make before each replay. `python3 dev/kernel_table.py SWEEP_DIR` (a published
-folder such as experiments/results/h200/kernel, or a sweep's own)."""
+1.00: faster than cuDNN), eagerly and compiled, each with its TFLOP/s. Then, for the two
+kernels under reduce-overhead, where the time goes: the CUDA graph's own GPU work against
+eager's kernel (both from the profiler's kernel times, as each cell's kernel map records them)
+and the input copies cudagraph trees make before each replay. `python3 dev/kernel_table.py
+SWEEP_DIR` (a published folder such as experiments/results/h200/kernel, or a sweep's own)."""
 
 import gzip
 import json
@@ -30,10 +30,11 @@ def record(folder: str, variant: str, mode: str, shape: str) -> dict | None:
     return None
 
 
-def median_ms(folder: str, variant: str, mode: str, shape: str) -> float | None:
-    """The cell's compiled_ms (its mode's median), None where it is missing or not ok."""
+def timed(folder: str, variant: str, mode: str, shape: str) -> tuple | None:
+    """The cell's (compiled_ms, its mode's median; tflops at that time), None where it is
+    missing or not ok."""
     found = record(folder, variant, mode, shape)
-    return found["compiled_ms"] if found else None
+    return (found["compiled_ms"], found.get("tflops")) if found else None
 
 
 def replay_table(folder: str, rows: list) -> None:
@@ -57,20 +58,28 @@ def replay_table(folder: str, rows: list) -> None:
 
 
 def main(folder: str) -> None:
-    print("| shape | cuDNN ms | " + " | ".join(f"{v} {m}" for v, m in PATHS) + " |")
+    print("| shape | cuDNN ms (TFLOP/s) | " + " | ".join(f"{v} {m}" for v, m in PATHS) + " |")
     print("|---" * (2 + len(PATHS)) + "|")
     rows = [(s, "", "sdpa-cudnn") for s in JUDGED] + [(GQA, "-gqa", "sdpa-gqa")]
     for shape, suffix, base in rows:
-        cudnn = median_ms(folder, base, "eager", shape)
+        cudnn = timed(folder, base, "eager", shape)
         cells = []
         for variant, mode in PATHS:
             name = variant + suffix if variant.endswith("flash") or variant == "flex" else variant
-            ms = median_ms(folder, name, mode, shape)
-            cells.append(f"{cudnn / ms:.2f}" if ms and cudnn else "-")
+            cell = timed(folder, name, mode, shape)
+            cells.append(f"{cudnn[0] / cell[0]:.2f}{_tflops(cell)}" if cell and cudnn else "-")
         label = shape + (" GQA 32/8" if suffix else "")
-        print(f"| {label} | {cudnn and f'{cudnn:.4f}'} | " + " | ".join(cells) + " |")
+        first = f"{cudnn[0]:.4f}{_tflops(cudnn)}" if cudnn else "-"
+        print(f"| {label} | {first} | " + " | ".join(cells) + " |")
     replay_table(folder, rows)
 
 
+def _tflops(cell: tuple) -> str:
+    return f" ({cell[1]:.0f})" if cell[1] else ""
+
+
 if __name__ == "__main__":
+    if len(sys.argv) != 2 or not os.path.isdir(sys.argv[1]):
+        print("usage: python3 dev/kernel_table.py SWEEP_DIR (a folder of cells)", file=sys.stderr)
+        sys.exit(2)
     main(sys.argv[1])

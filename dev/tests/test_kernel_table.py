@@ -19,8 +19,11 @@ def _cell(folder, variant, mode, shape, ms, **more):
 
 def test_ratios_to_cudnn_and_the_graph_taken_apart(tmp_path, capsys):
     shape = kernel_table.JUDGED[0]
-    _cell(tmp_path, "sdpa-cudnn", "eager", shape, 0.1)
-    _cell(tmp_path, "triton-flash", "eager", shape, 0.05, profiled_forward_device_ms=0.04)
+    _cell(tmp_path, "sdpa-cudnn", "eager", shape, 0.1, tflops=250.4)
+    _cell(
+        tmp_path, "triton-flash", "eager", shape, 0.05, tflops=500.6,
+        profiled_forward_device_ms=0.04,
+    )  # fmt: skip
     _cell(
         tmp_path, "triton-flash", "reduce-overhead", shape, 0.2,
         replay={"graph_gpu_ms": 0.05, "input_copy_ms": 0.03},
@@ -31,8 +34,8 @@ def test_ratios_to_cudnn_and_the_graph_taken_apart(tmp_path, capsys):
     first, second = capsys.readouterr().out.strip().split("\n\n")
     header, _, row = first.splitlines()[:3]
     cells = dict(zip(header.split(" | "), row.split(" | ")))
-    assert cells["cuDNN ms"] == "0.1000"
-    assert cells["triton-flash eager"] == "2.00"
+    assert cells["cuDNN ms (TFLOP/s)"] == "0.1000 (250)"
+    assert cells["triton-flash eager"] == "2.00 (501)"
     assert cells["triton-flash reduce-overhead"] == "0.50"
     assert cells["gluon-flash eager"] == "1.00"
     assert cells["gluon-flash default"] == "-"
