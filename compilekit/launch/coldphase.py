@@ -77,7 +77,7 @@ def _left_behind(cache_dir: str, only_cold: bool = False) -> None:
     their files (cache.COLD_FILES) in the cache."""
     from compilekit.launch.cache import COLD_FILES
 
-    needed = ("cold.json",) if only_cold else COLD_FILES
+    needed = COLD_FILES[:1] if only_cold else COLD_FILES
     if not all(os.path.isfile(os.path.join(cache_dir, f)) for f in needed):
         raise ColdEnded
 
