@@ -15,7 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.variants.test_gluon_flash import _ptxas_log, _sm90_ptx  # noqa: E402
+from tests.variants.test_gluon_flash import _ptxas_log, _sm90_ptx_of  # noqa: E402
 from variants import gluon_flash  # noqa: E402
 
 
@@ -34,27 +34,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.tiles:
         cfg = {k: int(v) for k, v in (kv.split("=") for kv in args.tiles.split(","))}
-        configs = {args.tiles + (" ws" if args.ws else ""): (cfg, args.ws)}
+        configs = {args.tiles + (" ws" if args.ws else ""): {**cfg, "WS": args.ws}}
     else:
         configs = {
-            name: (
-                {k: v for k, v in tiles.items() if k not in ("WS", "PERSISTENT")},
-                "persistent" if tiles.get("PERSISTENT") else tiles.get("WS", False),
-            )
-            for name, tiles in (
-                ("WS_TILES", gluon_flash.WS_TILES),
-                ("PERSISTENT_TILES", gluon_flash.PERSISTENT_TILES),
-                ("SINGLE_TILES_D128", gluon_flash.SINGLE_TILES_D128),
-            )
+            name: getattr(gluon_flash, name)
+            for name in ("WS_TILES", "PERSISTENT_TILES", "SINGLE_TILES_D128")
         }
-    for name, (cfg, ws) in configs.items():
-        kernel = {
-            "persistent": gluon_flash._gluon_attn_fwd_wsp,
-            True: gluon_flash._gluon_attn_fwd_ws,
-            False: gluon_flash._gluon_attn_fwd,
-        }[ws]
-        ptx = _sm90_ptx(gluon_flash, kernel, cfg["BLOCK_M"] // (2 if ws else 1), **cfg)
-        print(f"{name}: {usage(ptx)}")
+    for name, tiles in configs.items():
+        print(f"{name}: {usage(_sm90_ptx_of(gluon_flash, tiles))}")
 
 
 if __name__ == "__main__":

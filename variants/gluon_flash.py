@@ -873,15 +873,26 @@ def _launch_known(q, k, v, causal: bool, overrides: dict):
     return out
 
 
+# the tile settings that pick a schedule (schedule_of), not constexprs of its kernel
+SCHEDULE_FLAGS = ("WS", "PERSISTENT")
+
+
+def schedule_of(cfg: dict) -> tuple:
+    """(the kernel that runs tile settings `cfg`, the rows of Q's descriptor box, whether it is
+    the persistent grid): the warp-specialized kernels, persistent too, load Q in two halves."""
+    persistent = cfg.get("PERSISTENT", False)  # warp-specialized too
+    ws = cfg.get("WS", False) or persistent
+    kernel = _gluon_attn_fwd_wsp if persistent else _gluon_attn_fwd_ws if ws else _gluon_attn_fwd
+    return kernel, cfg["BLOCK_M"] // (2 if ws else 1), persistent
+
+
 def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
     batch, heads, seq, dim = q.shape
     out = torch.empty_like(q)
     cfg = {**tiles(dim), **overrides}
     grid = (batch * heads, triton.cdiv(seq, cfg["BLOCK_M"]))
-    persistent = cfg.get("PERSISTENT", False)  # warp-specialized too
-    ws = cfg.get("WS", False) or persistent  # it loads Q in two 64-row halves
-    kernel = _gluon_attn_fwd_wsp if persistent else _gluon_attn_fwd_ws if ws else _gluon_attn_fwd
-    q_rows, kv_rows = cfg["BLOCK_M"] // (2 if ws else 1), cfg["BLOCK_N"]
+    kernel, q_rows, persistent = schedule_of(cfg)
+    kv_rows = cfg["BLOCK_N"]
     group = heads // k.shape[1]
     l2_heads = l2_group_heads(k.shape[2], dim, k.element_size(), group)
     tail = (out.stride(0), out.stride(1), out.stride(2), heads, group, seq, l2_heads)

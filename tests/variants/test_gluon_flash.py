@@ -142,6 +142,13 @@ def _ptxas_log(ptx: str) -> str:
     return done.stdout + done.stderr
 
 
+def _sm90_ptx_of(gluon_flash, tiles: dict) -> str:
+    """_sm90_ptx of the kernel that runs tile settings `tiles` (gluon_flash.schedule_of)."""
+    kernel, q_rows, _ = gluon_flash.schedule_of(tiles)
+    consts = {k: v for k, v in tiles.items() if k not in gluon_flash.SCHEDULE_FLAGS}
+    return _sm90_ptx(gluon_flash, kernel, q_rows, **consts)
+
+
 def _ptxas_spills(ptx: str) -> int:
     """The bytes ptxas spills to local memory for `ptx` (PTX itself names no spill: register
     allocation is ptxas's)."""
@@ -153,10 +160,7 @@ def test_sm90_d128_tiles_keep_their_state_in_registers(gluon_flash, tiles):
     """D = 128's 64 x 128 score and output tiles, the softmax's P and the running state fit a
     consumer's registers: ptxas spills nothing (a spill in the loop is a local-memory round
     trip per key block; carrying P in fp32 into the next block's wgmmas spilled 80 bytes)."""
-    cfg = {k: v for k, v in getattr(gluon_flash, tiles).items() if k != "WS"}
-    ws = getattr(gluon_flash, tiles).get("WS", False)
-    kernel = gluon_flash._gluon_attn_fwd_ws if ws else gluon_flash._gluon_attn_fwd
-    ptx = _sm90_ptx(gluon_flash, kernel, cfg["BLOCK_M"] // (2 if ws else 1), **cfg)
+    ptx = _sm90_ptx_of(gluon_flash, getattr(gluon_flash, tiles))
     assert _ptxas_spills(ptx) == 0
 
 
@@ -164,15 +168,7 @@ def test_sm90_d128_default_spills_no_more_than_when_it_was_timed(gluon_flash):
     """tiles(128), the persistent grid by default: ptxas spills 24 bytes there (the tile
     loop's state beside the consumers' tiles), as when it was timed at 1.03-1.08x cuDNN on the
     H200. A change that spills more is to be timed before it becomes the default."""
-    tiles = gluon_flash.tiles(128)
-    persistent, ws = tiles.get("PERSISTENT", False), tiles.get("WS", False)
-    kernel = (
-        gluon_flash._gluon_attn_fwd_wsp if persistent
-        else gluon_flash._gluon_attn_fwd_ws if ws
-        else gluon_flash._gluon_attn_fwd
-    )  # fmt: skip
-    cfg = {k: v for k, v in tiles.items() if k not in ("WS", "PERSISTENT")}
-    ptx = _sm90_ptx(gluon_flash, kernel, cfg["BLOCK_M"] // (2 if ws or persistent else 1), **cfg)
+    ptx = _sm90_ptx_of(gluon_flash, gluon_flash.tiles(128))
     assert _ptxas_spills(ptx) <= 24
 
 
@@ -209,9 +205,8 @@ def test_sm90_persistent_schedule_keeps_the_turns_in_each_consumers_loop(gluon_f
     """The persistent warp-specialized kernel (PERSISTENT_TILES): the same 12 warps and the
     same loop in each consumer as the one-tile kernel (S_j and P_{j-1} V_{j-1} issued, the turn
     handed over, the wait for S_j alone), inside each program's loop over its tiles."""
-    cfg = {k: v for k, v in gluon_flash.PERSISTENT_TILES.items() if k not in ("WS", "PERSISTENT")}
-    cfg["BLOCK_N"] = 64  # S's wgmmas then read apart from P V's (n64, n128)
-    ptx = _sm90_ptx(gluon_flash, gluon_flash._gluon_attn_fwd_wsp, cfg["BLOCK_M"] // 2, **cfg)
+    # BLOCK_N 64: S's wgmmas then read apart from P V's (n64, n128)
+    ptx = _sm90_ptx_of(gluon_flash, {**gluon_flash.PERSISTENT_TILES, "BLOCK_N": 64})
     assert ".reqntid 384" in ptx
     steps = _schedule(ptx, n_scores=64, n_out=128)
     assert steps.count("S O arrive wait 1") == 2, steps
