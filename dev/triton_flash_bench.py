@@ -69,9 +69,11 @@ def baseline_module(path: str):
 
 def gluon_tiles(text: str) -> list[dict]:
     """'64x64x4x3,128x128x4x3xws,128x128x4x3xp' -> [{"BLOCK_M": 64, "BLOCK_N": 64,
-    "num_warps": 4, "STAGES": 3}, {..., "WS": True}, {..., "WS": True, "PERSISTENT": True}];
+    "num_warps": 4, "STAGES": 3, "WS": False, "PERSISTENT": False}, {..., "WS": True,
+    "PERSISTENT": False}, {..., "WS": True, "PERSISTENT": True}];
     ValueError names the item that is not BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp]."""
-    kinds = {"ws": {"WS": True}, "p": {"WS": True, "PERSISTENT": True}}
+    # both flags in every tile: a tile merges into gluon_flash.tiles(D), whose flags stay else
+    kinds = {"ws": {"WS": True, "PERSISTENT": False}, "p": {"WS": True, "PERSISTENT": True}}
     out = []
     for item in filter(None, text.split(",")):
         fields = item.split("x")
@@ -84,7 +86,7 @@ def gluon_tiles(text: str) -> list[dict]:
                 "(e.g. 128x128x8x3)"
             ) from None
         tile = {"BLOCK_M": m, "BLOCK_N": n, "num_warps": warps, "STAGES": stages}
-        out.append(tile | (kind or {}))
+        out.append(tile | (kind or {"WS": False, "PERSISTENT": False}))
     return out
 
 
@@ -92,14 +94,18 @@ REDUCE_OVERHEAD = " reduce-overhead"  # a contender whose inputs are marked stat
 
 
 def contenders(
-    baseline: str | None, gluon_baseline=None, tiles=(), reduce_overhead: bool = False
+    baseline: str | None,
+    gluon_baseline=None,
+    tiles=(),
+    reduce_overhead: bool = False,
+    eager_only: bool = False,
 ) -> dict:
-    """name -> callable(q, k, v); the compiled ones are compiled on first use."""
+    """name -> callable(q, k, v); the compiled ones are compiled on first use (eager_only: none
+    of them, flex neither)."""
     flash = load_variant("triton-flash").attention
-    out = {
-        "triton-flash eager": flash,
-        "triton-flash compiled": torch.compile(flash),
-    }
+    out = {"triton-flash eager": flash}
+    if not eager_only:
+        out["triton-flash compiled"] = torch.compile(flash)
     if reduce_overhead:
         out["triton-flash" + REDUCE_OVERHEAD] = torch.compile(flash, mode="reduce-overhead")
     if baseline:
@@ -107,7 +113,8 @@ def contenders(
     if torch.cuda.get_device_capability()[0] == 9:  # gluon-flash runs on Hopper only
         gluon = load_variant("gluon-flash").attention
         out["gluon-flash eager"] = gluon
-        out["gluon-flash compiled"] = torch.compile(gluon)
+        if not eager_only:
+            out["gluon-flash compiled"] = torch.compile(gluon)
         if reduce_overhead:
             out["gluon-flash" + REDUCE_OVERHEAD] = torch.compile(gluon, mode="reduce-overhead")
         from variants import gluon_flash
@@ -119,7 +126,8 @@ def contenders(
         if gluon_baseline:
             out["gluon baseline eager"] = baseline_module(gluon_baseline).attention
     out["cuDNN SDPA eager"] = load_variant("sdpa-cudnn").attention
-    out["flex compiled"] = torch.compile(load_variant("flex").attention)
+    if not eager_only:
+        out["flex compiled"] = torch.compile(load_variant("flex").attention)
     return out
 
 
@@ -213,7 +221,15 @@ def main(argv=None) -> int:
         "--reduce-overhead", action="store_true",
         help="both kernels under reduce-overhead too, their inputs static (no copies)",
     )  # fmt: skip
+    parser.add_argument(
+        "--eager-only", action="store_true",
+        help="no torch.compile rows (no flex): tiles and kernels eagerly, beside cuDNN, quickly",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.eager_only and args.reduce_overhead:
+        print("triton_flash_bench: --eager-only leaves out --reduce-overhead's rows: give one",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if args.rounds < 1:
         print(f"triton_flash_bench: --rounds {args.rounds}: give 1 or more", file=sys.stderr)
         return 2
@@ -237,7 +253,9 @@ def main(argv=None) -> int:
         torch._dynamo.reset()
         shape_rows = bench_shape(
             shape,
-            contenders(args.baseline, args.gluon_baseline, tiles, args.reduce_overhead),
+            contenders(
+                args.baseline, args.gluon_baseline, tiles, args.reduce_overhead, args.eager_only
+            ),
             args.rounds,
         )
         for r in shape_rows:

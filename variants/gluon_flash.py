@@ -774,9 +774,15 @@ if gl is not None:
 
 # The warp-specialized schedule, one program per tile (correct and timed on the H200):
 # 4 warps here are consumer 0 (the default partition); consumer 1 and the loader warp are added.
-WS_TILES = {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 4, "WS": True}
+# Each tile set names both schedule flags (SCHEDULE_FLAGS): overrides merge into tiles(D), whose
+# flags would otherwise stay on.
+WS_TILES = {
+    "BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 4, "WS": True, "PERSISTENT": False,
+}  # fmt: skip
 # D = 128 on one warpgroup per 64 rows, no producer warp: the default before WS_TILES was timed
-SINGLE_TILES_D128 = {"BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 8, "WS": False}
+SINGLE_TILES_D128 = {
+    "BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 8, "WS": False, "PERSISTENT": False,
+}  # fmt: skip
 # The warp-specialized schedule on a persistent grid, its tiles dealt by the host
 # (launch.persistent_schedule), D = 128's default: on the H200 it took 0.5281 ms at
 # 2x32x4096x128 against 0.5573 for WS_TILES, 0.3431 against 0.3662 at 3x24x3072x128 and
@@ -793,7 +799,8 @@ def tiles(head_dim: int) -> dict:
     stages) on a persistent grid whose tiles the host deals (PERSISTENT_TILES: 4-8% faster at
     S = 3072-4096)."""
     if head_dim == 64:
-        return {"BLOCK_M": 64, "BLOCK_N": 64, "STAGES": 3, "num_warps": 4}
+        return {"BLOCK_M": 64, "BLOCK_N": 64, "STAGES": 3, "num_warps": 4, "WS": False,
+                "PERSISTENT": False}  # fmt: skip
     return dict(PERSISTENT_TILES)
 
 

@@ -36,8 +36,10 @@ def test_the_bench_reads_gluon_tiles_and_refuses_a_bad_one_in_one_line():
 
     bench, path = _bench_module()
     assert bench.gluon_tiles("64x64x4x3,128x128x4x3xws,128x128x4x3xp") == [
-        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "STAGES": 3},
-        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "STAGES": 3, "WS": True},
+        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "STAGES": 3, "WS": False,
+         "PERSISTENT": False},
+        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "STAGES": 3, "WS": True,
+         "PERSISTENT": False},
         {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "STAGES": 3, "WS": True,
          "PERSISTENT": True},
     ]  # fmt: skip
