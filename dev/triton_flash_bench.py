@@ -10,7 +10,7 @@ follows it). Rows:
 - triton-flash eager (the variant as a user calls it), and compiled (torch.compile default),
   with the config eager autotuning chose (which compiled is given too);
 - on a Hopper GPU, gluon-flash eager and compiled (an opaque custom op there), and with
-  `--gluon-tiles` gluon-flash eager at other tile sizes (its default: gluon_flash.tiles(D));
+  `--gluon-tiles` gluon-flash eager at other tile sizes (its default: gluon_flash.tiles(D, S));
 - `--baseline FILE`: another copy of variants/triton_flash.py, eager, for a before/after;
   `--gluon-baseline FILE` the same for variants/gluon_flash.py;
 - cuDNN SDPA eager (the variant sdpa-cudnn) and FlexAttention compiled (the variant flex);
@@ -72,7 +72,7 @@ def gluon_tiles(text: str) -> list[dict]:
     "num_warps": 4, "STAGES": 3, "WS": False, "PERSISTENT": False}, {..., "WS": True,
     "PERSISTENT": False}, {..., "WS": True, "PERSISTENT": True}];
     ValueError names the item that is not BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp]."""
-    # both flags in every tile: a tile merges into gluon_flash.tiles(D), whose flags stay else
+    # both flags in every tile: a tile merges into gluon_flash.tiles(D, S), whose flags stay else
     kinds = {"ws": {"WS": True, "PERSISTENT": False}, "p": {"WS": True, "PERSISTENT": True}}
     out = []
     for item in filter(None, text.split(",")):

@@ -11,11 +11,13 @@ head's rows (rows past S read as zeros, as do Q's). Descriptors built on the dev
 cost 0.022 ms of 0.108 at 8x16x1024x64 on the H200: the host builds them.
 
 One program: BLOCK_M query rows of one (batch, head). Two schedules:
-- D = 64, the one above: 64 query rows on one warpgroup (4 warps), more programs per SM.
+- D = 64 below S = 2048, the one above: 64 query rows on one warpgroup (4 warps), more
+  programs per SM.
 - D = 128, FA3's (WS_TILES): gl.warp_specialize gives the TMA loads to one producer warp, and two
   consumer warpgroups (64 query rows each) take turns issuing their wgmmas, each handing the
   turn over before its own softmax, so one's exp work runs while the other's matrix work does.
-- The same on a persistent grid (PERSISTENT_TILES, D = 128's default): one program per SM takes
+- The same on a persistent grid (PERSISTENT_TILES, the default at D = 128, and at D = 64 from
+  S = 2048 on, where it is 10-11% faster at S = 6000-16384): one program per SM takes
   tile after tile, and its loader fetches the next tile's Q and K/V while the consumers finish
   the last one. The host deals the tiles, heaviest first under a causal mask, each to the
   program with the least work so far (launch.persistent_schedule). Dealt round-robin, the
@@ -774,7 +776,7 @@ if gl is not None:
 
 # The warp-specialized schedule, one program per tile (correct and timed on the H200):
 # 4 warps here are consumer 0 (the default partition); consumer 1 and the loader warp are added.
-# Each tile set names both schedule flags (SCHEDULE_FLAGS): overrides merge into tiles(D), whose
+# Each tile set names both schedule flags (SCHEDULE_FLAGS): overrides merge into tiles(D, S), whose
 # flags would otherwise stay on.
 WS_TILES = {
     "BLOCK_M": 128, "BLOCK_N": 128, "STAGES": 3, "num_warps": 4, "WS": True, "PERSISTENT": False,
@@ -791,14 +793,22 @@ SINGLE_TILES_D128 = {
 PERSISTENT_TILES = {**WS_TILES, "PERSISTENT": True}
 
 
-def tiles(head_dim: int) -> dict:
-    """Tile sizes per head dim, the fastest of those timed on the H200: D = 64, 64
-    query rows on one warpgroup (more programs per SM; warp-specialized 128-row tiles took 0.082
-    ms at 8x16x1024x64 against 0.069); D = 128, the warp-specialized schedule on 128x128 tiles
+# D = 64 runs the persistent grid from this S on: on the H200 it took 0.1762 ms against 0.1956
+# for 64-row tiles at 2x8x6000x64, 1.2778 against 1.4181 at 4x16x8192x64 and 4.993 against
+# 5.547 at 4x16x16384x64, tied at 4x16x2048x64 (0.1013, 0.1019) and lost at 8x16x1024x64
+# (0.0680 against 0.0655): dev/results/h200/gluon_flash/bench_d64_persistent_2026-12-04.txt
+PERSISTENT_FROM_SEQ_D64 = 2048
+
+
+def tiles(head_dim: int, seq: int = 0) -> dict:
+    """Tile sizes per (head dim, S) bucket, the fastest of those timed on the H200: D = 64
+    below PERSISTENT_FROM_SEQ_D64, 64 query rows on one warpgroup (more programs per SM;
+    warp-specialized 128-row tiles took 0.082 ms at 8x16x1024x64 against 0.069); D = 128, and
+    D = 64 from PERSISTENT_FROM_SEQ_D64 on, the warp-specialized schedule on 128x128 tiles
     (1.100 ms at 1x32x8192x128 against 1.264 for the best single-warpgroup tile, 1.352 with 2
     stages) on a persistent grid whose tiles the host deals (PERSISTENT_TILES: 4-8% faster at
-    S = 3072-4096)."""
-    if head_dim == 64:
+    S = 3072-4096 and D = 128, 10-11% at S = 6000-16384 and D = 64)."""
+    if head_dim == 64 and seq < PERSISTENT_FROM_SEQ_D64:
         return {"BLOCK_M": 64, "BLOCK_N": 64, "STAGES": 3, "num_warps": 4, "WS": False,
                 "PERSISTENT": False}  # fmt: skip
     return dict(PERSISTENT_TILES)
@@ -896,14 +906,14 @@ def schedule_of(cfg: dict) -> tuple:
 def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
     batch, heads, seq, dim = q.shape
     out = torch.empty_like(q)
-    cfg = {**tiles(dim), **overrides}
+    cfg = {**tiles(dim, seq), **overrides}
     grid = (batch * heads, triton.cdiv(seq, cfg["BLOCK_M"]))
     kernel, q_rows, persistent = schedule_of(cfg)
     kv_rows = cfg["BLOCK_N"]
     group = heads // k.shape[1]
     l2_heads = l2_group_heads(k.shape[2], dim, k.element_size(), group)
     tail = (out.stride(0), out.stride(1), out.stride(2), heads, group, seq, l2_heads)
-    if persistent:  # one program per SM (one fits an SM at D = 128), taking tile after tile
+    if persistent:  # one program per SM, taking tile after tile
         grid = (min(grid[0] * grid[1], _sm_count(q.device)), 1)
         tail += (batch, *_schedule(q.device, grid[0], seq, cfg, l2_heads, causal, batch * heads))
     consts = dict(
@@ -979,7 +989,8 @@ _gluon_op = getattr(torch.ops, OP_NAMESPACE).gluon_flash_attention.default
 
 def flash_attention(q, k, v, causal: bool = True, **overrides):
     """softmax(q kT / sqrt(D) + mask) v for q [B, H, S, D], k/v [B, H_kv, S, D] on a Hopper GPU.
-    `overrides` (BLOCK_N, STAGES, ...) replace tiles(D)'s, for tuning experiments (eager only)."""
+    `overrides` (BLOCK_N, STAGES, ...) replace tiles(D, S)'s, for tuning experiments (eager
+    only)."""
     if torch.compiler.is_compiling():
         return _gluon_op(q, k, v, causal)
     out = _launch_known(q, k, v, causal, overrides)

@@ -257,14 +257,14 @@ def test_compiled_gluon_flash_calls_its_op_on_every_call(gluon_flash, monkeypatc
 
 
 def test_each_named_tile_set_runs_its_own_schedule_over_any_default(gluon_flash):
-    """A tile set passed as overrides merges into tiles(D): each names its schedule, so a
-    one-program-per-tile set runs that kernel where D's default is the persistent grid."""
+    """A tile set passed as overrides merges into tiles(D, S): each names its schedule, so a
+    one-program-per-tile set runs that kernel where the default is the persistent grid."""
     kernels = {
         "WS_TILES": gluon_flash._gluon_attn_fwd_ws,
         "SINGLE_TILES_D128": gluon_flash._gluon_attn_fwd,
         "PERSISTENT_TILES": gluon_flash._gluon_attn_fwd_wsp,
     }
-    for dim in (64, 128):
+    for dim, seq in ((64, 512), (64, 8192), (128, 512)):
         for name, kernel in kernels.items():
-            cfg = {**gluon_flash.tiles(dim), **getattr(gluon_flash, name)}
-            assert gluon_flash.schedule_of(cfg)[0] is kernel, (dim, name)
+            cfg = {**gluon_flash.tiles(dim, seq), **getattr(gluon_flash, name)}
+            assert gluon_flash.schedule_of(cfg)[0] is kernel, (dim, seq, name)

@@ -93,23 +93,26 @@ from variants import gluon_flash
 from variants.masks import reference
 
 # fewer tiles than SMs; many tiles a program (causal, heaviest first); GQA, S off the tile,
-# non-causal float16
-for b, h, kv, s, causal, dtype in ((1, 8, 8, 333, True, torch.bfloat16),
-                                   (4, 32, 8, 2048, True, torch.bfloat16),
-                                   (2, 3, 1, 1000, False, torch.float16)):
-    q = torch.randn(b, h, s, 128, device="cuda", dtype=dtype)
-    k, v = (torch.randn(b, kv, s, 128, device="cuda", dtype=dtype) for _ in "kv")
+# non-causal float16; D = 64 too, its default from S = 2048 on
+for b, h, kv, s, d, causal, dtype in ((1, 8, 8, 333, 128, True, torch.bfloat16),
+                                      (4, 32, 8, 2048, 128, True, torch.bfloat16),
+                                      (2, 3, 1, 1000, 128, False, torch.float16),
+                                      (2, 6, 2, 2500, 64, True, torch.bfloat16),
+                                      (1, 4, 4, 3001, 64, False, torch.float16)):
+    q = torch.randn(b, h, s, d, device="cuda", dtype=dtype)
+    k, v = (torch.randn(b, kv, s, d, device="cuda", dtype=dtype) for _ in "kv")
     for _ in range(2):  # the launch, then the key's fast launch
         out = gluon_flash.flash_attention(q, k, v, causal=causal, **gluon_flash.PERSISTENT_TILES)
         err = max_rel_err(out, reference(q, k, v, causal=causal))
-        assert err < 3e-2, (b, h, kv, s, causal, err)
+        assert err < 3e-2, (b, h, kv, s, d, causal, err)
 print("ok")
 """
 
 
 def test_gluon_flash_persistent_schedule_against_float64_in_a_process_of_its_own():
-    """The warp-specialized schedule on a persistent grid (PERSISTENT_TILES, opt-in) against
-    float64: fewer tiles than SMs, many tiles a program, GQA, non-causal float16. In a child
+    """The warp-specialized schedule on a persistent grid (PERSISTENT_TILES, the default at
+    D = 128 and at D = 64 from S = 2048) against float64: fewer tiles than SMs, many tiles a
+    program, GQA, non-causal float16, D = 64 and 128. In a child
     process with a time limit: a schedule whose barriers never complete hangs its kernel, and
     fails this test, not the session."""
     import os
