@@ -226,7 +226,8 @@ def _add_run(sub) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="an Inductor option for this cell (repeatable), e.g. coordinate_descent_tuning=true",
+        help="an Inductor option for this cell (repeatable), e.g. coordinate_descent_tuning=true; "
+        "or static_inputs=true (CUDA graph modes: the graph reads the inputs in place, no copies)",
     )
     run.add_argument(
         "--pass",

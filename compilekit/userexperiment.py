@@ -14,6 +14,7 @@ import os
 import re
 
 from compilekit.compile.knobs import INDUCTOR_MODES
+from compilekit.compile.knobs import check_mode as check_config_mode
 from compilekit.compile.shapekind import check_shape, fits
 from compilekit.model.errors import UserError
 from compilekit.model.experiment import SAME_MODE, Experiment, parse_baseline
@@ -162,6 +163,9 @@ def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs:
                 check_shape(variant, shapes[0], workload)  # names the kind it takes
         dtype = parse_dtype(merged.get("dtype", "float32"))
         device = parse_device(merged.get("device", "auto"))
+        for config, mode in itertools.product(chosen.values(), merged["modes"]):
+            if mode in INDUCTOR_MODES:  # the others take no config (_cells)
+                check_config_mode(config, mode)
     except UserError as exc:
         raise UserError(f"{path}, {place}: {exc}") from None
     return {

@@ -1,4 +1,5 @@
-"""Inductor knobs per cell: `--set key=value` on the command line, `[configs]` in an experiment.
+"""Inductor knobs per cell: `--set key=value` on the command line, `[configs]` in an experiment;
+and compilekit's own (TOOLKIT_OPTIONS: static_inputs), which the toolkit acts on itself.
 
 A config is a flat {Inductor config key: value} dict. It is validated against the running torch
 (`torch._inductor.list_options()` and the type of each key's current value), carried by the cell
@@ -18,6 +19,19 @@ from compilekit.model.errors import UserError
 
 # Modes a config can act on: Inductor's. eager and the cudagraphs backend do not run Inductor.
 INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# Inductor's modes that capture CUDA graphs
+CUDAGRAPH_INDUCTOR_MODES = ("reduce-overhead", "max-autotune")
+
+# compilekit's own options, beside Inductor's in a config: name -> (type, what it does). Not
+# passed to Inductor (inductor_options leaves them out).
+TOOLKIT_OPTIONS = {
+    "static_inputs": (
+        bool,
+        "the cell's input tensors marked static (torch._dynamo.mark_static_address): the CUDA "
+        "graph reads them in place, as a model's graph reads the tensors it made itself; without "
+        "it, the graph copies each input into its own buffer before every replay",
+    ),
+}
 
 
 def parse_assignment(text: str) -> tuple[str, object]:
@@ -49,6 +63,14 @@ def validate(config: dict, where: str = "") -> dict:
     defaults = inductor_config.get_config_copy()
     prefix = f"{where}: " if where else ""
     for key, value in config.items():
+        if key in TOOLKIT_OPTIONS:
+            kind, _ = TOOLKIT_OPTIONS[key]
+            if type(value) is not kind:
+                raise UserError(
+                    f"{prefix}compilekit option {key!r} takes {kind.__name__}, not "
+                    f"{type(value).__name__} {value!r:.60}"
+                )
+            continue
         if key not in known:
             close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.6)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -127,15 +149,27 @@ def name_of(config: dict) -> str:
 
 def check_mode(config: dict, mode: str, what: str = "Inductor options") -> None:
     """Configs and graph passes act on Inductor; on eager or the cudagraphs backend they would
-    do nothing."""
+    do nothing, and static_inputs does nothing without CUDA graphs."""
     if config and mode not in INDUCTOR_MODES:
         raise UserError(
             f"{what} do nothing under mode {mode!r}: use one of {', '.join(INDUCTOR_MODES)}"
         )
+    if config.get("static_inputs") and mode not in CUDAGRAPH_INDUCTOR_MODES:
+        raise UserError(
+            f"static_inputs spares a CUDA graph its input copies and does nothing under mode "
+            f"{mode!r}: use one of {', '.join(CUDAGRAPH_INDUCTOR_MODES)}"
+        )
+
+
+def inductor_options(config: dict) -> dict:
+    """The config's Inductor options: all but compilekit's own (TOOLKIT_OPTIONS)."""
+    return {k: v for k, v in config.items() if k not in TOOLKIT_OPTIONS}
 
 
 def compile_options(mode_kwargs: dict, config: dict) -> dict:
-    """torch.compile keyword arguments: the mode's own, or its options merged with the config."""
+    """torch.compile keyword arguments: the mode's own, or its options merged with the
+    config's Inductor options."""
+    config = inductor_options(config)
     if not config:
         return mode_kwargs
     import torch._inductor as inductor

@@ -50,7 +50,9 @@ def toolkit_settings(
     if device == "cpu":
         shared_isa_probes()
     changes = toolkit_changes(device, capture)
-    cell_changes = dict(cell_config or {})
+    from compilekit.compile.knobs import inductor_options
+
+    cell_changes = inductor_options(dict(cell_config or {}))
     if graph_pass is not None:
         cell_changes["joint_custom_pre_pass"] = graph_pass
     with config.patch({**cell_changes, **changes}):

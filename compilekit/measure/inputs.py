@@ -28,7 +28,18 @@ def make_inputs(shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor
 def cell_inputs(variant, cell) -> tuple:
     """The positional inputs of a cell: q, k, v for an attention variant; for a model workload,
     what its factory built (the model becomes variant.attention, the callable every process
-    compiles and times, and variant.workload keeps the rest)."""
+    compiles and times, and variant.workload keeps the rest). Under the static_inputs option
+    (compile/knobs.py) the tensors among them are marked static, before anything compiles."""
+    args = _built_inputs(variant, cell)
+    if dict(cell.config).get("static_inputs"):
+        for arg in args:
+            if isinstance(arg, torch.Tensor):
+                # unguarded: the cell calls with these very tensors, so no guard to check
+                torch._dynamo.mark_static_address(arg, guard=False)
+    return args
+
+
+def _built_inputs(variant, cell) -> tuple:
     if variant.factory is None:
         return make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
     from compilekit.measure import workload

@@ -113,6 +113,9 @@ def test_experiment_configs_expand_and_skip_eager(tmp_path):
         ("[configs]\nx = { max_fusion_siz = 8 }\n", "did you mean max_fusion_size"),
         ("[configs]\nx = 5\n", "must be a table of Inductor options"),
         ('[configs]\nx = { coordinate_descent_tuning = "yes" }\n', "takes bool"),
+        ("[configs]\nx = { static_inputs = 1 }\n", "compilekit option 'static_inputs' takes bool"),
+        # the matrix's default mode has no CUDA graph whose copies it could spare
+        ("[configs]\nx = { static_inputs = true }\n", "does nothing under mode 'default'"),
     ],
 )
 def test_bad_configs_are_one_line(configs, needle, tmp_path, cli):
@@ -233,3 +236,34 @@ def test_inductor_knobs_experiment_picks_configs_and_passes_per_matrix():
         ("flex", ""), ("flex", "flex_exhaustive"),
     }  # fmt: skip
     assert "naive__default__8x16x1024x64__bfloat16__cuda__cfg-cdt" in by_label
+
+
+def test_static_inputs_is_compilekits_own_option_not_inductors(cli, tmp_path):
+    """static_inputs marks the cell's tensors static where they are made and never reaches
+    Inductor; a mode without CUDA graphs refuses it in one line."""
+    import torch
+
+    from compilekit.compile import knobs
+    from compilekit.compile.variant import load_variant
+    from compilekit.measure.inputs import cell_inputs
+    from compilekit.model.spec import Cell, parse_shape
+
+    config = knobs.validate({"static_inputs": True, "max_fusion_size": 8})
+    assert knobs.compile_options({"mode": "reduce-overhead"}, {"static_inputs": True}) == {
+        "mode": "reduce-overhead"
+    }
+    assert "static_inputs" not in knobs.compile_options({}, config)["options"]
+    for items, marked in (((), False), ((("static_inputs", True),), True)):
+        cell = Cell(
+            "naive", "reduce-overhead", parse_shape("1x2x64x16"), "float32", "cpu", 0, items
+        )
+        args = cell_inputs(load_variant("naive"), cell)
+        # how torch._dynamo.mark_static_address marks a tensor, and cudagraph trees read it
+        assert [getattr(t, "_dynamo_static_input_type", None) for t in args] == [
+            "unguarded" if marked else None
+        ] * 3
+        assert all(isinstance(t, torch.Tensor) for t in args)
+    proc = cli("run", "--mode", "default", "--device", "cpu", "--set", "static_inputs=true",
+               "--out", str(tmp_path))  # fmt: skip
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "use one of reduce-overhead, max-autotune" in proc.stderr and not os.listdir(tmp_path)

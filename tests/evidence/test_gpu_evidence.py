@@ -86,6 +86,19 @@ def test_reduce_overhead_replay_costs_at_the_blog_shape(run_cell):
     assert "4 input(s) copied per call by 4 kernel launch(es) (copy_, " in replay["note"]
 
 
+def test_static_inputs_spare_the_replay_the_copies_of_q_k_and_v(run_cell):
+    """Under the static_inputs option the CUDA graph reads the cell's q, k and v in place: of
+    naive's four copies per replay only its mask's (a tensor the variant made) is left."""
+    result = run_cell(
+        "naive", "reduce-overhead", shape=BLOG, dtype="bfloat16", device="cuda",
+        config={"static_inputs": True},
+    )  # fmt: skip
+    assert result.status == "ok" and result.cudagraphs["applied"], result.reason
+    replay = result.replay
+    assert replay["input_copy_launches_per_call"] == 1 == replay["inputs_recorded_non_static"]
+    assert replay["recordings"] >= 1 and replay["rerecords"] == 0
+
+
 def test_triton_flash_compiles_and_maps_to_its_call_line(run_cell):
     result, kmap = _run(run_cell, "triton-flash", "default")
     assert result.status == "ok", result.reason
