@@ -1,8 +1,10 @@
-"""The kernel sweep's judged shapes in two tables. First cuDNN's time over each path's (above
-1.00: faster than cuDNN), eagerly and compiled, each with its TFLOP/s. Then, for the two
-kernels under reduce-overhead, where the time goes: the CUDA graph's own GPU work against
-eager's kernel (both from the profiler's kernel times, as each cell's kernel map records them)
-and the input copies cudagraph trees make before each replay. `python3 dev/kernel_table.py
+"""The kernel sweep's judged shapes in three tables. First cuDNN's time over each path's (above
+1.00: faster than cuDNN), eagerly and compiled, each with its TFLOP/s. Then each kernel's
+compiled time over its eager time, under default, reduce-overhead and reduce-overhead with the
+inputs static (the `static` config: no copies before each replay). Then, for the two kernels
+under reduce-overhead, where the time goes: the CUDA graph's own GPU work against eager's
+kernel (both from the profiler's kernel times, as each cell's kernel map records them) and the
+input copies cudagraph trees make before each replay. `python3 dev/kernel_table.py
 SWEEP_DIR` (a published folder such as experiments/results/h200/kernel, or a sweep's own)."""
 
 import gzip
@@ -19,9 +21,11 @@ PATHS = [("sdpa-flash", "eager"), ("flex", "default")] + [
 ]
 
 
-def record(folder: str, variant: str, mode: str, shape: str) -> dict | None:
-    """The cell's result.json, None where it is missing or not ok."""
-    base = os.path.join(folder, f"{variant}__{mode}__{shape}__bfloat16__cuda", "result.json")
+def record(folder: str, variant: str, mode: str, shape: str, config: str = "") -> dict | None:
+    """The cell's result.json (under the experiment's config of that name, if one), None
+    where it is missing or not ok."""
+    label = f"{variant}__{mode}__{shape}__bfloat16__cuda" + (f"__cfg-{config}" if config else "")
+    base = os.path.join(folder, label, "result.json")
     for path, opener in ((base + ".gz", gzip.open), (base, open)):
         if os.path.isfile(path):
             with opener(path, "rt") as f:
@@ -30,11 +34,32 @@ def record(folder: str, variant: str, mode: str, shape: str) -> dict | None:
     return None
 
 
-def timed(folder: str, variant: str, mode: str, shape: str) -> tuple | None:
+def timed(folder: str, variant: str, mode: str, shape: str, config: str = "") -> tuple | None:
     """The cell's (compiled_ms, its mode's median; tflops at that time), None where it is
     missing or not ok."""
-    found = record(folder, variant, mode, shape)
+    found = record(folder, variant, mode, shape, config)
     return (found["compiled_ms"], found.get("tflops")) if found else None
+
+
+COMPILED = [("default", ""), ("reduce-overhead", ""), ("reduce-overhead", "static")]
+
+
+def compiled_table(folder: str, rows: list) -> None:
+    """Each kernel's compiled median over its eager median, per shape and compiled path."""
+    names = ["default", "reduce-overhead", "reduce-overhead, inputs static"]
+    print("\n| shape | kernel | eager ms | " + " | ".join(names) + " |")
+    print("|---" * (3 + len(names)) + "|")
+    for shape, suffix, _ in rows:
+        for kernel in ("triton-flash", "gluon-flash"):
+            eager = timed(folder, kernel + suffix, "eager", shape)
+            if not eager:
+                continue
+            cells = []
+            for mode, config in COMPILED:
+                cell = timed(folder, kernel + suffix, mode, shape, config)
+                cells.append(f"{cell[0] / eager[0]:.2f}" if cell else "-")
+            label = shape + (" GQA 32/8" if suffix else "")
+            print(f"| {label} | {kernel} | {eager[0]:.4f} | " + " | ".join(cells) + " |")
 
 
 def replay_table(folder: str, rows: list) -> None:
@@ -71,6 +96,7 @@ def main(folder: str) -> None:
         label = shape + (" GQA 32/8" if suffix else "")
         first = f"{cudnn[0]:.4f}{_tflops(cudnn)}" if cudnn else "-"
         print(f"| {label} | {first} | " + " | ".join(cells) + " |")
+    compiled_table(folder, rows)
     replay_table(folder, rows)
 
 

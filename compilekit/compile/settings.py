@@ -10,8 +10,9 @@ the timed process reuses exactly what the first compile built):
   too for the knobs Inductor reads at run time rather than at compile time; and the cell's
   custom graph passes (`--pass`), as one composite object at `joint_custom_pre_pass`.
 - CPU: Inductor's ISA probes run in a folder every cell shares (shared_isa_probes).
-- in a sweep, each of Inductor's GPU benchmarks runs with the GPU alone (benchmarks_alone), and
-  a compile's start and end let go of and take again the GPU (around_compiles).
+- in a sweep, each of Inductor's GPU benchmarks and each Triton autotuner's config timing runs
+  with the GPU alone (benchmarks_alone), and a compile's start and end let go of and take again
+  the GPU (around_compiles).
 Environment variables the parent sets for each process (cache directories, TORCH_TRACE, compile
 threads) are listed in runner.PHASE_ENV.
 """
@@ -121,33 +122,47 @@ def around_compiles(on_start, on_end):
 
 @contextlib.contextmanager
 def benchmarks_alone(alone):
-    """Run each of Inductor's GPU benchmarks (max-autotune's candidate kernels, a kernel's
-    launch configs) inside `alone()`, a re-entrant context manager, for the block: their
-    timings choose kernels, so they must not share the GPU. Through torch's own hook where it
-    has one (torch >= 2.13: set_gpu_benchmark_lock_context); before that, the one patch here:
-    each benchmarker class's `benchmark_gpu` is wrapped, and put back on exit."""
+    """Run each GPU benchmark that chooses a kernel inside `alone()`, a re-entrant context
+    manager, for the block: Inductor's (max-autotune's candidate kernels, a kernel's launch
+    configs), and a Triton autotuner's timing of each of its configs (a hand-written kernel's
+    @triton.autotune, on its first call eagerly: in a sweep beside other cells' kernels it
+    chose 10-13% slower configs for triton-flash at S = 8192 and 16384). Inductor's through
+    torch's own hook where it has one (torch >= 2.13: set_gpu_benchmark_lock_context); before
+    that, each benchmarker class's `benchmark_gpu` is wrapped. Triton's Autotuner._bench is
+    wrapped. Every wrapped method is put back on exit."""
     from torch._inductor.runtime import benchmarking
 
+    patched = _autotuner_bench()
     set_context = getattr(benchmarking, "set_gpu_benchmark_lock_context", None)
+    previous = None
     if set_context is not None:
         previous = set_context(alone)
-        try:
-            yield
-        finally:
-            set_context(previous)
-        return
-    originals = {
-        cls: vars(cls)["benchmark_gpu"]
-        for cls in vars(benchmarking).values()
-        if isinstance(cls, type) and "benchmark_gpu" in vars(cls)
-    }
-    for cls, original in originals.items():
-        cls.benchmark_gpu = _inside(alone, original)
+    else:
+        patched += [
+            (cls, "benchmark_gpu", vars(cls)["benchmark_gpu"])
+            for cls in vars(benchmarking).values()
+            if isinstance(cls, type) and "benchmark_gpu" in vars(cls)
+        ]
+    for owner, name, original in patched:
+        setattr(owner, name, _inside(alone, original))
     try:
         yield
     finally:
-        for cls, original in originals.items():
-            cls.benchmark_gpu = original
+        for owner, name, original in patched:
+            setattr(owner, name, original)
+        if set_context is not None:
+            set_context(previous)
+
+
+def _autotuner_bench() -> list:
+    """[(triton's Autotuner, "_bench", its own method)], or [] without Triton (CPU builds of
+    torch) or where its Autotuner times configs elsewhere."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return []
+    original = vars(Autotuner).get("_bench")
+    return [(Autotuner, "_bench", original)] if original is not None else []
 
 
 def _inside(alone, fn):

@@ -406,3 +406,24 @@ def test_in_a_sweep_the_measure_process_waits_for_the_capture_only_before_the_ke
     result = for_cell(cell)
     coldphase.wait_for_cold(str(cache), result, cell)
     assert result.steps_s["wait_for_cold"] >= 0.4
+
+
+def test_a_triton_autotuner_times_its_configs_with_the_gpu_alone(tmp_path, monkeypatch):
+    """A hand-written kernel's @triton.autotune times its configs on its first call: in a held
+    block each timing takes the GPU alone, and the Autotuner gets its own method back after."""
+    autotuner = pytest.importorskip("triton.runtime.autotuner").Autotuner
+    lock = tmp_path / "gpu0.lock"
+    monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(lock))
+    monkeypatch.delenv("COMPILEKIT_CPU_LOCK", raising=False)
+    seen = []
+
+    def bench(self, *args, config=None, **meta):
+        seen.append((config, gpu_lock_state(lock)))
+        return [1.0, 1.0, 1.0]
+
+    monkeypatch.setattr(autotuner, "_bench", bench)
+    with locks.gpu_shared_between_compiles({}):
+        assert autotuner._bench(None, config="BLOCK_M 64") == [1.0, 1.0, 1.0]
+        seen.append(("between configs", gpu_lock_state(lock)))
+    assert seen == [("BLOCK_M 64", "alone"), ("between configs", "shared")]
+    assert vars(autotuner)["_bench"] is bench
