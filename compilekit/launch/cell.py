@@ -29,6 +29,7 @@ import sys
 import time
 import traceback
 
+from compilekit.evidence import autotuned
 from compilekit.evidence import gather as evidence
 from compilekit.launch import calls, coldphase, failures, ragged, reaper, warm
 from compilekit.measure import steady
@@ -95,6 +96,7 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
         with result.step("time"):
             alone = functools.partial(locks.timed_alone, result.steps_s, cell.device)
             steady.time_cell(cell, variant, compiled, args, result, alone)
+        result.triton_autotuned = autotuned.choices() or None  # what the figures ran
         # handed over as its only reference: freed before the compiled call, as the largest
         # cells need that memory
         eager_outs, eager_out = [eager_out], None

@@ -101,10 +101,13 @@ class CellResult:
     sdpa_backend: str | None = None
     attention_rewrite: str | None = None
     # why it was slow: CUDA-graph replay costs, the roofline classes of the kernels'
-    # time, max-autotune's choices (from the cold compile, the one that really tuned)
+    # time, max-autotune's choices (from the cold compile, the one that really tuned), and a
+    # hand-written kernel's autotuner's
     replay: dict | None = None
     roofline: str | None = None
     autotune: list | None = None
+    # the config each Triton autotuner of the variant's code chose, per key (evidence/autotuned)
+    triton_autotuned: list | None = None
     # a decode cell's figures per path (loop, generate) and kind (eager, compiled): per-token
     # times, time to first token, bytes per token and GB/s against the copy ceiling, tokens
     # against eager's (compilekit/launch/decodephase.py)

@@ -10,7 +10,7 @@ import os
 
 from tabulate import tabulate
 
-from compilekit.evidence import diagnose
+from compilekit.evidence import autotuned, diagnose
 from compilekit.evidence.roofline import NONE_PLACED
 from compilekit.report import varlenview
 
@@ -249,8 +249,7 @@ def cell_summary(result) -> str:
 
 
 def _speedup_words(text: str, result) -> str:
-    """' speedup 1.23x' (text: the table's), or a host-bound cell's loop speedup beside
-    do_bench's."""
+    """' speedup 1.23x' (the table's text), or a host-bound cell's loop speedup by do_bench's."""
     if not result.paced_by_loop:
         return f" speedup {text}x"
     return (
@@ -376,14 +375,15 @@ def retimed_text(r) -> str | None:
 
 
 def why_slow_lines(result) -> list[str]:
-    """The CUDA-graph replay's costs, the roofline split of device time, and max-autotune's
-    winner per tuned op: what the run summary and REPORT.md say of why a cell was slow."""
+    """Replay costs, the roofline split, max-autotune's and Triton autotuners' choices: what
+    the run summary and REPORT.md say of why a cell was slow."""
     lines = [result.replay["note"]] if result.replay else []
     if result.roofline == NONE_PLACED:
         lines.append(result.roofline)
     elif result.roofline:
         lines.append(f"{result.roofline} (share of device time; `compilekit kernels` per kernel)")
-    return lines + [autotune_line(op) for op in result.autotune or []]
+    tuned = [autotune_line(op) for op in result.autotune or []]
+    return lines + tuned + autotuned.lines(result.triton_autotuned)
 
 
 def autotune_line(op: dict) -> str:

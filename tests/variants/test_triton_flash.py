@@ -275,6 +275,26 @@ def test_cli_runs_it_through_the_interpreter(tmp_path, cli):
     cell_dir = tmp_path / "triton-flash__eager__1x2x48x32__float32__cpu"
     result = json.loads((cell_dir / "result.json").read_text())
     assert result["status"] == "ok" and result["max_rel_err"] < 1e-5
+    # the config its autotuner ran (the interpreter's one), on the record and in the summary
+    (tuned,) = result["triton_autotuned"]
+    assert (tuned["kernel"], tuned["module"]) == ("_attn_fwd", "variants.triton_flash")
+    assert tuned["chosen"][0]["config"].startswith("BLOCK_M: ")
+    assert "autotuned _attn_fwd (variants.triton_flash) at every key (one config): BLOCK_M" in (
+        proc.stdout
+    )
+
+
+def test_autotuned_lines_name_each_key_an_autotuner_timed():
+    from types import SimpleNamespace
+
+    from compilekit.evidence import autotuned
+
+    tuner = SimpleNamespace(cache={(1024, 64, "torch.bfloat16"): "BLOCK_M: 64, BLOCK_N: 64"})
+    record = {"kernel": "_attn_fwd", "module": "m", "keys": ["S_BUCKET", "HEAD_DIM"]}
+    assert autotuned.lines([record | {"chosen": autotuned._chosen(tuner)}]) == [
+        "autotuned _attn_fwd (m) at S_BUCKET=1024, HEAD_DIM=64, torch.bfloat16: "
+        "BLOCK_M: 64, BLOCK_N: 64"
+    ]
 
 
 def test_cli_without_gpu_or_interpreter_is_one_line(cli):

@@ -1,0 +1,77 @@
+"""What a hand-written Triton kernel's @triton.autotune chose in this process: the config per
+key of each autotuner in the variants' own modules (not torch's or Triton's). Its first eager
+call times the configs, and the cell's figures are those of the winner: another winner (a
+timing disturbed, another GPU) is another kernel. Inductor's own tuning is max-autotune's
+record (result.autotune)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+
+# where installed packages live: their autotuners are not the variant's
+_INSTALLED = tuple(
+    os.path.realpath(p) + os.sep
+    for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+)
+
+
+def choices() -> list[dict]:
+    """[{"kernel", "module", "keys", "chosen": [{"key", "config"}]}] for each Triton
+    autotuner that has chosen a config, in the modules loaded from outside the installed
+    packages; [] without Triton."""
+    autotuner = _autotuner_class()
+    if autotuner is None:
+        return []
+    found = []
+    for name, module in list(sys.modules.items()):
+        path = os.path.realpath(getattr(module, "__file__", None) or os.sep)
+        if path.startswith(_INSTALLED) or path == os.sep:
+            continue
+        for value in list(getattr(module, "__dict__", {}).values()):
+            if type(value) is autotuner and (chosen := _chosen(value)):
+                kernel = getattr(value, "base_fn", value.fn)
+                found.append(
+                    {
+                        "kernel": getattr(kernel, "__name__", repr(kernel)),
+                        "module": name,
+                        "keys": list(getattr(value, "keys", [])),
+                        "chosen": chosen,
+                    }
+                )
+    return found
+
+
+def lines(records: list | None) -> list[str]:
+    """One line per key an autotuner chose a config for."""
+    return [
+        f"autotuned {r['kernel']} ({r['module']}) at {_key(c['key'], r['keys'])}: {c['config']}"
+        for r in records or []
+        for c in r["chosen"]
+    ]
+
+
+def _chosen(tuner) -> list[dict]:
+    """The config per key the tuner timed (its cache), or the one config it runs where it
+    had nothing to choose between (a single config: no key is timed)."""
+    cache = getattr(tuner, "cache", None) or {}
+    if cache:
+        return [{"key": [str(k) for k in key], "config": str(cfg)} for key, cfg in cache.items()]
+    best = getattr(tuner, "best_config", None)
+    return [{"key": None, "config": str(best)}] if best is not None else []
+
+
+def _key(key: list | None, names: list) -> str:
+    if key is None:
+        return "every key (one config)"
+    named = [f"{n}={v}" for n, v in zip(names, key)] + key[len(names) :]
+    return ", ".join(named)
+
+
+def _autotuner_class():
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:  # CPU builds of torch come without Triton
+        return None
+    return Autotuner
