@@ -3,14 +3,22 @@ what a profiler that reads one kernel's hardware counters (Nsight Compute) is po
 warm-up calls that compile and autotune. bf16 on a GPU (float32 elsewhere, a smoke run).
 
 Usage: python dev/attention_calls.py VARIANT SHAPE [--calls 5] [--compiled]
+       [--tuned-json OUT.json] [--pin TUNED.json]
 With ncu (phase P of dev/h200_check.sh):
     ncu --clock-control none --nvtx --nvtx-include "timed/" python dev/attention_calls.py \\
         gluon-flash 1x32x8192x128
+
+A Triton autotuner times its configs on the first call, and under Nsight Compute, whose
+instrumentation distorts those timings, it chose 128-row tiles for triton-flash at
+16x16x512x64 where it runs 64x64 tiles otherwise. So: `--tuned-json` writes the config each
+autotuner of the variant's code chose (kernel name -> the config's arguments), from a run
+without the profiler, and `--pin` gives each such autotuner that one config before the calls.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -45,22 +53,78 @@ def calls(name: str, shape_text: str, count: int, compiled: bool) -> torch.Tenso
     return out
 
 
+def _variant_autotuners() -> list:
+    """The Triton autotuners in the modules loaded from outside the installed packages (the
+    variants' code): those compilekit.evidence.autotuned reports."""
+    from compilekit.evidence import autotuned
+
+    autotuner = autotuned._autotuner_class()
+    if autotuner is None:
+        return []
+    found = []
+    for module in list(sys.modules.values()):
+        path = os.path.realpath(getattr(module, "__file__", None) or os.sep)
+        if path == os.sep or path.startswith(autotuned._INSTALLED):
+            continue
+        found += [v for v in vars(module).values() if type(v) is autotuner]
+    return found
+
+
+def tuned_configs() -> dict:
+    """kernel name -> the arguments of the config its autotuner last chose."""
+    return {
+        t.base_fn.__name__: t.best_config.all_kwargs()
+        for t in _variant_autotuners()
+        if getattr(t, "best_config", None) is not None
+    }
+
+
+def pin(configs: dict) -> list[str]:
+    """Give each autotuner of a kernel named in `configs` that one config; the names pinned."""
+    import triton
+
+    pinned = []
+    for tuner in _variant_autotuners():
+        name = tuner.base_fn.__name__
+        if name in configs:
+            kwargs = dict(configs[name])
+            options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages", "num_ctas", "maxnreg")
+                       if k in kwargs}  # fmt: skip
+            tuner.configs = [triton.Config(kwargs, **options)]
+            tuner.cache.clear()
+            pinned.append(name)
+    return pinned
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("variant")
     parser.add_argument("shape", help="BxHxSxD, as a cell's")
     parser.add_argument("--calls", type=int, default=5, help="calls in all, the last one timed")
     parser.add_argument("--compiled", action="store_true", help="under torch.compile default")
+    parser.add_argument("--tuned-json", help="write the configs the autotuners chose here")
+    parser.add_argument("--pin", help="a --tuned-json file: each autotuner runs its config")
     args = parser.parse_args(argv)
     if args.calls < 1:
         print(f"attention_calls: --calls {args.calls}: give 1 or more", file=sys.stderr)
         return 2
     try:
+        if args.pin:
+            with open(args.pin) as f:
+                wanted = json.load(f)
+            load_variant(args.variant)  # its module, and the autotuners in it
+            print(f"pinned: {', '.join(pin(wanted)) or 'nothing (no autotuner named)'}")
         out = calls(args.variant, args.shape, args.calls, args.compiled)
-    except (UserError, ValueError) as exc:
+    except (UserError, ValueError, OSError) as exc:
         print(f"attention_calls: {exc}", file=sys.stderr)
         return 2
     print(f"{args.variant} {args.shape}: {args.calls} calls, out {tuple(out.shape)}")
+    tuned = tuned_configs()
+    for name, config in tuned.items():
+        print(f"  {name}: {config}")
+    if args.tuned_json:
+        with open(args.tuned_json, "w") as f:
+            json.dump(tuned, f)
     return 0
 
 

@@ -40,7 +40,8 @@
 #      (--gluon-baseline FILE, --gluon-tiles ...)
 #   P  Nsight Compute's counters (speed of light, occupancy, warp stalls, issue slots) for the
 #      last of five calls of each P_CELLS "variant/shape ..." (dev/attention_calls.py; every
-#      kernel in that call: cuDNN's too), where the machine's runtime gives counters
+#      kernel in that call: cuDNN's too), where the machine's runtime gives counters; a Triton
+#      autotuner's config chosen in a run without the profiler first, and pinned under it
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
 #      ragged batches against the other paths, checked, within K_S seconds
 # Every phase's limit is cut to what is left before DEADLINE seconds from the start (default
@@ -188,11 +189,15 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
       for spec in ${P_CELLS:-gluon-flash/1x32x8192x128 sdpa-cudnn/1x32x8192x128 triton-flash/16x16x512x64 sdpa-cudnn/16x16x512x64}; do
         variant=${spec%%/*}; shape=${spec#*/}
         log="$OUT/P_$(echo "$variant-$shape" | tr -c 'A-Za-z0-9.-' _).txt"
+        # the configs its autotuners choose without the profiler, pinned under it (ncu's
+        # instrumentation distorts an autotuner's timings: dev/attention_calls.py)
+        timeout "$(within 60)" python3 dev/attention_calls.py "$variant" "$shape" \
+          --tuned-json /tmp/P_tuned.json > "$log" 2>&1
         # the clocks as they are (the device's METHOD.md): counters, not a timing
         timeout "$(within 150)" ncu --clock-control none --nvtx --nvtx-include "timed/" \
           --section SpeedOfLight --section Occupancy --section LaunchStats \
           --section WarpStateStats --section ComputeWorkloadAnalysis --section SchedulerStats \
-          python3 dev/attention_calls.py "$variant" "$shape" > "$log" 2>&1
+          python3 dev/attention_calls.py "$variant" "$shape" --pin /tmp/P_tuned.json >> "$log" 2>&1
         echo "$spec rc=$?"
         grep -E "^ +(Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|Issue Slots Busy)" "$log" | head -14
       done ;;
