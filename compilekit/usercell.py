@@ -118,6 +118,7 @@ def make_cell(
     config = dict(knobs.parse_assignment(a) for a in assignments)
     knobs.check_mode(config, mode)
     config = knobs.validate(config, "--set")
+    knobs.check_shape(config, shape_obj)
     passes = [
         os.path.abspath(p.rsplit(":", 1)[0]) + ":" + p.rsplit(":", 1)[1] if ":" in p else p
         for p in passes

@@ -15,6 +15,7 @@ import re
 
 from compilekit.compile.knobs import INDUCTOR_MODES
 from compilekit.compile.knobs import check_mode as check_config_mode
+from compilekit.compile.knobs import check_shape as check_config_shape
 from compilekit.compile.shapekind import check_shape, fits
 from compilekit.model.errors import UserError
 from compilekit.model.experiment import SAME_MODE, Experiment, parse_baseline
@@ -166,6 +167,8 @@ def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs:
         for config, mode in itertools.product(chosen.values(), merged["modes"]):
             if mode in INDUCTOR_MODES:  # the others take no config (_cells)
                 check_config_mode(config, mode)
+        for config, shape in itertools.product(chosen.values(), shapes):
+            check_config_shape(config, shape)
     except UserError as exc:
         raise UserError(f"{path}, {place}: {exc}") from None
     return {

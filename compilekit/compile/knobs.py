@@ -161,6 +161,18 @@ def check_mode(config: dict, mode: str, what: str = "Inductor options") -> None:
         )
 
 
+def check_shape(config: dict, shape) -> None:
+    """static_inputs holds the cell's inputs in place call after call; a decode step's inputs
+    (the next token, its position) are new each step."""
+    from compilekit.model.spec import Decode
+
+    if config.get("static_inputs") and isinstance(shape, Decode):
+        raise UserError(
+            f"static_inputs keeps a cell's inputs in place, and a decode step's are new each "
+            f"step: leave it out of decode cells ({shape})"
+        )
+
+
 def inductor_options(config: dict) -> dict:
     """The config's Inductor options: all but compilekit's own (TOOLKIT_OPTIONS)."""
     return {k: v for k, v in config.items() if k not in TOOLKIT_OPTIONS}

@@ -263,6 +263,9 @@ def test_static_inputs_is_compilekits_own_option_not_inductors(cli, tmp_path):
             "unguarded" if marked else None
         ] * 3
         assert all(isinstance(t, torch.Tensor) for t in args)
+    knobs.check_shape(config, parse_shape("1x2x64x16"))
+    with pytest.raises(UserError, match="a decode step's are new each step"):
+        knobs.check_shape(config, parse_shape("1x32+200"))
     proc = cli("run", "--mode", "default", "--device", "cpu", "--set", "static_inputs=true",
                "--out", str(tmp_path))  # fmt: skip
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
