@@ -866,10 +866,24 @@ def _descriptor(t, rows: int):
 
 
 # launch key -> (the compiled kernel's runner for its grid, the arguments after q, k, v and out,
-# the query and key box rows): a known key's later calls skip Triton's JIT dispatch (binding,
-# specializing four descriptors, the cache key), which cost about 0.1 ms of host per call on the
-# H200, more than the kernel at small shapes. As variants/triton_flash.py does.
+# q's, k's and v's descriptors without their tensor): a known key's later calls skip Triton's
+# JIT dispatch (binding, specializing four descriptors, the cache key), which cost about 0.1 ms
+# of host per call on the H200, more than the kernel at small shapes. As
+# variants/triton_flash.py does.
 _FAST_LAUNCH = LaunchCache()
+
+
+def _rebased(template, t):
+    """`template`, a descriptor the key's first call built and checked (TensorDescriptor's
+    __post_init__), over `t`: the key fixes t's shape, strides, dtype and alignment, so the
+    checks would pass again. Built anew, with its checks, a descriptor took 3.9 µs of host on
+    the development CPU, this 0.5. `t` None: a template that holds no caller's tensor."""
+    if not hasattr(template, "__dict__"):  # a Triton whose descriptor has slots
+        return _descriptor(t, template.block_shape[2]) if t is not None else template
+    desc = object.__new__(type(template))
+    desc.__dict__.update(template.__dict__)
+    desc.base = t
+    return desc
 
 
 def launch_key(q, k, v, causal: bool, overrides: dict) -> tuple:
@@ -884,9 +898,9 @@ def _launch_known(q, k, v, causal: bool, overrides: dict):
     known = _FAST_LAUNCH.get(launch_key(q, k, v, causal, overrides))
     if known is None:
         return None
-    run, tail, q_rows, kv_rows = known
+    run, tail, (q_desc, k_desc, v_desc) = known
     out = torch.empty_like(q)
-    run(_descriptor(q, q_rows), _descriptor(k, kv_rows), _descriptor(v, kv_rows), out, *tail)
+    run(_rebased(q_desc, q), _rebased(k_desc, k), _rebased(v_desc, v), out, *tail)
     return out
 
 
@@ -921,10 +935,8 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], STAGES=cfg["STAGES"],
         num_warps=cfg["num_warps"],
     )  # fmt: skip
-    compiled = kernel[grid](
-        _descriptor(q, q_rows), _descriptor(k, kv_rows), _descriptor(v, kv_rows), out,
-        *tail, **consts,
-    )  # fmt: skip
+    descs = (_descriptor(q, q_rows), _descriptor(k, kv_rows), _descriptor(v, kv_rows))
+    compiled = kernel[grid](*descs, out, *tail, **consts)
     if hasattr(compiled, "run") and hasattr(compiled, "__getitem__"):
         # the launcher wants every argument of the signature in order, constexprs included
         names = kernel.arg_names
@@ -933,7 +945,7 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
             (
                 direct_launcher(compiled, (*grid, 1)),
                 tail + tuple(consts[n] for n in names[4 + len(tail) :]),
-                q_rows, kv_rows,
+                tuple(_rebased(d, None) for d in descs),
             ),
         )  # fmt: skip
     return out

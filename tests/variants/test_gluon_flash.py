@@ -268,3 +268,14 @@ def test_each_named_tile_set_runs_its_own_schedule_over_any_default(gluon_flash)
         for name, kernel in kernels.items():
             cfg = {**gluon_flash.tiles(dim, seq), **getattr(gluon_flash, name)}
             assert gluon_flash.schedule_of(cfg)[0] is kernel, (dim, seq, name)
+
+
+def test_a_known_keys_descriptors_are_its_first_calls_over_the_new_tensors(gluon_flash):
+    """The fast path's descriptors: the template the key's first call built, over each call's
+    tensor, equal to one built (and checked) anew; the kept template holds no tensor."""
+    first, later = (torch.randn(2, 3, 100, 64, dtype=torch.bfloat16) for _ in "ab")
+    template = gluon_flash._rebased(gluon_flash._descriptor(first, 64), None)
+    assert template.base is None
+    rebased = gluon_flash._rebased(template, later)
+    assert rebased == gluon_flash._descriptor(later, 64) and rebased.base is later
+    assert template.base is None
