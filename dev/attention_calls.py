@@ -53,28 +53,14 @@ def calls(name: str, shape_text: str, count: int, compiled: bool) -> torch.Tenso
     return out
 
 
-def _variant_autotuners() -> list:
-    """The Triton autotuners in the modules loaded from outside the installed packages (the
-    variants' code): those compilekit.evidence.autotuned reports."""
+def tuned_configs() -> dict:
+    """kernel name -> the arguments of the config its autotuner last chose, for each autotuner
+    of the variants' code (compilekit.evidence.autotuned)."""
     from compilekit.evidence import autotuned
 
-    autotuner = autotuned._autotuner_class()
-    if autotuner is None:
-        return []
-    found = []
-    for module in list(sys.modules.values()):
-        path = os.path.realpath(getattr(module, "__file__", None) or os.sep)
-        if path == os.sep or path.startswith(autotuned._INSTALLED):
-            continue
-        found += [v for v in vars(module).values() if type(v) is autotuner]
-    return found
-
-
-def tuned_configs() -> dict:
-    """kernel name -> the arguments of the config its autotuner last chose."""
     return {
-        t.base_fn.__name__: t.best_config.all_kwargs()
-        for t in _variant_autotuners()
+        autotuned.kernel_name(t): t.best_config.all_kwargs()
+        for _, t in autotuned.autotuners()
         if getattr(t, "best_config", None) is not None
     }
 
@@ -83,9 +69,11 @@ def pin(configs: dict) -> list[str]:
     """Give each autotuner of a kernel named in `configs` that one config; the names pinned."""
     import triton
 
+    from compilekit.evidence import autotuned
+
     pinned = []
-    for tuner in _variant_autotuners():
-        name = tuner.base_fn.__name__
+    for _, tuner in autotuned.autotuners():
+        name = autotuned.kernel_name(tuner)
         if name in configs:
             kwargs = dict(configs[name])
             options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages", "num_ctas", "maxnreg")

@@ -17,10 +17,9 @@ _INSTALLED = tuple(
 )
 
 
-def choices() -> list[dict]:
-    """[{"kernel", "module", "keys", "chosen": [{"key", "config"}]}] for each Triton
-    autotuner that has chosen a config, in the modules loaded from outside the installed
-    packages; [] without Triton."""
+def autotuners() -> list[tuple[str, object]]:
+    """(module name, autotuner) for each Triton autotuner in the modules loaded from outside
+    the installed packages (the variants' code, a user's file); [] without Triton."""
     autotuner = _autotuner_class()
     if autotuner is None:
         return []
@@ -29,18 +28,33 @@ def choices() -> list[dict]:
         path = os.path.realpath(getattr(module, "__file__", None) or os.sep)
         if path.startswith(_INSTALLED) or path == os.sep:
             continue
-        for value in list(getattr(module, "__dict__", {}).values()):
-            if type(value) is autotuner and (chosen := _chosen(value)):
-                kernel = getattr(value, "base_fn", value.fn)
-                found.append(
-                    {
-                        "kernel": getattr(kernel, "__name__", repr(kernel)),
-                        "module": name,
-                        "keys": list(getattr(value, "keys", [])),
-                        "chosen": chosen,
-                    }
-                )
+        found += [
+            (name, value)
+            for value in list(getattr(module, "__dict__", {}).values())
+            if type(value) is autotuner
+        ]
     return found
+
+
+def choices() -> list[dict]:
+    """[{"kernel", "module", "keys", "chosen": [{"key", "config"}]}] for each autotuner (of
+    autotuners()) that has chosen a config."""
+    return [
+        {
+            "kernel": kernel_name(tuner),
+            "module": name,
+            "keys": list(getattr(tuner, "keys", [])),
+            "chosen": chosen,
+        }
+        for name, tuner in autotuners()
+        if (chosen := _chosen(tuner))
+    ]
+
+
+def kernel_name(tuner) -> str:
+    """The name of the kernel an autotuner tunes."""
+    kernel = getattr(tuner, "base_fn", tuner.fn)
+    return getattr(kernel, "__name__", repr(kernel))
 
 
 def lines(records: list | None) -> list[str]:
