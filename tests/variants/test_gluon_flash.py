@@ -79,9 +79,9 @@ def _schedule(ptx: str, n_scores: int, n_out: int) -> str:
     return " ".join(steps)
 
 
-def _sm90_ptx(gluon_flash, fn, q_rows: int, **consts) -> str:
+def _sm90_ptx(gluon_flash, fn, q_rows: int, head_dim: int = 128, **consts) -> str:
     """The PTX Triton compiles `fn` (a gluon-flash kernel) to for sm90, ahead of time, bf16,
-    D = 128, with `consts` (its constexprs); skips where this Triton compiles no Gluon."""
+    at head_dim, with `consts` (its constexprs); skips where this Triton compiles no Gluon."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.runtime.jit import mangle_type
@@ -91,10 +91,10 @@ def _sm90_ptx(gluon_flash, fn, q_rows: int, **consts) -> str:
     except ImportError as exc:
         pytest.skip(f"this Triton compiles no Gluon ahead of time: {exc}")
     names = fn.arg_names
-    consts = dict(SM_SCALE=128**-0.5, HEAD_DIM=128, CAUSAL=True, **consts)
+    consts = dict(SM_SCALE=head_dim**-0.5, HEAD_DIM=head_dim, CAUSAL=True, **consts)
     signature = {n: "constexpr" if n in consts else "i32" for n in names}
     # the launcher's own names for the descriptors' types (block shape and layout included)
-    qkv = torch.empty(2, 4, 256, 128, dtype=torch.bfloat16)
+    qkv = torch.empty(2, 4, 256, head_dim, dtype=torch.bfloat16)
     signature["q_desc"] = mangle_type(gluon_flash._descriptor(qkv, q_rows))
     kv = mangle_type(gluon_flash._descriptor(qkv, consts["BLOCK_N"]))
     signature["k_desc"] = signature["v_desc"] = kv
@@ -142,11 +142,11 @@ def _ptxas_log(ptx: str) -> str:
     return done.stdout + done.stderr
 
 
-def _sm90_ptx_of(gluon_flash, tiles: dict) -> str:
+def _sm90_ptx_of(gluon_flash, tiles: dict, head_dim: int = 128) -> str:
     """_sm90_ptx of the kernel that runs tile settings `tiles` (gluon_flash.schedule_of)."""
     kernel, q_rows, _ = gluon_flash.schedule_of(tiles)
     consts = {k: v for k, v in tiles.items() if k not in gluon_flash.SCHEDULE_FLAGS}
-    return _sm90_ptx(gluon_flash, kernel, q_rows, **consts)
+    return _sm90_ptx(gluon_flash, kernel, q_rows, head_dim, **consts)
 
 
 def _ptxas_spills(ptx: str) -> int:
@@ -170,6 +170,16 @@ def test_sm90_d128_default_spills_no_more_than_when_it_was_timed(gluon_flash):
     H200. A change that spills more is to be timed before it becomes the default."""
     ptx = _sm90_ptx_of(gluon_flash, gluon_flash.tiles(128))
     assert _ptxas_spills(ptx) <= 24
+
+
+@pytest.mark.parametrize("seq, threads", [(512, 128), (8192, 384)])
+def test_sm90_d64_defaults_keep_their_state_in_registers(gluon_flash, seq, threads):
+    """D = 64's defaults, 64-row tiles on one warpgroup at S = 512 and the persistent
+    warp-specialized grid (12 warps) at S = 8192 (tiles(64, S)), compile for sm90 with nothing
+    spilled, as when they were timed."""
+    ptx = _sm90_ptx_of(gluon_flash, gluon_flash.tiles(64, seq), head_dim=64)
+    assert _ptxas_spills(ptx) == 0
+    assert f".reqntid {threads}" in ptx
 
 
 def test_sm90_schedule_overlaps_softmax_with_the_tensor_cores(gluon_flash):
