@@ -40,6 +40,7 @@ import torch
 
 from compilekit.compile.variant import load_variant
 from compilekit.measure import timing
+from compilekit.measure.inputs import mark_static
 from compilekit.model.spec import parse_shape
 from variants.masks import causal_flops
 
@@ -149,8 +150,7 @@ def bench_shape(shape: str, fns: dict, rounds: int = 3) -> list[dict]:
         for _ in range(3)
     )
     if any(name.endswith(REDUCE_OVERHEAD) for name in fns):
-        for t in (q, k, v):  # no guard on the address: the same tensors every call
-            torch._dynamo.mark_static_address(t, guard=False)
+        mark_static((q, k, v))  # the same tensors every call
     truth = fns["cuDNN SDPA eager"](q, k, v).float()
     flops = causal_flops(dims)
     rows, runnable = [], {}

@@ -32,11 +32,17 @@ def cell_inputs(variant, cell) -> tuple:
     (compile/knobs.py) the tensors among them are marked static, before anything compiles."""
     args = _built_inputs(variant, cell)
     if dict(cell.config).get("static_inputs"):
-        for arg in args:
-            if isinstance(arg, torch.Tensor):
-                # unguarded: the cell calls with these very tensors, so no guard to check
-                torch._dynamo.mark_static_address(arg, guard=False)
+        mark_static(args)
     return args
+
+
+def mark_static(args) -> None:
+    """Mark the tensors among `args` static for torch.compile (mark_static_address): a CUDA
+    graph then reads them in place rather than copying them in before each replay. Unguarded:
+    the caller passes these very tensors on every call, so there is no address to check."""
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            torch._dynamo.mark_static_address(arg, guard=False)
 
 
 def _built_inputs(variant, cell) -> tuple:
