@@ -42,6 +42,8 @@
 #      last of five calls of each P_CELLS "variant/shape ..." (dev/attention_calls.py; every
 #      kernel in that call: cuDNN's too), where the machine's runtime gives counters; a Triton
 #      autotuner's config chosen in a run without the profiler first, and pinned under it
+#   F  dev/triton_flash_configs.py at F_SHAPES: every triton-flash config's autotuner timing,
+#      its own and F_EXTRA's, beside cuDNN, within F_S seconds
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
 #      ragged batches against the other paths, checked, within K_S seconds
 # Every phase's limit is cut to what is left before DEADLINE seconds from the start (default
@@ -196,11 +198,15 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
         # the clocks as they are (the device's METHOD.md): counters, not a timing
         timeout "$(within 150)" ncu --clock-control none --nvtx --nvtx-include "timed/" \
           --section SpeedOfLight --section Occupancy --section LaunchStats \
-          --section WarpStateStats --section ComputeWorkloadAnalysis --section SchedulerStats \
+          --section MemoryWorkloadAnalysis --section WarpStateStats --section ComputeWorkloadAnalysis --section SchedulerStats \
           python3 dev/attention_calls.py "$variant" "$shape" --pin /tmp/P_tuned.json >> "$log" 2>&1
         echo "$spec rc=$?"
         grep -E "^ +(Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|Issue Slots Busy)" "$log" | head -14
       done ;;
+    F)
+      timeout "$(within "${F_S:-200}")" python3 dev/triton_flash_configs.py \
+        --shapes "${F_SHAPES:-16x16x512x64}" ${F_EXTRA:+--extra "$F_EXTRA"} > "$OUT/F_configs.txt" 2>&1
+      head -40 "$OUT/F_configs.txt" ;;
     L)
       python3 -m pytest -q -p no:cacheprovider tests/launch/test_locks.py > "$OUT/L_locks.txt" 2>&1
       tail -3 "$OUT/L_locks.txt" ;;

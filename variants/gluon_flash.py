@@ -25,7 +25,8 @@ One program: BLOCK_M query rows of one (batch, head). Two schedules:
   4.5% at 1x32x8192x128; dealt this way it is 4-8% faster than WS_TILES at S = 3072-4096.
 On the H200 (bf16, causal, do_bench in one process; dev/results/h200/gluon_flash/): D = 128,
 1.03-1.08x cuDNN at 2x32x4096x128, 1x32x8192x128 (561 TFLOP/s), 3x24x3072x128 and GQA
-1x32x4096x128; D = 64, 0.87-0.93x at 16x16x512x64 and 8x16x1024x64.
+1x32x4096x128; D = 64, 0.91-0.93x at 16x16x512x64 and 1.02-1.03x at 8x16x1024x64 (64-row
+tiles, four programs an SM since K's ring is a slot shorter than V's).
 Supports causal and non-causal, GQA, any sequence length, D = 64 or 128, bfloat16 or float16,
 inputs whose last dim is contiguous. Anything else, and any machine but a Hopper GPU, is refused
 with the reason (the cell records `unsupported`). Under torch.compile it is an opaque op
@@ -84,6 +85,19 @@ if gl is not None:
         """Start the TMA copies of key block j's K and V rows into ring slot j % STAGES."""
         slot = j % STAGES
         _issue_kv_slot(k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, slot, BLOCK_N)
+
+    @gluon.jit
+    def _issue_kv_short_k(
+        k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j,
+        STAGES: gl.constexpr, BLOCK_N: gl.constexpr,
+    ):  # fmt: skip
+        """_issue_kv into a K ring one slot shorter than V's: key block j's K into K slot
+        j % (STAGES - 1), its V into V slot j % STAGES, barrier j % STAGES (_gluon_attn_fwd)."""
+        bar = bars.index(j % STAGES)
+        mbarrier.expect(bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+        at = [off_z, off_kvh, j * BLOCK_N, 0]
+        _tma_load(k_desc, at, bar, _as_box(k_smem.index(j % (STAGES - 1))))
+        _tma_load(v_desc, at, bar, _as_box(v_smem.index(j % STAGES)))
 
     @gluon.jit
     def _issue_kv_slot(
@@ -170,7 +184,11 @@ if gl is not None:
         off_kvh = off_h // KV_GROUP
 
         q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], tile_layout)
-        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
+        # K's ring is a slot shorter than V's: block j's K is read by S_j alone, done before
+        # block j + 1's step refills its slot, V's by P_j V_j a step later. The slot saved is
+        # what lets four 64 x 64 programs share an SM (four then need 200 KB of its 228, with
+        # equal rings 230 KB)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES - 1, BLOCK_N, HEAD_DIM], tile_layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
         q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
         bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -191,7 +209,9 @@ if gl is not None:
         _tma_load(q_desc, [off_z, off_h, start_m * BLOCK_M, 0], q_bar, _as_box(q_smem))
         for i in gl.static_range(STAGES - 1):  # prefetch: block i into slot i
             if i < n_blocks:
-                _issue_kv(k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, i, STAGES, BLOCK_N)
+                _issue_kv_short_k(
+                    k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, i, STAGES, BLOCK_N
+                )
 
         offs_m = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
         offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
@@ -213,18 +233,17 @@ if gl is not None:
         p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
 
         for j in range(1, n_blocks):
-            # refill the slot block j-2 used (its K read by S at j-2, its V by O at j-1: both done)
+            # refill V's slot of block j-2 (read by O at j-1) and K's of block j-1 (by S at j-1)
             if j + STAGES - 2 < n_blocks:
                 nxt = j + STAGES - 2
-                _issue_kv(
+                _issue_kv_short_k(
                     k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, nxt, STAGES, BLOCK_N
                 )
             slot = j % STAGES
             mbarrier.wait(bars.index(slot), (j // STAGES) & 1)
             # S_j on the tensor cores, then O += P_{j-1} V_{j-1} behind it ...
-            s = warpgroup_mma(
-                q_smem, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True
-            )
+            k_j = k_smem.index(j % (STAGES - 1)).permute((1, 0))
+            s = warpgroup_mma(q_smem, k_j, zero_s, use_acc=False, is_async=True)
             p_op = gl.convert_layout(p, p_layout)
             o = warpgroup_mma(p_op, v_smem.index((j - 1) % STAGES), o, is_async=True)
             # ... wait for S_j only (O may still run) and do block j's softmax meanwhile
@@ -514,11 +533,14 @@ if gl is not None:
         q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, ready, empty,
         H, KV_GROUP, N_CTX, n_m, BH, Tiles, Starts, L2_HEADS,
         CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-        STAGES: gl.constexpr,
+        STAGES: gl.constexpr, Q_STAGES: gl.constexpr,
     ):  # fmt: skip
-        """The producer warp, over this program's tiles: a tile's two query halves once both
-        consumers have released the last tile's (q_empty), and every key block's K and V into
-        the ring, numbered across tiles, a slot refilled once both consumers released it."""
+        """The producer warp, over this program's tiles: a tile's two query halves into the
+        next of Q_STAGES query buffers once both consumers have released the tile's Q_STAGES
+        back (q_empty), and every key block's K and V into the ring, numbered across tiles, a
+        slot refilled once both consumers released it. With two query buffers the loader runs a
+        whole tile ahead: a tile's Q and first K/V are in flight while the consumers still work
+        on the tile before it."""
         HALF: gl.constexpr = BLOCK_M // 2
         it = 0  # key blocks issued by this program so far, over all its tiles
         t_iter = 0
@@ -528,12 +550,14 @@ if gl is not None:
             off_z, off_h, start_m, n_blocks, first_masked = _wsp_tile(
                 tile, H, n_m, BH, L2_HEADS, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
             )
-            if t_iter > 0:
-                mbarrier.wait(q_empty, (t_iter - 1) & 1)
-            mbarrier.expect(q_ready, 2 * q_desc.block_type.nbytes)
-            row = start_m * BLOCK_M
-            _tma_load(q_desc, [off_z, off_h, row, 0], q_ready, _as_box(q_smem.index(0)))
-            _tma_load(q_desc, [off_z, off_h, row + HALF, 0], q_ready, _as_box(q_smem.index(1)))
+            qb = t_iter % Q_STAGES
+            if t_iter >= Q_STAGES:
+                mbarrier.wait(q_empty.index(qb), ((t_iter // Q_STAGES) - 1) & 1)
+            bar = q_ready.index(qb)
+            mbarrier.expect(bar, 2 * q_desc.block_type.nbytes)
+            for c in gl.static_range(2):  # each consumer's half
+                half = _as_box(q_smem.index(2 * qb + c))
+                _tma_load(q_desc, [off_z, off_h, start_m * BLOCK_M + c * HALF, 0], bar, half)
             off_kvh = off_h // KV_GROUP
             for j in range(n_blocks):
                 slot = it % STAGES
@@ -551,10 +575,11 @@ if gl is not None:
         stride_oz, stride_oh, stride_om, H, N_CTX, n_m, BH, Tiles, Starts, L2_HEADS,
         SM_SCALE: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
         BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+        Q_STAGES: gl.constexpr,
     ):  # fmt: skip
-        """_ws_consumer over this program's tiles: the ring's blocks and the turns are numbered
-        across tiles; Q is released as soon as the tile's last S has read it, and a tile's
-        last K/V slot once its last P V has."""
+        """_ws_consumer over this program's tiles: the ring's blocks, the query buffers and
+        the turns are numbered across tiles; a query buffer is released as soon as the tile's
+        last S has read it, and a tile's last K/V slot once its last P V has."""
         HALF: gl.constexpr = BLOCK_M // 2
         dtype: gl.constexpr = Out.dtype.element_ty
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -564,7 +589,6 @@ if gl is not None:
             version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
         )
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-        q = q_smem.index(c)
         qk_scale = SM_SCALE * 1.4426950408889634
         zero_s = gl.zeros([HALF, BLOCK_N], gl.float32, layout=s_layout)
         offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
@@ -582,7 +606,9 @@ if gl is not None:
             l_i = gl.zeros([HALF], gl.float32, layout=gl.SliceLayout(1, s_layout))
             o = gl.zeros([HALF, HEAD_DIM], gl.float32, layout=o_layout)
 
-            mbarrier.wait(q_ready, t_iter & 1)
+            qb = t_iter % Q_STAGES
+            q = q_smem.index(2 * qb + c)
+            mbarrier.wait(q_ready.index(qb), (t_iter // Q_STAGES) & 1)
             slot = it % STAGES
             mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
             mbarrier.wait(turn.index(c), it & 1)
@@ -592,7 +618,7 @@ if gl is not None:
             mbarrier.arrive(turn.index(1 - c))
             s = warpgroup_mma_wait(0, deps=(s,))
             if n_blocks == 1:
-                mbarrier.arrive(q_empty)  # the tile's last S has read Q
+                mbarrier.arrive(q_empty.index(qb))  # the tile's last S has read its Q
             if first_masked == 0:
                 s = _masked(s, 0, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
             p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
@@ -609,7 +635,7 @@ if gl is not None:
                 mbarrier.arrive(turn.index(1 - c))
                 s = warpgroup_mma_wait(1, deps=(s,))
                 if j == n_blocks - 1:
-                    mbarrier.arrive(q_empty)  # the tile's last S has read Q
+                    mbarrier.arrive(q_empty.index(qb))  # the tile's last S has read its Q
                 if j >= first_masked:
                     s = _masked(s, j, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
                 p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
@@ -649,6 +675,7 @@ if gl is not None:
         BLOCK_M: gl.constexpr,
         BLOCK_N: gl.constexpr,
         STAGES: gl.constexpr,
+        Q_STAGES: gl.constexpr,
         num_warps: gl.constexpr,
     ):  # fmt: skip
         gl.static_assert(num_warps == 4, "the default partition is one consumer warpgroup")
@@ -660,16 +687,18 @@ if gl is not None:
         )
         n_m = gl.cdiv(N_CTX, BLOCK_M)
         BH = Z * H
-        q_smem = gl.allocate_shared_memory(dtype, [2, HALF, HEAD_DIM], tile_layout)
+        # Q_STAGES query tiles, each as its two consumers' halves
+        q_smem = gl.allocate_shared_memory(dtype, [2 * Q_STAGES, HALF, HEAD_DIM], tile_layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
-        q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        q_ready = gl.allocate_shared_memory(gl.int64, [Q_STAGES, 1], mbarrier.MBarrierLayout())
+        q_empty = gl.allocate_shared_memory(gl.int64, [Q_STAGES, 1], mbarrier.MBarrierLayout())
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        mbarrier.init(q_ready, count=1)
-        mbarrier.init(q_empty, count=2)  # one release per consumer
+        for i in gl.static_range(Q_STAGES):
+            mbarrier.init(q_ready.index(i), count=1)
+            mbarrier.init(q_empty.index(i), count=2)  # one release per consumer
         for i in gl.static_range(STAGES):
             mbarrier.init(ready.index(i), count=1)
             mbarrier.init(empty.index(i), count=2)
@@ -708,6 +737,7 @@ if gl is not None:
                         BLOCK_M,
                         BLOCK_N,
                         STAGES,
+                        Q_STAGES,
                     ),  # fmt: skip
                 ),
                 (
@@ -739,6 +769,7 @@ if gl is not None:
                         BLOCK_M,
                         BLOCK_N,
                         STAGES,
+                        Q_STAGES,
                     ),  # fmt: skip
                 ),
                 (
@@ -766,6 +797,7 @@ if gl is not None:
                         BLOCK_M,
                         BLOCK_N,
                         STAGES,
+                        Q_STAGES,
                     ),  # fmt: skip
                 ),
             ],
@@ -790,7 +822,7 @@ SINGLE_TILES_D128 = {
 # 2x32x4096x128 against 0.5573 for WS_TILES, 0.3431 against 0.3662 at 3x24x3072x128 and
 # 0.2573 against 0.2777 at 1x32x4096x128 GQA 32/8, and tied at 1x32x8192x128
 # (dev/results/h200/gluon_flash/bench_persistent_dealt_*)
-PERSISTENT_TILES = {**WS_TILES, "PERSISTENT": True}
+PERSISTENT_TILES = {**WS_TILES, "PERSISTENT": True, "Q_STAGES": 1}
 
 
 # D = 64 runs the persistent grid from this S on: on the H200 it took 0.1762 ms against 0.1956
@@ -798,6 +830,11 @@ PERSISTENT_TILES = {**WS_TILES, "PERSISTENT": True}
 # 5.547 at 4x16x16384x64, tied at 4x16x2048x64 (0.1013, 0.1019) and lost at 8x16x1024x64
 # (0.0680 against 0.0655): dev/results/h200/gluon_flash/bench_d64_persistent_2026-12-04.txt
 PERSISTENT_FROM_SEQ_D64 = 2048
+# D = 64's persistent tiles: two query buffers, so the loader fetches a tile's Q and first K/V
+# while the consumers still work on the one before (the smem D = 128 lacks for them), and a
+# fourth K/V slot: 1.2892 ms against 1.3137 for PERSISTENT_TILES at 4x16x8192x64, 0.1730
+# against 0.1763 at 2x8x6000x64 (dev/results/h200/gluon_flash/bench_q_stages_2026-12-04.txt)
+PERSISTENT_TILES_D64 = {**PERSISTENT_TILES, "STAGES": 4, "Q_STAGES": 2}
 
 
 def tiles(head_dim: int, seq: int = 0) -> dict:
@@ -811,7 +848,7 @@ def tiles(head_dim: int, seq: int = 0) -> dict:
     if head_dim == 64 and seq < PERSISTENT_FROM_SEQ_D64:
         return {"BLOCK_M": 64, "BLOCK_N": 64, "STAGES": 3, "num_warps": 4, "WS": False,
                 "PERSISTENT": False}  # fmt: skip
-    return dict(PERSISTENT_TILES)
+    return dict(PERSISTENT_TILES_D64 if head_dim == 64 else PERSISTENT_TILES)
 
 
 def check_inputs(q, k, v) -> None:
@@ -936,6 +973,8 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], STAGES=cfg["STAGES"],
         num_warps=cfg["num_warps"],
     )  # fmt: skip
+    if persistent:
+        consts["Q_STAGES"] = cfg.get("Q_STAGES", 1)
     descs = (_descriptor(q, q_rows), _descriptor(k, kv_rows), _descriptor(v, kv_rows))
     compiled = kernel[grid](*descs, out, *tail, **consts)
     if hasattr(compiled, "run") and hasattr(compiled, "__getitem__"):
