@@ -38,7 +38,8 @@ def main(freezing: bool) -> None:
         eager = model.generate(prompt, disable_compile=True, **kwargs)
         for call in range(3):
             tokens = model.generate(prompt, compile_config=compiled, **kwargs)
-            print(f"compiled generate() call {call}: eager's tokens: {bool((tokens == eager).all())}")
+            same = bool((tokens == eager).all())
+            print(f"compiled generate() call {call}: eager's tokens: {same}")
 
 
 if __name__ == "__main__":
