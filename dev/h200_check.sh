@@ -198,7 +198,8 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
         # the clocks as they are (the device's METHOD.md): counters, not a timing
         timeout "$(within 150)" ncu --clock-control none --nvtx --nvtx-include "timed/" \
           --section SpeedOfLight --section Occupancy --section LaunchStats \
-          --section MemoryWorkloadAnalysis --section WarpStateStats --section ComputeWorkloadAnalysis --section SchedulerStats \
+          --section MemoryWorkloadAnalysis --section WarpStateStats \
+          --section ComputeWorkloadAnalysis --section SchedulerStats \
           python3 dev/attention_calls.py "$variant" "$shape" --pin /tmp/P_tuned.json >> "$log" 2>&1
         echo "$spec rc=$?"
         grep -E "^ +(Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|Issue Slots Busy)" "$log" | head -14

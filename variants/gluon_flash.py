@@ -84,7 +84,9 @@ if gl is not None:
     ):  # fmt: skip
         """Start the TMA copies of key block j's K and V rows into ring slot j % STAGES."""
         slot = j % STAGES
-        _issue_kv_slot(k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, slot, BLOCK_N)
+        _issue_kv_slot(
+            k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, slot, slot, BLOCK_N
+        )
 
     @gluon.jit
     def _issue_kv_short_k(
@@ -93,21 +95,23 @@ if gl is not None:
     ):  # fmt: skip
         """_issue_kv into a K ring one slot shorter than V's: key block j's K into K slot
         j % (STAGES - 1), its V into V slot j % STAGES, barrier j % STAGES (_gluon_attn_fwd)."""
-        bar = bars.index(j % STAGES)
-        mbarrier.expect(bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-        at = [off_z, off_kvh, j * BLOCK_N, 0]
-        _tma_load(k_desc, at, bar, _as_box(k_smem.index(j % (STAGES - 1))))
-        _tma_load(v_desc, at, bar, _as_box(v_smem.index(j % STAGES)))
+        slot = j % STAGES
+        k_slot = j % (STAGES - 1)
+        _issue_kv_slot(
+            k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, slot, k_slot, BLOCK_N
+        )
 
     @gluon.jit
     def _issue_kv_slot(
-        k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, slot, BLOCK_N: gl.constexpr
-    ):
-        """Start the TMA copies of key block j's K and V rows into ring slot `slot`."""
+        k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, slot, k_slot,
+        BLOCK_N: gl.constexpr,
+    ):  # fmt: skip
+        """Start the TMA copies of key block j's K and V rows into K's ring slot `k_slot` and
+        V's `slot`, both counted on barrier `slot`."""
         bar = bars.index(slot)
         mbarrier.expect(bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
         at = [off_z, off_kvh, j * BLOCK_N, 0]
-        _tma_load(k_desc, at, bar, _as_box(k_smem.index(slot)))
+        _tma_load(k_desc, at, bar, _as_box(k_smem.index(k_slot)))
         _tma_load(v_desc, at, bar, _as_box(v_smem.index(slot)))
 
     @gluon.jit
@@ -564,7 +568,7 @@ if gl is not None:
                 if it >= STAGES:  # the block STAGES back must be released by both consumers
                     mbarrier.wait(empty.index(slot), ((it // STAGES) - 1) & 1)
                 _issue_kv_slot(
-                    k_desc, v_desc, k_smem, v_smem, ready, off_z, off_kvh, j, slot, BLOCK_N
+                    k_desc, v_desc, k_smem, v_smem, ready, off_z, off_kvh, j, slot, slot, BLOCK_N
                 )
                 it += 1
             t_iter += 1
