@@ -5,7 +5,8 @@ host-bound at small shapes on the H200 (0.135 ms of host per call at 8x16x1024x6
 do-nothing op (it returns torch.empty_like(q)) is registered twice, as a
 torch.library.custom_op and as a plain CompositeExplicitAutograd kernel on a
 torch.library.Library, and each is timed per call called directly and from a torch.compile'd
-function, beside the plain Python function and the CPU's speed (dev/cpu_speed.loop_ns).
+function, beside the plain Python function, the same work compiled with no op around it (what
+torch.compile's own frame and wrappers cost) and the CPU's speed (dev/cpu_speed.loop_ns).
 
 Usage: python3 dev/op_dispatch_cost.py [--device cpu|cuda] [--calls 20000] [--rounds 3]
 """
@@ -74,6 +75,8 @@ def main(argv=None) -> int:
     for name in ("custom_op", "Library impl"):
         op = fns[name]
         fns[f"{name}, compiled"] = torch.compile(lambda q, k, v, c, op=op: op(q, k, v, c))
+    # the same work with no op around it: what torch.compile's frame and wrappers cost alone
+    fns["aten empty_like, compiled"] = torch.compile(_fake)
     print(f"torch {torch.__version__}, {args.device}; us per call, median of {args.rounds} rounds")
     for name, fn in fns.items():
         rounds, speeds = [], []
