@@ -90,16 +90,17 @@ if gl is not None:
 
     @gluon.jit
     def _issue_kv_short_k(
-        k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j,
+        k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, g,
         STAGES: gl.constexpr, BLOCK_N: gl.constexpr,
     ):  # fmt: skip
         """_issue_kv into a K ring one slot shorter than V's: key block j's K into K slot
-        j % (STAGES - 1), its V into V slot j % STAGES, barrier j % STAGES (_gluon_attn_fwd)."""
-        slot = j % STAGES
-        k_slot = j % (STAGES - 1)
+        g % (STAGES - 1), its V into V slot g % STAGES, barrier g % STAGES, where g numbers the
+        program's blocks over all its tiles (g = j with one tile a program, _gluon_attn_fwd;
+        across tiles on the persistent grid, _gluon_attn_fwd_ps)."""
         _issue_kv_slot(
-            k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, slot, k_slot, BLOCK_N
-        )
+            k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, g % STAGES,
+            g % (STAGES - 1), BLOCK_N,
+        )  # fmt: skip
 
     @gluon.jit
     def _issue_kv_slot(
@@ -229,12 +230,11 @@ if gl is not None:
         if CAUSAL:
             first_masked = gl.minimum(first_masked, start_m * BLOCK_M // BLOCK_N)
 
-        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-        _tma_load(q_desc, [off_z, off_h, start_m * BLOCK_M, 0], q_bar, _as_box(q_smem))
+        _issue_q(q_desc, q_smem, q_bar, off_z, off_h, start_m, BLOCK_M)
         for i in gl.static_range(STAGES - 1):  # prefetch: block i into slot i
             if i < n_blocks:
                 _issue_kv_short_k(
-                    k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, i, STAGES, BLOCK_N
+                    k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, i, i, STAGES, BLOCK_N
                 )
 
         offs_m = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
@@ -261,8 +261,9 @@ if gl is not None:
             if j + STAGES - 2 < n_blocks:
                 nxt = j + STAGES - 2
                 _issue_kv_short_k(
-                    k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, nxt, STAGES, BLOCK_N
-                )
+                    k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, nxt, nxt, STAGES,
+                    BLOCK_N,
+                )  # fmt: skip
             slot = j % STAGES
             mbarrier.wait(bars.index(slot), (j // STAGES) & 1)
             # S_j on the tensor cores, then O += P_{j-1} V_{j-1} behind it ...
@@ -303,16 +304,27 @@ if gl is not None:
         _tma_load(q_desc, [off_z, off_h, start_m * BLOCK_M, 0], q_bar, _as_box(q_smem))
 
     @gluon.jit
-    def _issue_kv_at(
-        k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, g,
-        STAGES: gl.constexpr, BLOCK_N: gl.constexpr,
+    def _prefetch_tile(
+        q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, bars, tile, g,
+        H, KV_GROUP, n_m, BH, L2_HEADS, N_CTX,
+        CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+        STAGES: gl.constexpr, FIRST: gl.constexpr, LAST: gl.constexpr,
     ):  # fmt: skip
-        """Key block j of a tile, the program's g-th block over all its tiles, into the short-K
-        ring's slots of g (_issue_kv_short_k's, numbered across tiles)."""
-        _issue_kv_slot(
-            k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, g % STAGES,
-            g % (STAGES - 1), BLOCK_N,
-        )  # fmt: skip
+        """Start the loads of tile number `tile`, whose key block 0 is the program's g-th: its
+        Q where FIRST is 0, and its key blocks FIRST .. LAST - 1, those it has. The tile's
+        coordinates are worked out here, where its loads are issued (held through the tile
+        before it, they cost registers four programs an SM lack)."""
+        off_z, off_h, start_m, n_blocks, _ = _wsp_tile(
+            tile, H, n_m, BH, L2_HEADS, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
+        )
+        if FIRST == 0:
+            _issue_q(q_desc, q_smem, q_bar, off_z, off_h, start_m, BLOCK_M)
+        for b in gl.static_range(FIRST, LAST):
+            if b < n_blocks:
+                _issue_kv_short_k(
+                    k_desc, v_desc, k_smem, v_smem, bars, off_z, off_h // KV_GROUP, b, g + b,
+                    STAGES, BLOCK_N,
+                )  # fmt: skip
 
     @gluon.jit
     def _gluon_attn_fwd_ps(
@@ -360,16 +372,11 @@ if gl is not None:
         offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         first, last = gl.load(Starts + gl.program_id(0)), gl.load(Starts + gl.program_id(0) + 1)
         if first < last:  # the first tile's Q and first blocks
-            off_z, off_h, start_m, n_blocks, _ = _wsp_tile(
-                gl.load(Tiles + first), H, n_m, BH, L2_HEADS, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
-            )
-            _issue_q(q_desc, q_smem, q_bar, off_z, off_h, start_m, BLOCK_M)
-            for b in gl.static_range(STAGES - 1):
-                if b < n_blocks:
-                    _issue_kv_at(
-                        k_desc, v_desc, k_smem, v_smem, bars, off_z, off_h // KV_GROUP, b, b,
-                        STAGES, BLOCK_N,
-                    )  # fmt: skip
+            _prefetch_tile(
+                q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, bars,
+                gl.load(Tiles + first), 0, H, KV_GROUP, n_m, BH, L2_HEADS, N_CTX,
+                CAUSAL, BLOCK_M, BLOCK_N, STAGES, 0, STAGES - 1,
+            )  # fmt: skip
         g = 0  # the program's blocks before this tile's, over all its tiles
         for i in range(first, last):
             off_z, off_h, start_m, n_blocks, first_masked = _wsp_tile(
@@ -377,8 +384,6 @@ if gl is not None:
             )
             off_kvh = off_h // KV_GROUP
             has_next = i + 1 < last
-            # the next tile's number, its coordinates worked out where its loads are issued
-            # (held through the key loop, they cost registers four programs an SM lack)
             t_next = gl.load(Tiles + gl.minimum(i + 1, last - 1))
             g_next = g + n_blocks  # the next tile's first block
             offs_m = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
@@ -394,16 +399,11 @@ if gl is not None:
             )  # fmt: skip
             s = warpgroup_mma_wait(0, deps=(s,))
             if n_blocks == 1 and has_next:  # Q, and every ring slot but block 0's V, are free
-                nz, nh, nm, nn, _ = _wsp_tile(
-                    t_next, H, n_m, BH, L2_HEADS, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
-                )
-                _issue_q(q_desc, q_smem, q_bar, nz, nh, nm, BLOCK_M)
-                for b in gl.static_range(STAGES - 1):
-                    if b < nn:
-                        _issue_kv_at(
-                            k_desc, v_desc, k_smem, v_smem, bars, nz, nh // KV_GROUP, b,
-                            g_next + b, STAGES, BLOCK_N,
-                        )  # fmt: skip
+                _prefetch_tile(
+                    q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, bars, t_next,
+                    g_next, H, KV_GROUP, n_m, BH, L2_HEADS, N_CTX,
+                    CAUSAL, BLOCK_M, BLOCK_N, STAGES, 0, STAGES - 1,
+                )  # fmt: skip
             if first_masked == 0:
                 s = _masked(s, 0, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
             p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
@@ -411,7 +411,7 @@ if gl is not None:
             for j in range(1, n_blocks):
                 gj = g + j
                 if j + STAGES - 2 < n_blocks:
-                    _issue_kv_at(
+                    _issue_kv_short_k(
                         k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j + STAGES - 2,
                         gj + STAGES - 2, STAGES, BLOCK_N,
                     )  # fmt: skip
@@ -425,13 +425,10 @@ if gl is not None:
                 if last_block and has_next:
                     # the tile's last S has read Q and its K: the next tile's Q and block 0
                     # (V's slot of block j + 1 - STAGES, done since step j - 1)
-                    nz, nh, nm, nn, _ = _wsp_tile(
-                        t_next, H, n_m, BH, L2_HEADS, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
-                    )
-                    _issue_q(q_desc, q_smem, q_bar, nz, nh, nm, BLOCK_M)
-                    _issue_kv_at(
-                        k_desc, v_desc, k_smem, v_smem, bars, nz, nh // KV_GROUP, 0, g_next,
-                        STAGES, BLOCK_N,
+                    _prefetch_tile(
+                        q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, bars, t_next,
+                        g_next, H, KV_GROUP, n_m, BH, L2_HEADS, N_CTX,
+                        CAUSAL, BLOCK_M, BLOCK_N, STAGES, 0, 1,
                     )  # fmt: skip
                 if j >= first_masked:
                     s = _masked(s, j, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
@@ -440,15 +437,11 @@ if gl is not None:
                 if last_block and has_next:
                     # P_{j-1} V_{j-1} is done: the next tile's blocks 1 .. STAGES - 2 (V's slots
                     # of blocks j + 2 - STAGES .. j - 1)
-                    nz, nh, nm, nn, _ = _wsp_tile(
-                        t_next, H, n_m, BH, L2_HEADS, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
-                    )
-                    for b in gl.static_range(1, STAGES - 1):
-                        if b < nn:
-                            _issue_kv_at(
-                                k_desc, v_desc, k_smem, v_smem, bars, nz, nh // KV_GROUP, b,
-                                g_next + b, STAGES, BLOCK_N,
-                            )  # fmt: skip
+                    _prefetch_tile(
+                        q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, bars, t_next,
+                        g_next, H, KV_GROUP, n_m, BH, L2_HEADS, N_CTX,
+                        CAUSAL, BLOCK_M, BLOCK_N, STAGES, 1, STAGES - 1,
+                    )  # fmt: skip
                 o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
 
             p_op = gl.convert_layout(p, p_layout)
