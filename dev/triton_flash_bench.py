@@ -24,8 +24,7 @@ Usage (GPU): python dev/triton_flash_bench.py [--shapes 8x16x1024x64,...]
              [--gluon-tiles 64x64x4x3,128x128x8x3] [--json out.json]
 `--gluon-tiles`: BLOCK_MxBLOCK_Nxnum_warpsxSTAGES each, `xws` appended for the warp-specialized
 schedule (num_warps 4: consumer 0; a loader warp and consumer 1 are added), `xp` for the same on
-a persistent grid (one program per SM), then `xq2` for two query buffers (Q_STAGES), `xs4` for
-the one-warpgroup kernel on a persistent grid of four programs an SM (PER_SM); a tile
+a persistent grid (one program per SM), then `xq2` for two query buffers (Q_STAGES); a tile
 that does not fit a shape (BLOCK_N over 128 at D = 128 runs out of shared memory) is that row's
 error.
 """
@@ -71,11 +70,11 @@ def baseline_module(path: str):
 
 
 def gluon_tiles(text: str) -> list[dict]:
-    """'64x64x4x3,128x128x4x3xws,128x128x4x3xp,128x128x4x3xpxq2,64x64x4x3xs4' -> [{"BLOCK_M":
-    64, "BLOCK_N": 64, "num_warps": 4, "STAGES": 3, "WS": False, "PERSISTENT": False}, {...,
+    """'64x64x4x3,128x128x4x3xws,128x128x4x3xp,128x128x4x3xpxq2' -> [{"BLOCK_M": 64,
+    "BLOCK_N": 64, "num_warps": 4, "STAGES": 3, "WS": False, "PERSISTENT": False}, {...,
     "WS": True, "PERSISTENT": False}, {..., "WS": True, "PERSISTENT": True, "Q_STAGES": 1},
-    {..., "Q_STAGES": 2}, {..., "WS": False, "PERSISTENT": True, "PER_SM": 4}]; ValueError
-    names the item that is not BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN]|xsN]."""
+    {..., "Q_STAGES": 2}]; ValueError names the item that is not
+    BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN]]."""
     # both flags in every tile: a tile merges into gluon_flash.tiles(D, S), whose flags stay else
     kinds = {"ws": {"WS": True, "PERSISTENT": False}, "p": {"WS": True, "PERSISTENT": True}}
     out = []
@@ -83,11 +82,6 @@ def gluon_tiles(text: str) -> list[dict]:
         fields = item.split("x")
         try:
             m, n, warps, stages = (int(x) for x in fields[:4])
-            if len(fields) == 5 and fields[4][:1] == "s":  # one warpgroup, N programs an SM
-                per_sm = int(fields[4][1:])
-                out.append({"BLOCK_M": m, "BLOCK_N": n, "num_warps": warps, "STAGES": stages,
-                            "WS": False, "PERSISTENT": True, "PER_SM": per_sm})  # fmt: skip
-                continue
             kind = kinds[fields[4]] if len(fields) > 4 else {"WS": False, "PERSISTENT": False}
             # a persistent tile names its query buffers (the default's would merge in else)
             q_stages = {}
@@ -97,8 +91,8 @@ def gluon_tiles(text: str) -> list[dict]:
                 raise ValueError
         except (ValueError, KeyError, IndexError):
             raise ValueError(
-                f"--gluon-tiles {item!r} is not BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN]|xsN] "
-                "(e.g. 128x128x8x3, 128x128x4x3xpxq2 or 64x64x4x3xs4)"
+                f"--gluon-tiles {item!r} is not BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN]] "
+                "(e.g. 128x128x8x3 or 128x128x4x3xpxq2)"
             ) from None
         tile = {"BLOCK_M": m, "BLOCK_N": n, "num_warps": warps, "STAGES": stages}
         out.append(tile | kind | q_stages)
@@ -136,11 +130,8 @@ def contenders(
 
         for t in tiles:
             name = "gluon {BLOCK_M}x{BLOCK_N} w{num_warps} s{STAGES}".format(**t)
-            if t.get("PERSISTENT") and not t.get("WS"):
-                name += f" persistent, {t['PER_SM']} an SM"
-            else:
-                name += " persistent" if t.get("PERSISTENT") else " ws" if t.get("WS") else ""
-                name += f" q{t['Q_STAGES']}" if t.get("PERSISTENT") else ""
+            name += " persistent" if t.get("PERSISTENT") else " ws" if t.get("WS") else ""
+            name += f" q{t['Q_STAGES']}" if t.get("PERSISTENT") else ""
             out[name] = functools.partial(gluon_flash.flash_attention, causal=True, **t)
         if gluon_baseline:
             out["gluon baseline eager"] = baseline_module(gluon_baseline).attention

@@ -90,17 +90,21 @@ if gl is not None:
 
     @gluon.jit
     def _issue_kv_short_k(
-        k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, g,
+        k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j,
         STAGES: gl.constexpr, BLOCK_N: gl.constexpr,
     ):  # fmt: skip
         """_issue_kv into a K ring one slot shorter than V's: key block j's K into K slot
-        g % (STAGES - 1), its V into V slot g % STAGES, barrier g % STAGES, where g numbers the
-        program's blocks over all its tiles (g = j with one tile a program, _gluon_attn_fwd;
-        across tiles on the persistent grid, _gluon_attn_fwd_ps)."""
+        j % (STAGES - 1), its V into V slot j % STAGES, barrier j % STAGES."""
         _issue_kv_slot(
-            k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, g % STAGES,
-            g % (STAGES - 1), BLOCK_N,
+            k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, j % STAGES,
+            j % (STAGES - 1), BLOCK_N,
         )  # fmt: skip
+
+    @gluon.jit
+    def _issue_q(q_desc, q_smem, q_bar, off_z, off_h, start_m, BLOCK_M: gl.constexpr):
+        """Start the TMA copy of query tile start_m's rows into q_smem."""
+        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+        _tma_load(q_desc, [off_z, off_h, start_m * BLOCK_M, 0], q_bar, _as_box(q_smem))
 
     @gluon.jit
     def _issue_kv_slot(
@@ -234,7 +238,7 @@ if gl is not None:
         for i in gl.static_range(STAGES - 1):  # prefetch: block i into slot i
             if i < n_blocks:
                 _issue_kv_short_k(
-                    k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, i, i, STAGES, BLOCK_N
+                    k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, i, STAGES, BLOCK_N
                 )
 
         offs_m = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
@@ -261,9 +265,8 @@ if gl is not None:
             if j + STAGES - 2 < n_blocks:
                 nxt = j + STAGES - 2
                 _issue_kv_short_k(
-                    k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, nxt, nxt, STAGES,
-                    BLOCK_N,
-                )  # fmt: skip
+                    k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, nxt, STAGES, BLOCK_N
+                )
             slot = j % STAGES
             mbarrier.wait(bars.index(slot), (j // STAGES) & 1)
             # S_j on the tensor cores, then O += P_{j-1} V_{j-1} behind it ...
@@ -292,174 +295,6 @@ if gl is not None:
             o, l_i, Out, off_z, off_h, stride_oz, stride_oh, stride_om, start_m * BLOCK_M, N_CTX,
             BLOCK_M, HEAD_DIM, o_layout,
         )  # fmt: skip
-
-    # -- the one-warpgroup schedule on a persistent grid (PERSISTENT=True, WS=False): a few
-    # programs an SM, each taking the tiles the host dealt it, the K/V ring numbered across
-    # tiles so the next tile's Q and first blocks load while this tile finishes ---------------
-
-    @gluon.jit
-    def _issue_q(q_desc, q_smem, q_bar, off_z, off_h, start_m, BLOCK_M: gl.constexpr):
-        """Start the TMA copy of query tile start_m's rows into q_smem."""
-        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-        _tma_load(q_desc, [off_z, off_h, start_m * BLOCK_M, 0], q_bar, _as_box(q_smem))
-
-    @gluon.jit
-    def _prefetch_tile(
-        q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, bars, tile, g,
-        H, KV_GROUP, n_m, BH, L2_HEADS, N_CTX,
-        CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-        STAGES: gl.constexpr, FIRST: gl.constexpr, LAST: gl.constexpr,
-    ):  # fmt: skip
-        """Start the loads of tile number `tile`, whose key block 0 is the program's g-th: its
-        Q where FIRST is 0, and its key blocks FIRST .. LAST - 1, those it has. The tile's
-        coordinates are worked out here, where its loads are issued (held through the tile
-        before it, they cost registers four programs an SM lack)."""
-        off_z, off_h, start_m, n_blocks, _ = _wsp_tile(
-            tile, H, n_m, BH, L2_HEADS, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
-        )
-        if FIRST == 0:
-            _issue_q(q_desc, q_smem, q_bar, off_z, off_h, start_m, BLOCK_M)
-        for b in gl.static_range(FIRST, LAST):
-            if b < n_blocks:
-                _issue_kv_short_k(
-                    k_desc, v_desc, k_smem, v_smem, bars, off_z, off_h // KV_GROUP, b, g + b,
-                    STAGES, BLOCK_N,
-                )  # fmt: skip
-
-    @gluon.jit
-    def _gluon_attn_fwd_ps(
-        q_desc, k_desc, v_desc, Out,
-        stride_oz, stride_oh, stride_om,
-        H, KV_GROUP, N_CTX, L2_HEADS, Z, Tiles, Starts,
-        SM_SCALE: gl.constexpr,
-        HEAD_DIM: gl.constexpr,
-        CAUSAL: gl.constexpr,
-        BLOCK_M: gl.constexpr,
-        BLOCK_N: gl.constexpr,
-        STAGES: gl.constexpr,
-        num_warps: gl.constexpr,
-    ):  # fmt: skip
-        """_gluon_attn_fwd over the tiles the host dealt this program (Tiles[Starts[p]:
-        Starts[p + 1]], launch.persistent_schedule). Its one query buffer is refilled with the
-        next tile's Q once this tile's last S has read it, and the next tile's first STAGES - 1
-        key blocks load into the ring as their slots free up: a tile's fill overlaps the end of
-        the tile before it, with no more shared memory than one tile a program takes."""
-        gl.static_assert(STAGES >= 3, "the ring needs a slot for blocks j-1, j and j+1")
-        dtype: gl.constexpr = Out.dtype.element_ty
-        s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-            version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
-        )
-        o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-            version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16]
-        )
-        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-        tile_layout: gl.constexpr = gl.NVMMASharedLayout(
-            swizzle_byte_width=128, element_bitwidth=16
-        )
-        n_m = gl.cdiv(N_CTX, BLOCK_M)
-        BH = Z * H
-        q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], tile_layout)
-        k_smem = gl.allocate_shared_memory(dtype, [STAGES - 1, BLOCK_N, HEAD_DIM], tile_layout)
-        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
-        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        mbarrier.init(q_bar, count=1)
-        for i in gl.static_range(STAGES):
-            mbarrier.init(bars.index(i), count=1)
-
-        qk_scale = SM_SCALE * 1.4426950408889634
-        zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
-        offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-        first, last = gl.load(Starts + gl.program_id(0)), gl.load(Starts + gl.program_id(0) + 1)
-        if first < last:  # the first tile's Q and first blocks
-            _prefetch_tile(
-                q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, bars,
-                gl.load(Tiles + first), 0, H, KV_GROUP, n_m, BH, L2_HEADS, N_CTX,
-                CAUSAL, BLOCK_M, BLOCK_N, STAGES, 0, STAGES - 1,
-            )  # fmt: skip
-        g = 0  # the program's blocks before this tile's, over all its tiles
-        for i in range(first, last):
-            off_z, off_h, start_m, n_blocks, first_masked = _wsp_tile(
-                gl.load(Tiles + i), H, n_m, BH, L2_HEADS, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
-            )
-            off_kvh = off_h // KV_GROUP
-            has_next = i + 1 < last
-            t_next = gl.load(Tiles + gl.minimum(i + 1, last - 1))
-            g_next = g + n_blocks  # the next tile's first block
-            offs_m = start_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
-            m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
-            l_i = gl.zeros([BLOCK_M], gl.float32, layout=gl.SliceLayout(1, s_layout))
-            o = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
-
-            mbarrier.wait(q_bar, (i - first) & 1)
-            mbarrier.wait(bars.index(g % STAGES), (g // STAGES) & 1)
-            s = warpgroup_mma(
-                q_smem, k_smem.index(g % (STAGES - 1)).permute((1, 0)), zero_s, use_acc=False,
-                is_async=True,
-            )  # fmt: skip
-            s = warpgroup_mma_wait(0, deps=(s,))
-            if n_blocks == 1 and has_next:  # Q, and every ring slot but block 0's V, are free
-                _prefetch_tile(
-                    q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, bars, t_next,
-                    g_next, H, KV_GROUP, n_m, BH, L2_HEADS, N_CTX,
-                    CAUSAL, BLOCK_M, BLOCK_N, STAGES, 0, STAGES - 1,
-                )  # fmt: skip
-            if first_masked == 0:
-                s = _masked(s, 0, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
-            p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
-
-            for j in range(1, n_blocks):
-                gj = g + j
-                if j + STAGES - 2 < n_blocks:
-                    _issue_kv_short_k(
-                        k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j + STAGES - 2,
-                        gj + STAGES - 2, STAGES, BLOCK_N,
-                    )  # fmt: skip
-                mbarrier.wait(bars.index(gj % STAGES), (gj // STAGES) & 1)
-                k_j = k_smem.index(gj % (STAGES - 1)).permute((1, 0))
-                s = warpgroup_mma(q_smem, k_j, zero_s, use_acc=False, is_async=True)
-                p_op = gl.convert_layout(p, p_layout)
-                o = warpgroup_mma(p_op, v_smem.index((gj - 1) % STAGES), o, is_async=True)
-                s = warpgroup_mma_wait(1, deps=(s,))
-                last_block = j == n_blocks - 1
-                if last_block and has_next:
-                    # the tile's last S has read Q and its K: the next tile's Q and block 0
-                    # (V's slot of block j + 1 - STAGES, done since step j - 1)
-                    _prefetch_tile(
-                        q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, bars, t_next,
-                        g_next, H, KV_GROUP, n_m, BH, L2_HEADS, N_CTX,
-                        CAUSAL, BLOCK_M, BLOCK_N, STAGES, 0, 1,
-                    )  # fmt: skip
-                if j >= first_masked:
-                    s = _masked(s, j, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
-                p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
-                o, p_op = warpgroup_mma_wait(0, deps=(o, p_op))
-                if last_block and has_next:
-                    # P_{j-1} V_{j-1} is done: the next tile's blocks 1 .. STAGES - 2 (V's slots
-                    # of blocks j + 2 - STAGES .. j - 1)
-                    _prefetch_tile(
-                        q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, bars, t_next,
-                        g_next, H, KV_GROUP, n_m, BH, L2_HEADS, N_CTX,
-                        CAUSAL, BLOCK_M, BLOCK_N, STAGES, 1, STAGES - 1,
-                    )  # fmt: skip
-                o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-
-            p_op = gl.convert_layout(p, p_layout)
-            o = warpgroup_mma(p_op, v_smem.index((g_next - 1) % STAGES), o, is_async=True)
-            o, p_op = warpgroup_mma_wait(0, deps=(o, p_op))
-            g = g_next
-
-            _store_o(
-                o, l_i, Out, off_z, off_h, stride_oz, stride_oh, stride_om, start_m * BLOCK_M,
-                N_CTX, BLOCK_M, HEAD_DIM, o_layout,
-            )  # fmt: skip
-
-        mbarrier.invalidate(q_bar)
-        for i in gl.static_range(STAGES):
-            mbarrier.invalidate(bars.index(i))
-
-    # -- the warp-specialized schedule (WS=True): FA3's producer warp and two consumer
-    # warpgroups taking turns on the tensor cores ("ping-pong") --------------------------------
 
     @gluon.jit
     def _ws_loader(
@@ -1003,16 +838,6 @@ PERSISTENT_FROM_SEQ_D64 = 2048
 PERSISTENT_TILES_D64 = {**PERSISTENT_TILES, "STAGES": 4, "Q_STAGES": 2}
 
 
-# D = 64's short tiles on a persistent grid (_gluon_attn_fwd_ps): the 64-row one-warpgroup
-# kernel, four programs an SM as those tiles allow, each taking the tiles the host dealt it and
-# loading the next one's Q and first K/V while it finishes this one (cuDNN runs a persistent grid
-# at 16x16x512x64). Not yet timed on the H200, so no shape's default.
-PERSISTENT_SINGLE_TILES_D64 = {
-    "BLOCK_M": 64, "BLOCK_N": 64, "STAGES": 3, "num_warps": 4, "WS": False, "PERSISTENT": True,
-    "PER_SM": 4,
-}  # fmt: skip
-
-
 def tiles(head_dim: int, seq: int = 0) -> dict:
     """Tile sizes per (head dim, S) bucket, the fastest of those timed on the H200: D = 64
     below PERSISTENT_FROM_SEQ_D64, 64 query rows on one warpgroup (more programs per SM;
@@ -1119,19 +944,17 @@ def _launch_known(q, k, v, causal: bool, overrides: dict):
 
 
 # the tile settings that pick a schedule (schedule_of) or its grid, not constexprs of its kernel
-SCHEDULE_FLAGS = ("WS", "PERSISTENT", "PER_SM")
+SCHEDULE_FLAGS = ("WS", "PERSISTENT")
 
 
 def schedule_of(cfg: dict) -> tuple:
     """(the kernel that runs tile settings `cfg`, the rows of Q's descriptor box, whether it is
-    a persistent grid): the warp-specialized kernels, persistent or not, load Q in two halves;
-    PERSISTENT without WS is the one-warpgroup kernel on a persistent grid."""
-    persistent = cfg.get("PERSISTENT", False)
-    ws = cfg.get("WS", False)
-    if persistent:
-        kernel = _gluon_attn_fwd_wsp if ws else _gluon_attn_fwd_ps
-    else:
-        kernel = _gluon_attn_fwd_ws if ws else _gluon_attn_fwd
+    the persistent grid): the warp-specialized kernels, persistent too, load Q in two halves.
+    (The one-warpgroup kernel on a persistent grid, four programs an SM, lost to its
+    one-tile-a-program grid at every shape timed: dev/results/h200/gluon_flash/README.md.)"""
+    persistent = cfg.get("PERSISTENT", False)  # warp-specialized too
+    ws = cfg.get("WS", False) or persistent
+    kernel = _gluon_attn_fwd_wsp if persistent else _gluon_attn_fwd_ws if ws else _gluon_attn_fwd
     return kernel, cfg["BLOCK_M"] // (2 if ws else 1), persistent
 
 
@@ -1145,18 +968,18 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
     group = heads // k.shape[1]
     l2_heads = l2_group_heads(k.shape[2], dim, k.element_size(), group)
     tail = (out.stride(0), out.stride(1), out.stride(2), heads, group, seq, l2_heads)
-    if persistent:  # PER_SM programs an SM (the warp-specialized grid: one), tile after tile
-        grid = (min(grid[0] * grid[1], _sm_count(q.device) * programs_per_sm(cfg)), 1)
+    if persistent:  # one program per SM, taking tile after tile
+        grid = (min(grid[0] * grid[1], _sm_count(q.device)), 1)
         tail += (batch, *_schedule(q.device, grid[0], seq, cfg, l2_heads, causal, batch * heads))
     consts = dict(
         SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, CAUSAL=causal,
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], STAGES=cfg["STAGES"],
         num_warps=cfg["num_warps"],
     )  # fmt: skip
-    if persistent and cfg.get("WS", False):
+    if persistent:
         consts["Q_STAGES"] = cfg.get("Q_STAGES", 1)
     descs = (_descriptor(q, q_rows), _descriptor(k, kv_rows), _descriptor(v, kv_rows))
-    compiled = kernel[grid](*descs, out, *tail, **consts, **register_cap(cfg))
+    compiled = kernel[grid](*descs, out, *tail, **consts)
     if hasattr(compiled, "run") and hasattr(compiled, "__getitem__"):
         # the launcher wants every argument of the signature in order, constexprs included
         names = kernel.arg_names
@@ -1169,22 +992,6 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
             ),
         )  # fmt: skip
     return out
-
-
-def programs_per_sm(cfg: dict) -> int:
-    """A persistent grid's programs an SM: PER_SM for the one-warpgroup kernel, one for the
-    warp-specialized one (its consumers hold 232 registers a thread)."""
-    return 1 if cfg.get("WS", False) else cfg.get("PER_SM", 1)
-
-
-def register_cap(cfg: dict) -> dict:
-    """The compile option that caps a thread's registers where programs_per_sm programs must
-    share an SM's 64K of them: left alone, ptxas gives the persistent one-warpgroup kernel 150,
-    and three programs fit where four were meant to (with the cap, 128 and nothing spilled)."""
-    per_sm = programs_per_sm(cfg)
-    if per_sm == 1:
-        return {}
-    return {"maxnreg": min(255, 65536 // (per_sm * cfg["num_warps"] * 32)) // 8 * 8}
 
 
 _SM_COUNT: dict = {}

@@ -85,9 +85,8 @@ def _sm90_ptx(gluon_flash, fn, q_rows: int, head_dim: int = 128, **consts) -> st
     return _sm90_kernel(gluon_flash, fn, q_rows, head_dim, **consts).asm["ptx"]
 
 
-def _sm90_kernel(gluon_flash, fn, q_rows: int, head_dim: int = 128, options=None, **consts):
-    """_sm90_ptx's compiled kernel (its PTX, its metadata: shared memory, ...); `options`, more
-    compile options (maxnreg)."""
+def _sm90_kernel(gluon_flash, fn, q_rows: int, head_dim: int = 128, **consts):
+    """_sm90_ptx's compiled kernel (its PTX, its metadata: shared memory, ...)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.runtime.jit import mangle_type
@@ -117,7 +116,7 @@ def _sm90_kernel(gluon_flash, fn, q_rows: int, head_dim: int = 128, options=None
             for n in ("Out", "stride_oz", "stride_oh", "stride_om")
         },
     )
-    options = {"num_warps": consts["num_warps"], **(options or {})}
+    options = {"num_warps": consts["num_warps"]}
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
@@ -157,8 +156,7 @@ def _sm90_kernel_of(gluon_flash, tiles: dict, head_dim: int = 128):
     """_sm90_kernel of the kernel that runs tile settings `tiles` (gluon_flash.schedule_of)."""
     kernel, q_rows, _ = gluon_flash.schedule_of(tiles)
     consts = {k: v for k, v in tiles.items() if k not in gluon_flash.SCHEDULE_FLAGS}
-    options = gluon_flash.register_cap(tiles)
-    return _sm90_kernel(gluon_flash, kernel, q_rows, head_dim, options, **consts)
+    return _sm90_kernel(gluon_flash, kernel, q_rows, head_dim, **consts)
 
 
 def _ptxas_spills(ptx: str) -> int:
@@ -201,21 +199,6 @@ def test_sm90_d64_short_tiles_fit_four_programs_an_sm(gluon_flash):
     32 bytes past it and three programs fitted: 0.0491 ms against 0.0456 at 16x16x512x64."""
     compiled = _sm90_kernel_of(gluon_flash, gluon_flash.tiles(64, 512), head_dim=64)
     assert 0 < compiled.metadata.shared <= 228 * 1024 // 4 - 1024
-
-
-def test_sm90_persistent_short_tiles_fit_four_programs_an_sm(gluon_flash):
-    """The one-warpgroup kernel on a persistent grid (PERSISTENT_SINGLE_TILES_D64, four
-    programs an SM) fits four in an SM's shared memory and its 64K registers, nothing spilled:
-    its tile loop left ptxas free took 150 registers a thread (three programs), so the launch
-    caps them (register_cap) at 128."""
-    tiles = gluon_flash.PERSISTENT_SINGLE_TILES_D64
-    assert gluon_flash.schedule_of(tiles)[0] is gluon_flash._gluon_attn_fwd_ps
-    compiled = _sm90_kernel_of(gluon_flash, tiles, head_dim=64)
-    assert 0 < compiled.metadata.shared <= 228 * 1024 // 4 - 1024
-    log = _ptxas_log(compiled.asm["ptx"])
-    registers = int(re.search(r"Used (\d+) registers", log)[1])
-    assert registers * 128 * tiles["PER_SM"] <= 65536, registers
-    assert int(re.search(r"(\d+) bytes spill stores", log)[1]) == 0
 
 
 def test_sm90_schedule_overlaps_softmax_with_the_tensor_cores(gluon_flash):
@@ -309,7 +292,6 @@ def test_each_named_tile_set_runs_its_own_schedule_over_any_default(gluon_flash)
         "WS_TILES": gluon_flash._gluon_attn_fwd_ws,
         "SINGLE_TILES_D128": gluon_flash._gluon_attn_fwd,
         "PERSISTENT_TILES": gluon_flash._gluon_attn_fwd_wsp,
-        "PERSISTENT_SINGLE_TILES_D64": gluon_flash._gluon_attn_fwd_ps,
     }
     for dim, seq in ((64, 512), (64, 8192), (128, 512)):
         for name, kernel in kernels.items():
