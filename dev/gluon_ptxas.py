@@ -3,7 +3,8 @@ per tile config (D = 128, bf16, causal), from Triton's own ptxas. A spill in the
 loop costs a local-memory round trip per key block, so try a tile here before timing it.
 
 Usage: python dev/gluon_ptxas.py [--tiles BLOCK_M=128,BLOCK_N=128,STAGES=3,num_warps=4 --ws]
-(no --tiles: the variant's WS_TILES, PERSISTENT_TILES (D = 128's default) and SINGLE_TILES_D128)
+(no --tiles: the variant's WS_TILES, PERSISTENT_TILES, PERSISTENT_TILES_D128 (D = 128's default)
+and SINGLE_TILES_D128)
 """
 
 from __future__ import annotations
@@ -38,7 +39,12 @@ def main() -> None:
     else:
         configs = {
             name: getattr(gluon_flash, name)
-            for name in ("WS_TILES", "PERSISTENT_TILES", "SINGLE_TILES_D128")
+            for name in (
+                "WS_TILES",
+                "PERSISTENT_TILES",
+                "PERSISTENT_TILES_D128",
+                "SINGLE_TILES_D128",
+            )
         }
     for name, tiles in configs.items():
         print(f"{name}: {usage(_sm90_ptx_of(gluon_flash, tiles))}")

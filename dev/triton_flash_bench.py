@@ -24,7 +24,9 @@ Usage (GPU): python dev/triton_flash_bench.py [--shapes 8x16x1024x64,...]
              [--gluon-tiles 64x64x4x3,128x128x8x3] [--json out.json]
 `--gluon-tiles`: BLOCK_MxBLOCK_Nxnum_warpsxSTAGES each, `xws` appended for the warp-specialized
 schedule (num_warps 4: consumer 0; a loader warp and consumer 1 are added), `xp` for the same on
-a persistent grid (one program per SM), then `xq2` for two query buffers (Q_STAGES); a tile
+a persistent grid (one program per SM), then `xq2` for two query buffers (Q_STAGES) and `xk`
+for K's ring a slot shorter than V's (SHORT_K); `@N` after any tile runs it with N (batch, head)
+rows of tiles a group (L2_HEADS: launch.l2_group_heads picks it else); a tile
 that does not fit a shape (BLOCK_N over 128 at D = 128 runs out of shared memory) is that row's
 error.
 """
@@ -70,32 +72,43 @@ def baseline_module(path: str):
 
 
 def gluon_tiles(text: str) -> list[dict]:
-    """'64x64x4x3,128x128x4x3xws,128x128x4x3xp,128x128x4x3xpxq2' -> [{"BLOCK_M": 64,
+    """'64x64x4x3,128x128x4x3xws,128x128x4x3xp,128x128x4x3xpxq2xk' -> [{"BLOCK_M": 64,
     "BLOCK_N": 64, "num_warps": 4, "STAGES": 3, "WS": False, "PERSISTENT": False}, {...,
-    "WS": True, "PERSISTENT": False}, {..., "WS": True, "PERSISTENT": True, "Q_STAGES": 1},
-    {..., "Q_STAGES": 2}]; ValueError names the item that is not
-    BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN]]."""
+    "WS": True, "PERSISTENT": False}, {..., "WS": True, "PERSISTENT": True, "Q_STAGES": 1,
+    "SHORT_K": False}, {..., "Q_STAGES": 2, "SHORT_K": True}]; ValueError names the item that
+    is not BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN][xk]][@L2_HEADS]; '64x64x4x3@32' adds
+    "L2_HEADS": 32."""
     # both flags in every tile: a tile merges into gluon_flash.tiles(D, S), whose flags stay else
     kinds = {"ws": {"WS": True, "PERSISTENT": False}, "p": {"WS": True, "PERSISTENT": True}}
     out = []
     for item in filter(None, text.split(",")):
-        fields = item.split("x")
+        tile_text, at, l2_heads = item.partition("@")
+        fields = tile_text.split("x")
         try:
+            l2 = {"L2_HEADS": int(l2_heads)} if at else {}
+            if at and l2["L2_HEADS"] < 1:
+                raise ValueError
             m, n, warps, stages = (int(x) for x in fields[:4])
             kind = kinds[fields[4]] if len(fields) > 4 else {"WS": False, "PERSISTENT": False}
-            # a persistent tile names its query buffers (the default's would merge in else)
-            q_stages = {}
+            # a persistent tile names its query buffers and K ring (the default's merge in else)
+            ring = {}
             if kind["PERSISTENT"]:
-                q_stages = {"Q_STAGES": int(fields[5].removeprefix("q")) if len(fields) > 5 else 1}
-            if len(fields) > 6 or (len(fields) == 6 and not q_stages):  # a suffix left over
+                rest = fields[5:]
+                short_k = rest[-1:] == ["k"]
+                rest = rest[:-1] if short_k else rest
+                if len(rest) > 1 or (rest and rest[0][:1] != "q"):
+                    raise ValueError
+                ring = {"Q_STAGES": int(rest[0][1:]) if rest else 1, "SHORT_K": short_k}
+            elif len(fields) > 5:  # a suffix left over
                 raise ValueError
         except (ValueError, KeyError, IndexError):
             raise ValueError(
-                f"--gluon-tiles {item!r} is not BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN]] "
-                "(e.g. 128x128x8x3 or 128x128x4x3xpxq2)"
+                f"--gluon-tiles {item!r} is not "
+                "BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN][xk]][@L2_HEADS] "
+                "(e.g. 128x128x8x3, 128x128x4x3xpxq2xk or 64x64x4x3@32)"
             ) from None
         tile = {"BLOCK_M": m, "BLOCK_N": n, "num_warps": warps, "STAGES": stages}
-        out.append(tile | kind | q_stages)
+        out.append(tile | kind | ring | l2)
     return out
 
 
@@ -132,6 +145,8 @@ def contenders(
             name = "gluon {BLOCK_M}x{BLOCK_N} w{num_warps} s{STAGES}".format(**t)
             name += " persistent" if t.get("PERSISTENT") else " ws" if t.get("WS") else ""
             name += f" q{t['Q_STAGES']}" if t.get("PERSISTENT") else ""
+            name += " short K" if t.get("SHORT_K") else ""
+            name += f" L2 {t['L2_HEADS']} heads" if "L2_HEADS" in t else ""
             out[name] = functools.partial(gluon_flash.flash_attention, causal=True, **t)
         if gluon_baseline:
             out["gluon baseline eager"] = baseline_module(gluon_baseline).attention
@@ -225,6 +240,11 @@ def main(argv=None) -> int:
     parser.add_argument("--gluon-baseline", help="another copy of variants/gluon_flash.py")
     parser.add_argument("--gluon-tiles", default="", help="gluon-flash tiles to time as well")
     parser.add_argument("--json", help="also write the rows here")
+    parser.add_argument(
+        "--l2-max-rows", type=int,
+        help="launch.L2_GROUP_MAX_ROWS for both kernels in this process (0: no cap), to time "
+        "a grouping against another in two processes",
+    )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="turns each contender takes")
     parser.add_argument(
         "--reduce-overhead", action="store_true",
@@ -242,6 +262,14 @@ def main(argv=None) -> int:
     if args.rounds < 1:
         print(f"triton_flash_bench: --rounds {args.rounds}: give 1 or more", file=sys.stderr)
         return 2
+    if args.l2_max_rows is not None:
+        if args.l2_max_rows < 0:
+            print(f"triton_flash_bench: --l2-max-rows {args.l2_max_rows}: give 0 (no cap) or "
+                  "more", file=sys.stderr)  # fmt: skip
+            return 2
+        from variants import launch
+
+        launch.L2_GROUP_MAX_ROWS = args.l2_max_rows  # read at each first launch of a shape
     try:
         tiles = gluon_tiles(args.gluon_tiles)
     except ValueError as exc:
@@ -251,7 +279,12 @@ def main(argv=None) -> int:
         print("triton_flash_bench needs a CUDA GPU", file=sys.stderr)
         return 2
     rows = []
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, causal")
+    from variants import launch
+
+    print(
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, causal, "
+        f"L2 groups of at most {launch.L2_GROUP_MAX_ROWS or 'any number of'} rows"
+    )
     print(
         f"{'shape':16} {'contender':24} {'ms':>8} {'TFLOP/s':>8} {'host µs':>8} "
         f"{'CPU ns':>7} {'x cuDNN':>8} {'x flex':>7} {'err':>8}  turns (ms)"

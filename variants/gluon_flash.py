@@ -539,17 +539,18 @@ if gl is not None:
 
     @gluon.jit
     def _wsp_loader(
-        q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, ready, empty,
+        q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, ready, empty, k_empty,
         H, KV_GROUP, N_CTX, n_m, BH, Tiles, Starts, L2_HEADS,
         CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-        STAGES: gl.constexpr, Q_STAGES: gl.constexpr,
+        STAGES: gl.constexpr, Q_STAGES: gl.constexpr, SHORT_K: gl.constexpr,
     ):  # fmt: skip
         """The producer warp, over this program's tiles: a tile's two query halves into the
         next of Q_STAGES query buffers once both consumers have released the tile's Q_STAGES
         back (q_empty), and every key block's K and V into the ring, numbered across tiles, a
         slot refilled once both consumers released it. With two query buffers the loader runs a
         whole tile ahead: a tile's Q and first K/V are in flight while the consumers still work
-        on the tile before it."""
+        on the tile before it. With SHORT_K, K's ring is a slot shorter than V's, its slots
+        released on their own (k_empty) once both consumers' S has read them."""
         HALF: gl.constexpr = BLOCK_M // 2
         it = 0  # key blocks issued by this program so far, over all its tiles
         t_iter = 0
@@ -572,23 +573,50 @@ if gl is not None:
                 slot = it % STAGES
                 if it >= STAGES:  # the block STAGES back must be released by both consumers
                     mbarrier.wait(empty.index(slot), ((it // STAGES) - 1) & 1)
-                _issue_kv_slot(
-                    k_desc, v_desc, k_smem, v_smem, ready, off_z, off_kvh, j, slot, slot, BLOCK_N
-                )
+                if SHORT_K:  # K's slot: the block STAGES - 1 back, once both S read it
+                    k_slot = it % (STAGES - 1)
+                    if it >= STAGES - 1:
+                        mbarrier.wait(k_empty.index(k_slot), ((it // (STAGES - 1)) - 1) & 1)
+                    _issue_kv_slot(
+                        k_desc, v_desc, k_smem, v_smem, ready, off_z, off_kvh, j, slot, k_slot,
+                        BLOCK_N,
+                    )  # fmt: skip
+                else:
+                    _issue_kv_slot(
+                        k_desc, v_desc, k_smem, v_smem, ready, off_z, off_kvh, j, slot, slot,
+                        BLOCK_N,
+                    )  # fmt: skip
                 it += 1
             t_iter += 1
 
     @gluon.jit
+    def _k_slot(g, STAGES: gl.constexpr, SHORT_K: gl.constexpr):
+        """The K ring's slot of the program's g-th key block: K's ring is a slot shorter than
+        V's with SHORT_K, as long otherwise."""
+        if SHORT_K:
+            return g % (STAGES - 1)
+        else:
+            return g % STAGES
+
+    @gluon.jit
+    def _k_read(k_empty, g, STAGES: gl.constexpr, SHORT_K: gl.constexpr):
+        """With SHORT_K: the program's g-th key block's S has read its K, whose slot the
+        loader may refill once both consumers said so (V's slot waits for P V)."""
+        if SHORT_K:
+            mbarrier.arrive(k_empty.index(g % (STAGES - 1)))
+
+    @gluon.jit
     def _wsp_consumer(
-        c: gl.constexpr, q_smem, k_smem, v_smem, q_ready, q_empty, ready, empty, turn, Out,
-        stride_oz, stride_oh, stride_om, H, N_CTX, n_m, BH, Tiles, Starts, L2_HEADS,
+        c: gl.constexpr, q_smem, k_smem, v_smem, q_ready, q_empty, ready, empty, k_empty, turn,
+        Out, stride_oz, stride_oh, stride_om, H, N_CTX, n_m, BH, Tiles, Starts, L2_HEADS,
         SM_SCALE: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
         BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-        Q_STAGES: gl.constexpr,
+        Q_STAGES: gl.constexpr, SHORT_K: gl.constexpr,
     ):  # fmt: skip
         """_ws_consumer over this program's tiles: the ring's blocks, the query buffers and
         the turns are numbered across tiles; a query buffer is released as soon as the tile's
-        last S has read it, and a tile's last K/V slot once its last P V has."""
+        last S has read it, and a tile's last K/V slot once its last P V has (with SHORT_K,
+        each block's K slot once its S has: _k_read)."""
         HALF: gl.constexpr = BLOCK_M // 2
         dtype: gl.constexpr = Out.dtype.element_ty
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -621,11 +649,11 @@ if gl is not None:
             slot = it % STAGES
             mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
             mbarrier.wait(turn.index(c), it & 1)
-            s = warpgroup_mma(
-                q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True
-            )
+            k_0 = k_smem.index(_k_slot(it, STAGES, SHORT_K)).permute((1, 0))
+            s = warpgroup_mma(q, k_0, zero_s, use_acc=False, is_async=True)
             mbarrier.arrive(turn.index(1 - c))
             s = warpgroup_mma_wait(0, deps=(s,))
+            _k_read(k_empty, it, STAGES, SHORT_K)
             if n_blocks == 1:
                 mbarrier.arrive(q_empty.index(qb))  # the tile's last S has read its Q
             if first_masked == 0:
@@ -636,13 +664,13 @@ if gl is not None:
                 slot = (it + j) % STAGES
                 mbarrier.wait(ready.index(slot), ((it + j) // STAGES) & 1)
                 mbarrier.wait(turn.index(c), (it + j) & 1)
-                s = warpgroup_mma(
-                    q, k_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True
-                )
+                k_j = k_smem.index(_k_slot(it + j, STAGES, SHORT_K)).permute((1, 0))
+                s = warpgroup_mma(q, k_j, zero_s, use_acc=False, is_async=True)
                 p_op = gl.convert_layout(p, p_layout)
                 o = warpgroup_mma(p_op, v_smem.index(prev), o, is_async=True)
                 mbarrier.arrive(turn.index(1 - c))
                 s = warpgroup_mma_wait(1, deps=(s,))
+                _k_read(k_empty, it + j, STAGES, SHORT_K)
                 if j == n_blocks - 1:
                     mbarrier.arrive(q_empty.index(qb))  # the tile's last S has read its Q
                 if j >= first_masked:
@@ -677,10 +705,12 @@ if gl is not None:
         BLOCK_N: gl.constexpr,
         STAGES: gl.constexpr,
         Q_STAGES: gl.constexpr,
+        SHORT_K: gl.constexpr,
         num_warps: gl.constexpr,
     ):  # fmt: skip
         gl.static_assert(num_warps == 4, "the default partition is one consumer warpgroup")
         gl.static_assert(STAGES >= 2, "each consumer holds blocks j-1 and j")
+        gl.static_assert(not SHORT_K or STAGES >= 3, "a short K ring needs two slots")
         dtype: gl.constexpr = Out.dtype.element_ty
         HALF: gl.constexpr = BLOCK_M // 2
         tile_layout: gl.constexpr = gl.NVMMASharedLayout(
@@ -690,7 +720,13 @@ if gl is not None:
         BH = Z * H
         # Q_STAGES query tiles, each as its two consumers' halves
         q_smem = gl.allocate_shared_memory(dtype, [2 * Q_STAGES, HALF, HEAD_DIM], tile_layout)
-        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
+        # K's ring a slot shorter than V's with SHORT_K (block j's K is done with once both
+        # consumers' S_j are, its V a step later): the shared memory D = 128 needs for two
+        # query buffers beside three V slots (224 KiB of the 227 a program may have)
+        if SHORT_K:
+            k_smem = gl.allocate_shared_memory(dtype, [STAGES - 1, BLOCK_N, HEAD_DIM], tile_layout)
+        else:
+            k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], tile_layout)
         q_ready = gl.allocate_shared_memory(gl.int64, [Q_STAGES, 1], mbarrier.MBarrierLayout())
         q_empty = gl.allocate_shared_memory(gl.int64, [Q_STAGES, 1], mbarrier.MBarrierLayout())
@@ -703,6 +739,14 @@ if gl is not None:
         for i in gl.static_range(STAGES):
             mbarrier.init(ready.index(i), count=1)
             mbarrier.init(empty.index(i), count=2)
+        if SHORT_K:  # K's slots released apart from V's
+            k_empty = gl.allocate_shared_memory(
+                gl.int64, [STAGES - 1, 1], mbarrier.MBarrierLayout()
+            )
+            for i in gl.static_range(STAGES - 1):
+                mbarrier.init(k_empty.index(i), count=2)
+        else:  # never waited on nor arrived at
+            k_empty = empty
         mbarrier.init(turn.index(0), count=1)
         mbarrier.init(turn.index(1), count=1)
         mbarrier.arrive(turn.index(0))  # consumer 0 has the first turn
@@ -720,6 +764,7 @@ if gl is not None:
                         q_empty,
                         ready,
                         empty,
+                        k_empty,
                         turn,
                         Out,
                         stride_oz,
@@ -739,6 +784,7 @@ if gl is not None:
                         BLOCK_N,
                         STAGES,
                         Q_STAGES,
+                        SHORT_K,
                     ),  # fmt: skip
                 ),
                 (
@@ -752,6 +798,7 @@ if gl is not None:
                         q_empty,
                         ready,
                         empty,
+                        k_empty,
                         turn,
                         Out,
                         stride_oz,
@@ -771,6 +818,7 @@ if gl is not None:
                         BLOCK_N,
                         STAGES,
                         Q_STAGES,
+                        SHORT_K,
                     ),  # fmt: skip
                 ),
                 (
@@ -786,6 +834,7 @@ if gl is not None:
                         q_empty,
                         ready,
                         empty,
+                        k_empty,
                         H,
                         KV_GROUP,
                         N_CTX,
@@ -799,6 +848,7 @@ if gl is not None:
                         BLOCK_N,
                         STAGES,
                         Q_STAGES,
+                        SHORT_K,
                     ),  # fmt: skip
                 ),
             ],
@@ -823,7 +873,15 @@ SINGLE_TILES_D128 = {
 # 2x32x4096x128 against 0.5573 for WS_TILES, 0.3431 against 0.3662 at 3x24x3072x128 and
 # 0.2573 against 0.2777 at 1x32x4096x128 GQA 32/8, and tied at 1x32x8192x128
 # (dev/results/h200/gluon_flash/bench_persistent_dealt_*)
-PERSISTENT_TILES = {**WS_TILES, "PERSISTENT": True, "Q_STAGES": 1}
+PERSISTENT_TILES = {**WS_TILES, "PERSISTENT": True, "Q_STAGES": 1, "SHORT_K": False}
+# D = 128's default: PERSISTENT_TILES with K's ring a slot shorter than V's, which makes room
+# for a second query buffer (224 KiB in all, as before), so the loader runs a tile ahead: on
+# the H200 0.5108 ms against 0.5243 at 2x32x4096x128, 0.3308 / 0.3450 at 3x24x3072x128,
+# 0.9571 / 0.9626 at 1x32x8192x128, 0.0936 / 0.0955 at 8x16x1024x128, 0.0732 / 0.0742 at
+# 16x16x512x128, level at 4x16x512x128 (short K with one query buffer: in between;
+# dev/results/h200/gluon_flash/bench_short_k_2026-12-04.txt). ptxas spills 100 bytes in it
+# against 24.
+PERSISTENT_TILES_D128 = {**PERSISTENT_TILES, "Q_STAGES": 2, "SHORT_K": True}
 
 
 # D = 64 runs the persistent grid from this S on: on the H200 it took 0.1762 ms against 0.1956
@@ -845,11 +903,12 @@ def tiles(head_dim: int, seq: int = 0) -> dict:
     D = 64 from PERSISTENT_FROM_SEQ_D64 on, the warp-specialized schedule on 128x128 tiles
     (1.100 ms at 1x32x8192x128 against 1.264 for the best single-warpgroup tile, 1.352 with 2
     stages) on a persistent grid whose tiles the host deals (PERSISTENT_TILES: 4-8% faster at
-    S = 3072-4096 and D = 128, 10-11% at S = 6000-16384 and D = 64)."""
+    S = 3072-4096 and D = 128, 10-11% at S = 6000-16384 and D = 64), with two query buffers
+    (at D = 128 beside a K ring a slot shorter than V's: PERSISTENT_TILES_D128)."""
     if head_dim == 64 and seq < PERSISTENT_FROM_SEQ_D64:
         return {"BLOCK_M": 64, "BLOCK_N": 64, "STAGES": 3, "num_warps": 4, "WS": False,
                 "PERSISTENT": False}  # fmt: skip
-    return dict(PERSISTENT_TILES_D64 if head_dim == 64 else PERSISTENT_TILES)
+    return dict(PERSISTENT_TILES_D64 if head_dim == 64 else PERSISTENT_TILES_D128)
 
 
 def check_inputs(q, k, v) -> None:
@@ -966,7 +1025,8 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
     kernel, q_rows, persistent = schedule_of(cfg)
     kv_rows = cfg["BLOCK_N"]
     group = heads // k.shape[1]
-    l2_heads = l2_group_heads(k.shape[2], dim, k.element_size(), group)
+    # L2_HEADS among the overrides: another grouping of the tiles, for tuning experiments
+    l2_heads = cfg.get("L2_HEADS") or l2_group_heads(k.shape[2], dim, k.element_size(), group)
     tail = (out.stride(0), out.stride(1), out.stride(2), heads, group, seq, l2_heads)
     if persistent:  # one program per SM, taking tile after tile
         grid = (min(grid[0] * grid[1], _sm_count(q.device)), 1)
@@ -978,6 +1038,7 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
     )  # fmt: skip
     if persistent:
         consts["Q_STAGES"] = cfg.get("Q_STAGES", 1)
+        consts["SHORT_K"] = cfg.get("SHORT_K", False)
     descs = (_descriptor(q, q_rows), _descriptor(k, kv_rows), _descriptor(v, kv_rows))
     compiled = kernel[grid](*descs, out, *tail, **consts)
     if hasattr(compiled, "run") and hasattr(compiled, "__getitem__"):

@@ -34,17 +34,28 @@ def outside_compile(launch):
 # (its tile scheduler, for the H100's 50 MB L2; the H200's is the same size), the rest left to
 # Q, O and other traffic.
 L2_KV_BYTES = 32 * 2**20
+# At most this many (batch, head) rows a group, however many L2_KV_BYTES would hold: where short
+# heads let one group span every head, the first tiles to run are each head's longest (causal)
+# and its K and V must stay in L2 until its last query block runs, waves later, with Q and O
+# streaming past. On the H200 gluon-flash's 64-row tiles took 0.0419 ms at 16x16x512x64 in
+# groups of 32 against 0.0451 in one group of all 256 (0.0431 with 64, 0.0436 with 8), and
+# 0.0584 against 0.0602 at 8x16x1024x64 (all 128; 0.0589 with 64, 0.0624 with 8):
+# dev/results/h200/gluon_flash/bench_l2_rows_2026-12-04.txt; both kernels with and without
+# the cap: bench_l2_cap_*. 0: no cap.
+L2_GROUP_MAX_ROWS = 32
 
 
 def l2_group_heads(seq_k: int, dim: int, itemsize: int, kv_group: int) -> int:
     """How many (batch, head) rows of tiles to run together, all query blocks of the group
     before the next group's: a group's K and V (each K/V head's seq_k x dim, twice) fit in
-    L2_KV_BYTES, so the tiles running at once read them from L2, not from memory. A power of
-    two of K/V heads, times the query heads that share each (kv_group). Heads varying fastest
-    across all of B x H (a group of every head) re-read K and V from memory for every query
-    block once B x H x seq_k x dim outgrows L2."""
+    L2_KV_BYTES, so the tiles running at once read them from L2, not from memory, and it has at
+    most L2_GROUP_MAX_ROWS rows. A power of two of K/V heads, times the query heads that share
+    each (kv_group). Heads varying fastest across all of B x H (a group of every head) re-read
+    K and V from memory for every query block once B x H x seq_k x dim outgrows L2."""
     per_kv_head = 2 * seq_k * dim * itemsize
     heads = max(1, L2_KV_BYTES // per_kv_head)
+    if L2_GROUP_MAX_ROWS:
+        heads = max(1, min(heads, L2_GROUP_MAX_ROWS // kv_group))
     return (1 << (heads.bit_length() - 1)) * kv_group
 
 

@@ -94,7 +94,8 @@ from variants.masks import reference
 
 # fewer tiles than SMs; many tiles a program (causal, heaviest first); GQA, S off the tile,
 # non-causal float16; D = 64 too, its default from S = 2048 on, with one query buffer and two
-# (Q_STAGES: the loader a tile ahead), 128-row and 64-row key blocks; one-block tiles at S = 77
+# (Q_STAGES: the loader a tile ahead), 128-row and 64-row key blocks; one-block tiles at S = 77;
+# K's ring a slot shorter than V's (SHORT_K: its slots released apart), two slots at the least
 for b, h, kv, s, d, causal, dtype in ((1, 8, 8, 333, 128, True, torch.bfloat16),
                                       (4, 32, 8, 2048, 128, True, torch.bfloat16),
                                       (2, 3, 1, 1000, 128, False, torch.float16),
@@ -104,8 +105,11 @@ for b, h, kv, s, d, causal, dtype in ((1, 8, 8, 333, 128, True, torch.bfloat16),
                                       (3, 5, 5, 77, 64, True, torch.bfloat16)):
     q = torch.randn(b, h, s, d, device="cuda", dtype=dtype)
     k, v = (torch.randn(b, kv, s, d, device="cuda", dtype=dtype) for _ in "kv")
-    tile_sets = [{**gluon_flash.PERSISTENT_TILES, "Q_STAGES": q, "BLOCK_N": n}
-                 for q, n in (((1, 128), (2, 128), (2, 64)) if d == 64 else ((1, 128),))]
+    rings = (((1, 128, 3, False), (2, 128, 3, False), (2, 64, 3, False), (2, 64, 3, True),
+              (2, 128, 5, True)) if d == 64 else ((1, 128, 3, False), (2, 128, 3, True),
+                                                   (1, 128, 3, True)))
+    tile_sets = [{**gluon_flash.PERSISTENT_TILES, "Q_STAGES": q, "BLOCK_N": n, "STAGES": st,
+                  "SHORT_K": short_k} for q, n, st, short_k in rings]
     for tiles in tile_sets:
         for _ in range(2):  # the launch, then the key's fast launch
             out = gluon_flash.flash_attention(q, k, v, causal=causal, **tiles)
@@ -118,7 +122,8 @@ print("ok")
 def test_gluon_flash_persistent_schedule_against_float64_in_a_process_of_its_own():
     """The warp-specialized schedule on a persistent grid (PERSISTENT_TILES, the default at
     D = 128 and at D = 64 from S = 2048) against float64: fewer tiles than SMs, many tiles a
-    program, GQA, non-causal float16, D = 64 and 128, one query buffer and two. In a child
+    program, GQA, non-causal float16, D = 64 and 128, one query buffer and two, K's ring as
+    long as V's and a slot shorter. In a child
     process with a time limit: a schedule whose barriers never complete hangs its kernel, and
     fails this test, not the session."""
     import os

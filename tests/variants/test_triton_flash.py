@@ -550,14 +550,19 @@ def test_the_fast_path_launches_without_triton_runner_unless_a_hook_is_set(monke
 
 def test_tiles_run_in_groups_of_heads_whose_k_and_v_fit_in_l2():
     """32 MiB of K and V a group: 2 x 4096 x 128 x 2 bytes = 2 MiB a K/V head, 16 heads; at
-    3072 keys 1.5 MiB, 21 heads, rounded down to 16; GQA: each K/V head's query heads too."""
+    3072 keys 1.5 MiB, 21 heads, rounded down to 16; GQA: each K/V head's query heads too; and
+    never more than 32 rows a group, however short the heads."""
     from variants.launch import l2_group_heads
 
     assert l2_group_heads(4096, 128, 2, 1) == 16
     assert l2_group_heads(8192, 128, 2, 1) == 8
     assert l2_group_heads(3072, 128, 2, 1) == 16
-    assert l2_group_heads(4096, 128, 2, 4) == 64
-    assert l2_group_heads(1024, 64, 2, 1) == 128  # 256 KiB a head
+    assert l2_group_heads(2048, 128, 2, 1) == 32  # 1 MiB a head: the budget and the cap agree
+    assert l2_group_heads(8192, 128, 2, 4) == 32  # 8 K/V heads of 4 query heads each
+    assert l2_group_heads(4096, 128, 2, 4) == 32  # the budget's 16 K/V heads, capped at 8
+    assert l2_group_heads(1024, 64, 2, 1) == 32  # 256 KiB a head: the budget's 128, capped
+    assert l2_group_heads(512, 64, 2, 8) == 32
+    assert l2_group_heads(512, 64, 2, 64) == 64  # one K/V head's query heads: never split
     assert l2_group_heads(1 << 20, 128, 4, 1) == 1  # one head's K and V outgrow the budget
 
 
