@@ -327,14 +327,28 @@ def clean_stale(out_dir: str, label: str | None = None) -> None:
 
 def _worse(new, previous) -> bool:
     """Whether a rerun should not replace the run already in place: it failed beside a run that
-    did not, or its timing was disturbed beside an undisturbed one."""
-    if previous.status == "failed":
+    did not, or its timing was disturbed beside an undisturbed one, both of the same code."""
+    if previous.status == "failed" or _other_code(new, previous):
         return False
     return new.status == "failed" or (new.noisy and previous.measured and not previous.noisy)
 
 
-def _attempt_entry(r, where: str) -> dict:
-    """What a result's attempts list says of a run kept in `where` (failed or noisy)."""
+def _other_code(new, previous) -> bool:
+    """Whether the two runs measured different sources of the variant or of its passes (their
+    code_sources): a quiet or working run of other code says nothing of this code, so the
+    rerun takes its place, failed or noisy, and it is kept in attempts/."""
+    return new.code_sources != previous.code_sources
+
+
+OTHER_CODE = "measured before the variant's or its passes' sources changed"
+
+
+def _attempt_entry(r, where: str, other_code: bool = False) -> dict:
+    """What a result's attempts list says of a run kept in `where` (failed, noisy or of other
+    code)."""
+    if other_code:
+        return {"dir": where, "status": "other code", "reason": OTHER_CODE,
+                "compiled_ms": r.compiled_ms}  # fmt: skip
     if r.status == "failed":
         return {"dir": where, "status": "failed", "reason": r.reason}
     return {"dir": where, "status": "noisy", "reason": r.noise_note, "compiled_ms": r.compiled_ms}
@@ -343,8 +357,8 @@ def _attempt_entry(r, where: str) -> dict:
 def place(result, stage_dir: str, run_dir: str) -> results.CellResult:
     """Move the staged run into place, keeping the other run in <run_dir>/attempts/<time>/ (and
     listed in the kept result's attempts) when one of the two is worse: a failed rerun, or a
-    noisy timing, beside a good or quiet run leaves that run in place; a run that replaces a
-    noisy timing keeps the noisy one as evidence."""
+    noisy timing, beside a good or quiet run of the same code leaves that run in place; a run
+    that replaces a noisy timing, or a run of other code, keeps it as evidence."""
     previous = None
     if os.path.isdir(run_dir):
         try:
@@ -363,10 +377,11 @@ def place(result, stage_dir: str, run_dir: str) -> results.CellResult:
         previous.run_dir = run_dir
         result.run_dir = attempt
         return result
-    keep_previous = previous is not None and previous.noisy and result.measured
-    if keep_previous:  # the disturbed timing this run replaces, kept as evidence
+    other = previous is not None and _other_code(result, previous)
+    keep_previous = previous is not None and (other or (previous.noisy and result.measured))
+    if keep_previous:  # the disturbed timing, or other code's run, this run replaces
         nested = [a | {"dir": os.path.join(where, a["dir"])} for a in previous.attempts]
-        result.attempts = result.attempts + nested + [_attempt_entry(previous, where)]
+        result.attempts = result.attempts + nested + [_attempt_entry(previous, where, other)]
     result.save(stage_dir)
     old = f"{run_dir}.old-{os.getpid()}"
     if os.path.exists(run_dir):

@@ -347,18 +347,18 @@ def cell_notes(result) -> list[str]:
 
 def attempts_text(r) -> str:
     """'kept in attempts/ beside this run: 1 failed run(s) (the last: REASON); 2 noisy
-    timing(s) (the last: 0.094 ms, NOISE NOTE)'."""
-    failed = [a for a in r.attempts if a["status"] == "failed"]
-    noisy = [a for a in r.attempts if a["status"] == "noisy"]
+    timing(s) (the last: 0.094 ms, NOISE NOTE); 1 run(s) of other code (the last: 0.1 ms,
+    measured before ...)'."""
     parts = []
-    if failed:
-        parts.append(f"{len(failed)} failed run(s) (the last: {failed[-1].get('reason')})")
-    if noisy:
-        last = noisy[-1]
-        parts.append(
-            f"{len(noisy)} noisy timing(s) (the last: {_num(last.get('compiled_ms'), '.4g')} "
-            f"ms, {last.get('reason')})"
-        )
+    for status, what in (
+        ("failed", "failed run(s)"), ("noisy", "noisy timing(s)"),
+        ("other code", "run(s) of other code"),
+    ):  # fmt: skip
+        kept = [a for a in r.attempts if a["status"] == status]
+        if kept:
+            last = kept[-1]
+            ms = "" if status == "failed" else f"{_num(last.get('compiled_ms'), '.4g')} ms, "
+            parts.append(f"{len(kept)} {what} (the last: {ms}{last.get('reason')})")
     return "kept in attempts/ beside this run: " + "; ".join(parts)
 
 

@@ -458,6 +458,37 @@ def test_a_noisy_timing_never_replaces_a_quiet_one_and_one_replaced_is_kept(tmp_
     )
 
 
+def test_a_rerun_of_other_code_takes_the_place_of_a_quiet_run_noisy_or_failed(tmp_path):
+    """A quiet run of the variant's old source says nothing of its new source: a rerun after
+    the code changed takes the place even when its timing is noisy, or when it failed (the
+    user's new code may be what fails), and the old run stays in attempts/."""
+    from compilekit.launch import runner
+    from compilekit.model.result import load
+    from compilekit.report.cellview import attempts_text
+
+    old, new = ({"variant": {"variants/naive.py": tag}, "passes": {}} for tag in ("a", "b"))
+    run_dir = str(tmp_path / "cell")
+    runner.place(*_staged(tmp_path, "old", status="ok", compiled_ms=1.0, code_sources=old),
+                 run_dir)  # fmt: skip
+    runner.place(*_staged(tmp_path, "new", **NOISY, code_sources=new), run_dir)
+    kept = load(run_dir)
+    assert kept.compiled_ms == 1.5 and kept.code_sources == new
+    assert [a["status"] for a in kept.attempts] == ["other code"]
+    assert load(os.path.join(run_dir, kept.attempts[0]["dir"])).compiled_ms == 1.0
+    assert "1 run(s) of other code (the last: 1 ms, measured before" in attempts_text(kept)
+    # the same code again, quiet: it replaces the noisy run as before, evidence carried along
+    runner.place(*_staged(tmp_path, "quiet", status="ok", compiled_ms=1.2, code_sources=new),
+                 run_dir)  # fmt: skip
+    kept = load(run_dir)
+    assert kept.compiled_ms == 1.2
+    assert sorted(a["status"] for a in kept.attempts) == ["noisy", "other code"]
+    failed = dict(status="failed", reason="CompilationError", code_sources=old)
+    runner.place(*_staged(tmp_path, "broken", **failed), run_dir)
+    kept = load(run_dir)
+    assert kept.status == "failed" and kept.attempts[-1]["status"] == "other code"
+    assert load(os.path.join(run_dir, kept.attempts[-1]["dir"])).compiled_ms == 1.2
+
+
 def test_a_parallel_sweep_times_its_noisy_cells_again_alone(tmp_path, monkeypatch):
     """Two cell processes per GPU: a cell whose timing was noisy is timed once more at the end,
     alone; the quiet second timing is kept, the first stays in attempts/."""
