@@ -573,19 +573,13 @@ if gl is not None:
                 slot = it % STAGES
                 if it >= STAGES:  # the block STAGES back must be released by both consumers
                     mbarrier.wait(empty.index(slot), ((it // STAGES) - 1) & 1)
+                k_slot = _k_slot(it, STAGES, SHORT_K)
                 if SHORT_K:  # K's slot: the block STAGES - 1 back, once both S read it
-                    k_slot = it % (STAGES - 1)
                     if it >= STAGES - 1:
                         mbarrier.wait(k_empty.index(k_slot), ((it // (STAGES - 1)) - 1) & 1)
-                    _issue_kv_slot(
-                        k_desc, v_desc, k_smem, v_smem, ready, off_z, off_kvh, j, slot, k_slot,
-                        BLOCK_N,
-                    )  # fmt: skip
-                else:
-                    _issue_kv_slot(
-                        k_desc, v_desc, k_smem, v_smem, ready, off_z, off_kvh, j, slot, slot,
-                        BLOCK_N,
-                    )  # fmt: skip
+                _issue_kv_slot(
+                    k_desc, v_desc, k_smem, v_smem, ready, off_z, off_kvh, j, slot, k_slot, BLOCK_N
+                )
                 it += 1
             t_iter += 1
 
@@ -1002,7 +996,7 @@ def _launch_known(q, k, v, causal: bool, overrides: dict):
     return out
 
 
-# the tile settings that pick a schedule (schedule_of) or its grid, not constexprs of its kernel
+# the tile settings that pick a schedule (schedule_of), not constexprs of its kernel
 SCHEDULE_FLAGS = ("WS", "PERSISTENT")
 
 
