@@ -21,6 +21,29 @@ SDPA_BACKENDS = (
     ("math", "math"),
 )
 
+# Under this share of each call busy on the GPU, the call is host-bound...
+HOST_BOUND_SHARE = 0.8
+# ...if the host can be what paces the loop: issuing a call takes at least this share of the
+# loop's time per call (half: the two are timed at different moments, and a host's speed moves).
+# The profile's device time comes from a short run, at the clock a GPU holds for a moment; a
+# long loop of long kernels can run at a power-capped clock and read under 80% busy while the
+# host issues each call in a fifth of the loop's time.
+HOST_PACED_SHARE = 0.5
+
+
+def busy_share(
+    device_ms: float, loop_ms: float, host_ms: float | None = None
+) -> tuple[float, bool]:
+    """(the share of each call the GPU is busy, host-bound?) from the device time per forward
+    and a user's loop's time per call. Not do_bench's figure: its L2 flush gives the host a
+    head start that hides up to the flush's GPU time of host cost per call. Host-bound also
+    needs the host's time to issue a call (host_ms, where measured) to be half the loop's or
+    more (HOST_PACED_SHARE): a GPU
+    idle while the host is far ahead is not waiting for the host."""
+    share = min(1.0, device_ms / loop_ms)
+    paced = host_ms is None or host_ms >= HOST_PACED_SHARE * loop_ms
+    return share, share < HOST_BOUND_SHARE and paced
+
 
 class _Collect(logging.Handler):
     def __init__(self):

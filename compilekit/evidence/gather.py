@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 
-from compilekit.measure import steady
 from compilekit.model.errors import first_line
 from compilekit.model.spec import Shape
 
@@ -103,8 +102,8 @@ def _diagnose(cell, forward: dict, records: list, op_rows: list, result) -> None
     result.profiled_forward_device_ms = forward["forward_device_ms"]
     result.profiled_forward_host_ms = forward["forward_host_ms"]
     if cell.device == "cuda" and result.compiled_loop_ms:
-        result.gpu_busy_share, result.host_bound = steady.busy_share(
-            forward["forward_device_ms"], result.compiled_loop_ms
+        result.gpu_busy_share, result.host_bound = diagnose.busy_share(
+            forward["forward_device_ms"], result.compiled_loop_ms, result.host_ms_per_call
         )
     result.sdpa_backend = diagnose.sdpa_backend(records, [row["name"] for row in op_rows])
     if cell.mode != "eager":

@@ -20,8 +20,6 @@ BUSY_OTHERS_SHARE = 0.25
 # (COMPILEKIT_RETIMES sets another count: 0 for a quick look that keeps the first timing).
 RETIMES = 2
 RETIME_PAUSE_S = 1.0
-# Under this share of each call busy on the GPU, the call is host-bound.
-HOST_BOUND_SHARE = 0.8
 
 
 def time_cell(cell, variant, compiled, args, result, alone=contextlib.nullcontext) -> None:
@@ -112,14 +110,6 @@ def timed_calls(cell, variant, compiled, args, with_eager: bool):
     if cuda and eager:
         loops["eager"] = timing.loop_timing(variant.attention, args, eager["median_ms"])
     return eager, steady, host, loops
-
-
-def busy_share(device_ms: float, loop_ms: float) -> tuple[float, bool]:
-    """(the share of each call the GPU is busy, host-bound?) from the device time per forward
-    and a user's loop's time per call. Not do_bench's figure: its L2 flush gives the host a
-    head start that hides up to the flush's GPU time of host cost per call."""
-    share = min(1.0, device_ms / loop_ms)
-    return share, share < HOST_BOUND_SHARE
 
 
 def spread(timings: list[dict]) -> float:

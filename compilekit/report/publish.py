@@ -9,10 +9,10 @@ this checkout's code. Run pages come only for the cells named with --page, and g
 only for those named with --code: traces, depyf dumps, TORCH_TRACE logs, logs and kernel
 sources stay behind (a reader regenerates every run page with `compilekit html DEST`). The
 figures derived from a cell's stored kernel map (each kernel's roofline place against the
-sweep's measured ceilings, the roofline split, the CUDA-graph replay breakdown) are derived
-again from the same measured inputs, so a fix to how they are read reaches published results
-without a re-run; each changed cell is named. DEST is emptied first, but for its README.md
-(prose about the results).
+sweep's measured ceilings, the roofline split, the CUDA-graph replay breakdown) and the
+host-bound judgement are derived again from the same measured inputs, so a fix to how they
+are read reaches published results without a re-run; each changed cell is named. DEST is
+emptied first, but for its README.md (prose about the results).
 """
 
 from __future__ import annotations
@@ -59,8 +59,9 @@ def drop_side_memsets(records: list[dict]) -> None:
 
 
 def rederive(run_dir: str, ceilings: dict | None) -> bool:
-    """Derive the roofline (per kernel, against the sweep's measured ceilings), its summary line
-    and the replay breakdown again from run_dir's kernel map; True when any changed."""
+    """Derive the roofline (per kernel, against the sweep's measured ceilings), its summary line,
+    the replay breakdown and the host-bound judgement again from run_dir's kernel map and
+    record; True when any changed."""
     result = results_mod.load(run_dir)
     kmap_path = os.path.join(run_dir, "kernels.json")  # written plain; publish gzips it
     if not result.measured or not os.path.isfile(kept(kmap_path)):
@@ -68,6 +69,7 @@ def rederive(run_dir: str, ceilings: dict | None) -> bool:
     kmap = read_json(kmap_path)
     records = kmap["kernels"]
     before = (result.replay, result.roofline, json.dumps(records, sort_keys=True))
+    judged = (result.gpu_busy_share, result.host_bound)
     drop_side_memsets(records)
     # maps measured before launches of one kernel and site were merged: the same rows, smaller
     records[:] = kernelmap.merge_repeats(records)
@@ -78,6 +80,7 @@ def rederive(run_dir: str, ceilings: dict | None) -> bool:
         roofline.annotate(records, ceilings, flops, kmap.get("io_bytes"))
     write_json(kmap_path, kmap)
     result.roofline = roofline.summary(records)
+    rejudge_host_bound(result)
     if result.replay:
         old = result.replay
         tree = {k: old[k] for k in ("recordings", "rerecords") if k in old}
@@ -85,10 +88,22 @@ def rederive(run_dir: str, ceilings: dict | None) -> bool:
             records, old["host_ms_per_call"], tree or None, old["inputs_recorded_non_static"]
         )
         result.replay["bytes_dtypes"] = old.get("bytes_dtypes")
-    if (result.replay, result.roofline, json.dumps(records, sort_keys=True)) == before:
+    after = (result.replay, result.roofline, json.dumps(records, sort_keys=True))
+    if after == before and judged == (result.gpu_busy_share, result.host_bound):
         return False
     result.save(run_dir)
     return True
+
+
+def rejudge_host_bound(result) -> None:
+    """The GPU's busy share and the host-bound judgement again, from the cell's stored device
+    time and loop figures and its host's time per call (diagnose.busy_share), where it has
+    them."""
+    figures = (result.profiled_forward_device_ms, result.compiled_loop_ms)
+    if result.device == "cuda" and None not in figures:
+        result.gpu_busy_share, result.host_bound = diagnose.busy_share(
+            *figures, result.host_ms_per_call
+        )
 
 
 def publish(

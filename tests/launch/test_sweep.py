@@ -1,5 +1,6 @@
 """Sweeps on the CPU: resumable, failures recorded, reports and plots, bad experiment files."""
 
+import dataclasses
 import glob
 import json
 import os
@@ -571,6 +572,34 @@ def test_publish_takes_a_libraries_workspace_memset_off_the_roofline():
         (301989888, 17179869184),
         (301989888, 17179869184),
     ]
+
+
+def test_publish_judges_host_bound_again_from_the_stored_figures(tmp_path):
+    """A cell published before the host's pace counted: gluon-flash under default at
+    2x32x4096x128 on the H200, 80% busy against a boosted-clock profile while its host issued
+    each call in a fifth of the loop's time, read host-bound; republished, it is not."""
+    from compilekit.model import result as results_mod
+    from compilekit.model.store import write_json
+    from compilekit.report import publish
+
+    stale = results_mod.CellResult(
+        variant="gluon-flash", mode="default", shape="2x32x4096x128", dtype="bfloat16",
+        device="cuda", status="ok", eager_ms=0.509, compiled_ms=0.511,
+        compiled_loop_ms=0.567, host_ms_per_call=0.115, profiled_forward_device_ms=0.452,
+        gpu_busy_share=0.452 / 0.567, host_bound=True,
+    )  # fmt: skip
+    stale.save(str(tmp_path))
+    kernel = {"name": "_gluon_attn_fwd_wsp", "device_ms": 0.452, "calls_per_forward": 1,
+              "source_lines": [{"file": "variants/gluon_flash.py", "line": 1}]}  # fmt: skip
+    write_json(str(tmp_path / "kernels.json"), {"kernels": [kernel]})
+    assert publish.rederive(str(tmp_path), None)
+    again = results_mod.load(str(tmp_path))
+    assert again.host_bound is False and again.gpu_busy_share == stale.gpu_busy_share
+    # the host pacing the loop: host-bound still, and nothing to write
+    paced = dataclasses.replace(again, host_ms_per_call=0.56, host_bound=True)
+    paced.save(str(tmp_path))
+    assert not publish.rederive(str(tmp_path), None)
+    assert results_mod.load(str(tmp_path)).host_bound is True
 
 
 def _sweep_on_one_gpu(toml: str, tmp_path, monkeypatch, what) -> tuple[list, list]:

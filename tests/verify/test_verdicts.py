@@ -839,7 +839,7 @@ def test_a_quiet_timing_is_taken_once(monkeypatch):
 def test_a_host_bound_note_compares_eager_and_compiled_in_a_loop():
     """Compiled sdpa at 1x4x128x64 on the H200: do_bench reads about 2x eager, a loop 2.7x;
     GPU busy is the device time over the loop's time per call, not over do_bench's figure."""
-    from compilekit.measure.steady import busy_share
+    from compilekit.evidence.diagnose import busy_share
     from compilekit.model.result import CellResult
     from compilekit.report.cellview import cell_notes
 
@@ -857,6 +857,18 @@ def test_a_host_bound_note_compares_eager_and_compiled_in_a_loop():
     assert "reads 0.009 vs 0.017" in note, note
     assert "the host spends 0.046 ms issuing a call: launches" in note, note
     assert busy_share(0.009, 0.0095) == (0.009 / 0.0095, False)
+
+
+def test_a_gpu_idle_while_the_host_is_far_ahead_is_not_host_bound():
+    """gluon-flash under default at 2x32x4096x128 on the H200: the profile's kernel took
+    0.452 ms at a boosted clock, a long loop 0.567 ms a call at the power-capped one (80%
+    busy), while the host issued each call in 0.115 ms. At 8x16x1024x64 the host's 0.081 ms
+    a call paced the loop's 0.084."""
+    from compilekit.evidence.diagnose import busy_share
+
+    assert busy_share(0.452, 0.567, 0.115) == (0.452 / 0.567, False)
+    assert busy_share(0.0556, 0.0835, 0.0813) == (0.0556 / 0.0835, True)
+    assert busy_share(0.0556, 0.0835) == (0.0556 / 0.0835, True)  # no host figure: the share
 
 
 def test_a_host_bound_cells_worth_comes_from_a_loop():
