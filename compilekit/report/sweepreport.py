@@ -273,19 +273,17 @@ def _cells_section(results: list, table: list) -> list[str]:
         "## Cells",
         "",
         "Latency is the steady-state median (`compiled_ms`, the mode's; `eager_ms`, the same "
-        "process's "
-        "eager baseline). Break-even: calls after which the compile (cold: empty cache; warm: "
-        "filled cache) has paid for itself; `never` when compiled is not faster than eager by "
-        "more than the timing spread (compiled p90 under eager p10). TFLOP/s counts the "
-        "FLOPs each variant declares (4·B·H·D per kept query-key pair: S(S+1)/2 causal, "
-        "S·W - W(W-1)/2 for a window of W); `-` where a variant declares none. `GPU busy`: "
-        "device time per forward over the latency; under 80%, with the host's time to issue "
-        "a call at least half the loop's, the call is host-bound, and its "
-        "speedup (marked `loop`) and break-even come from a user's loop of eager and of "
-        "compiled calls (all of its loops). `noisy`: the timing spread, the machine's load "
-        "or other processes' CPU use while it was timed (a core or a quarter of the "
-        "machine's, whichever is more; a quarter of the timing thread's own core where a "
-        "sweep gave it one; or as much stolen by the hypervisor) says it was disturbed; a "
+        "process's eager baseline). Break-even: calls after which the compile (cold: empty cache; "
+        "warm: filled cache) has paid for itself; `never` when compiled is not faster than eager "
+        "by more than the timing spread (compiled p90 under eager p10). TFLOP/s counts the FLOPs "
+        "each variant declares (4·B·H·D per kept query-key pair: S(S+1)/2 causal, S·W - W(W-1)/2 "
+        "for a window of W); `-` where a variant declares none. `GPU busy`: device time per "
+        "forward over the latency; under 80%, with the host's time to issue a call at least half "
+        "the loop's, the call is host-bound, and its speedup (marked `loop`) and break-even come "
+        "from a user's loop of eager and of compiled calls (all of its loops). `noisy`: the timing"
+        " spread, the machine's load or other processes' CPU use while it was timed (a core or a "
+        "quarter of the machine's, whichever is more; a quarter of the timing thread's own core "
+        "where a sweep gave it one; or as much stolen by the hypervisor) says it was disturbed; a "
         "cell whose timing was taken again after such a disturbance is named below.",
         "",
         tabulate(table, headers=headers(results), tablefmt="github"),
