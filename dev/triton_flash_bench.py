@@ -262,13 +262,13 @@ def main(argv=None) -> int:
     if args.rounds < 1:
         print(f"triton_flash_bench: --rounds {args.rounds}: give 1 or more", file=sys.stderr)
         return 2
+    from variants import launch
+
     if args.l2_max_rows is not None:
         if args.l2_max_rows < 0:
             print(f"triton_flash_bench: --l2-max-rows {args.l2_max_rows}: give 0 (no cap) or "
                   "more", file=sys.stderr)  # fmt: skip
             return 2
-        from variants import launch
-
         launch.L2_GROUP_MAX_ROWS = args.l2_max_rows  # read at each first launch of a shape
     try:
         tiles = gluon_tiles(args.gluon_tiles)
@@ -279,8 +279,6 @@ def main(argv=None) -> int:
         print("triton_flash_bench needs a CUDA GPU", file=sys.stderr)
         return 2
     rows = []
-    from variants import launch
-
     print(
         f"{torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, causal, "
         f"L2 groups of at most {launch.L2_GROUP_MAX_ROWS or 'any number of'} rows"

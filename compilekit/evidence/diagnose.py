@@ -38,11 +38,21 @@ def busy_share(
     and a user's loop's time per call. Not do_bench's figure: its L2 flush gives the host a
     head start that hides up to the flush's GPU time of host cost per call. Host-bound also
     needs the host's time to issue a call (host_ms, where measured) to be half the loop's or
-    more (HOST_PACED_SHARE): a GPU
-    idle while the host is far ahead is not waiting for the host."""
+    more (HOST_PACED_SHARE): a GPU idle while the host is far ahead is not waiting for it."""
     share = min(1.0, device_ms / loop_ms)
     paced = host_ms is None or host_ms >= HOST_PACED_SHARE * loop_ms
     return share, share < HOST_BOUND_SHARE and paced
+
+
+def judge_host_bound(result) -> None:
+    """Set a CUDA cell's gpu_busy_share and host_bound (busy_share) from its record's profiled
+    device time, loop time and host time per call, where it has the first two: at measure time
+    and again when a sweep is published, from the same stored figures."""
+    device_ms, loop_ms = result.profiled_forward_device_ms, result.compiled_loop_ms
+    if result.device == "cuda" and loop_ms and device_ms is not None:
+        result.gpu_busy_share, result.host_bound = busy_share(
+            device_ms, loop_ms, result.host_ms_per_call
+        )
 
 
 class _Collect(logging.Handler):

@@ -101,10 +101,7 @@ def _diagnose(cell, forward: dict, records: list, op_rows: list, result) -> None
     result.kernels_per_forward = forward["kernels_per_forward"]
     result.profiled_forward_device_ms = forward["forward_device_ms"]
     result.profiled_forward_host_ms = forward["forward_host_ms"]
-    if cell.device == "cuda" and result.compiled_loop_ms:
-        result.gpu_busy_share, result.host_bound = diagnose.busy_share(
-            forward["forward_device_ms"], result.compiled_loop_ms, result.host_ms_per_call
-        )
+    diagnose.judge_host_bound(result)
     result.sdpa_backend = diagnose.sdpa_backend(records, [row["name"] for row in op_rows])
     if cell.mode != "eager":
         result.dynamo = diagnose.dynamo_counters()

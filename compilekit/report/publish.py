@@ -68,8 +68,12 @@ def rederive(run_dir: str, ceilings: dict | None) -> bool:
         return False
     kmap = read_json(kmap_path)
     records = kmap["kernels"]
-    before = (result.replay, result.roofline, json.dumps(records, sort_keys=True))
-    judged = (result.gpu_busy_share, result.host_bound)
+
+    def derived() -> tuple:  # what this function may change
+        judged = (result.gpu_busy_share, result.host_bound)
+        return result.replay, result.roofline, judged, json.dumps(records, sort_keys=True)
+
+    before = derived()
     drop_side_memsets(records)
     # maps measured before launches of one kernel and site were merged: the same rows, smaller
     records[:] = kernelmap.merge_repeats(records)
@@ -80,7 +84,7 @@ def rederive(run_dir: str, ceilings: dict | None) -> bool:
         roofline.annotate(records, ceilings, flops, kmap.get("io_bytes"))
     write_json(kmap_path, kmap)
     result.roofline = roofline.summary(records)
-    rejudge_host_bound(result)
+    diagnose.judge_host_bound(result)
     if result.replay:
         old = result.replay
         tree = {k: old[k] for k in ("recordings", "rerecords") if k in old}
@@ -88,22 +92,10 @@ def rederive(run_dir: str, ceilings: dict | None) -> bool:
             records, old["host_ms_per_call"], tree or None, old["inputs_recorded_non_static"]
         )
         result.replay["bytes_dtypes"] = old.get("bytes_dtypes")
-    after = (result.replay, result.roofline, json.dumps(records, sort_keys=True))
-    if after == before and judged == (result.gpu_busy_share, result.host_bound):
+    if derived() == before:
         return False
     result.save(run_dir)
     return True
-
-
-def rejudge_host_bound(result) -> None:
-    """The GPU's busy share and the host-bound judgement again, from the cell's stored device
-    time and loop figures and its host's time per call (diagnose.busy_share), where it has
-    them."""
-    figures = (result.profiled_forward_device_ms, result.compiled_loop_ms)
-    if result.device == "cuda" and None not in figures:
-        result.gpu_busy_share, result.host_bound = diagnose.busy_share(
-            *figures, result.host_ms_per_call
-        )
 
 
 def publish(
