@@ -7,20 +7,27 @@ shape, then profiles compiled calls with cProfile and splits each call's own (to
 time among the layers it passes: Dynamo's frame evaluation and guards, AOTAutograd's runtime
 wrappers, Inductor's compiled module (its wrapper and generated `call`), the ops it runs, and
 the rest. cProfile slows Python down, so its shares say where the time goes, not how much.
+`--variant NAME` times that attention variant (variants.VARIANTS, e.g. gluon-flash) instead of
+SDPA; `--top N` lists the N functions with the most own time per call as well.
 
 Usage: python3 dev/compiled_host_cost.py [--shape 1x4x128x64] [--device cpu|cuda]
+       [--variant gluon-flash] [--top 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import importlib
+import os
 import pstats
 import sys
 import time
 from collections import defaultdict
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CALLS = 2000
 LAYERS = (  # (layer, substrings of the profiled function's file or name), first match wins
@@ -63,24 +70,41 @@ def layer_of(filename: str, name: str) -> str:
     return "other (the user's function, Python)"
 
 
-def layer_shares(fn, args) -> dict[str, float]:
-    """{layer: share of the profiled calls' own time}."""
+def profiled(fn, args) -> dict:
+    """cProfile's rows for CALLS calls of fn(*args): (file, line, name) -> its stats row."""
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(CALLS):
         fn(*args)
     profile.disable()
+    return pstats.Stats(profile).stats
+
+
+def layer_shares(rows: dict) -> dict[str, float]:
+    """{layer: share of the profiled calls' own time}."""
     own = defaultdict(float)
-    for (filename, _, name), row in pstats.Stats(profile).stats.items():
+    for (filename, _, name), row in rows.items():
         own[layer_of(filename, name)] += row[2]  # tottime
     total = sum(own.values()) or 1.0
     return {layer: t / total for layer, t in sorted(own.items(), key=lambda kv: -kv[1])}
+
+
+def top_functions(rows: dict, n: int) -> list[tuple[float, int, str]]:
+    """The n functions with the most own time: (µs of own time per call under cProfile, its
+    calls per call, where it is), most first."""
+    out = []
+    for (filename, line, name), row in rows.items():
+        where = f"{filename.split('site-packages/')[-1]}:{line}({name})"
+        out.append((row[2] / CALLS * 1e6, round(row[1] / CALLS), where))
+    return sorted(out, reverse=True)[:n]
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", default="1x4x128x64")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--variant", default="sdpa", help="an attention variant's name")
+    parser.add_argument("--top", type=int, default=0, help="list this many functions too")
     args = parser.parse_args(argv)
     try:
         shape = tuple(int(x) for x in args.shape.split("x"))
@@ -92,21 +116,35 @@ def main(argv: list[str]) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("compiled_host_cost: no CUDA GPU here; use --device cpu", file=sys.stderr)
         return 2
+    from variants import VARIANTS
+
+    if args.variant != "sdpa" and args.variant not in VARIANTS:
+        print(f"compiled_host_cost: no variant {args.variant!r}; one of {', '.join(VARIANTS)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    eager = _sdpa
+    if args.variant != "sdpa":
+        eager = importlib.import_module(VARIANTS[args.variant]).attention
     dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
     qkv = [torch.randn(shape, device=args.device, dtype=dtype) for _ in range(3)]
-    compiled = torch.compile(_sdpa)
+    compiled = torch.compile(eager)
     for _ in range(30):  # compile, then warm both
-        compiled(*qkv), _sdpa(*qkv)
-    eager_us = host_us_per_call(_sdpa, qkv, args.device)
+        compiled(*qkv), eager(*qkv)
+    eager_us = host_us_per_call(eager, qkv, args.device)
     compiled_us = host_us_per_call(compiled, qkv, args.device)
     print(
-        f"sdpa {args.shape} {dtype} {args.device}, torch {torch.__version__}: host per call "
-        f"eager {eager_us:.1f} us, compiled {compiled_us:.1f} us "
+        f"{args.variant} {args.shape} {dtype} {args.device}, torch {torch.__version__}: host "
+        f"per call eager {eager_us:.1f} us, compiled {compiled_us:.1f} us "
         f"({compiled_us - eager_us:+.1f} us)"
     )
+    rows = profiled(compiled, qkv)
     print("compiled calls' own Python time by layer (cProfile, 2,000 calls):")
-    for layer, share in layer_shares(compiled, qkv).items():
+    for layer, share in layer_shares(rows).items():
         print(f"  {share:6.1%}  {layer}")
+    if args.top:
+        print("the functions with the most own time, µs per call under cProfile (calls a call):")
+        for us, calls, where in top_functions(rows, args.top):
+            print(f"  {us:6.2f}  {calls:3d}  {where}")
     return 0
 
 

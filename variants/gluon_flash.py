@@ -43,7 +43,7 @@ import torch
 from compilekit.model.errors import Unsupported
 from variants.launch import (
     LaunchCache,
-    direct_launcher,
+    descriptor_launcher,
     l2_group_heads,
     persistent_schedule,
     tensor_key,
@@ -957,11 +957,11 @@ def _descriptor(t, rows: int):
     return TensorDescriptor.from_tensor(t, [1, 1, rows, t.shape[-1]], _BOX_LAYOUT[0])
 
 
-# launch key -> (the compiled kernel's runner for its grid, the arguments after q, k, v and out,
-# q's, k's and v's descriptors without their tensor): a known key's later calls skip Triton's
-# JIT dispatch (binding, specializing four descriptors, the cache key), which cost about 0.1 ms
-# of host per call on the H200, more than the kernel at small shapes. As
-# variants/triton_flash.py does.
+# launch key -> (its launcher, called with (q, k, v), out and the arguments after out:
+# launch.descriptor_launcher, which keeps the descriptors' CUtensorMaps per address; those
+# arguments after out): a known key's later calls skip Triton's JIT dispatch
+# (binding, specializing four descriptors, the cache key), which cost about 0.1 ms of host per
+# call on the H200, more than the kernel at small shapes. As variants/triton_flash.py does.
 _FAST_LAUNCH = LaunchCache()
 
 
@@ -986,14 +986,15 @@ def launch_key(q, k, v, causal: bool, overrides: dict) -> tuple:
 
 
 def _launch_known(q, k, v, causal: bool, overrides: dict):
-    """The fast path: the output, with the key's compiled kernel launched straight on fresh
-    descriptors; None where the key has none yet."""
+    """The fast path: the output, with the key's compiled kernel launched straight on q's, k's
+    and v's descriptors (their CUtensorMaps kept per address: launch.descriptor_launcher);
+    None where the key has none yet."""
     known = _FAST_LAUNCH.get(launch_key(q, k, v, causal, overrides))
     if known is None:
         return None
-    run, tail, (q_desc, k_desc, v_desc) = known
+    run, tail = known
     out = torch.empty_like(q)
-    run(_rebased(q_desc, q), _rebased(k_desc, k), _rebased(v_desc, v), out, *tail)
+    run((q, k, v), out, *tail)
     return out
 
 
@@ -1042,9 +1043,10 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
         _FAST_LAUNCH.remember(
             launch_key(q, k, v, causal, overrides),
             (
-                direct_launcher(compiled, (*grid, 1)),
+                descriptor_launcher(
+                    compiled, (*grid, 1), tuple(_rebased(d, None) for d in descs), _rebased
+                ),
                 tail + tuple(consts[n] for n in names[4 + len(tail) :]),
-                tuple(_rebased(d, None) for d in descs),
             ),
         )  # fmt: skip
     return out

@@ -548,6 +548,95 @@ def test_the_fast_path_launches_without_triton_runner_unless_a_hook_is_set(monke
     assert through_runner[-1] == ((4, 5, 1), ("q",)) and len(launched) == 1
 
 
+def test_descriptor_launcher_encodes_each_set_of_addresses_once(monkeypatch):
+    """Laid out as Triton 3.6's launcher is (a wrapper over the C launcher that expands each
+    host TMA descriptor, encoding its CUtensorMap, every call), a descriptor launcher calls the
+    C launcher itself with each descriptor's expansion made on its addresses' first call and
+    kept; new addresses are expanded anew; with a launch hook set, and on a launcher laid out
+    otherwise, the descriptors go to Triton's own path, rebased on the new tensors."""
+    import sys
+    import types
+
+    import torch
+    import triton
+
+    from variants.launch import descriptor_launcher
+
+    class Tensor:  # what a descriptor's base offers the launcher
+        def __init__(self, address):
+            self.address = address
+
+        def data_ptr(self):
+            return self.address
+
+    encoded, c_calls, triton_path = [], [], []
+    driver = types.ModuleType("fake_triton_36_driver")
+    driver._BASE_ARGS_FORMAT = "iiiKKppOOOOOO"
+
+    def make_tensordesc_arg(desc, meta):
+        encoded.append(desc)
+        return [f"map@{desc[1].address}", meta]
+
+    driver.make_tensordesc_arg = make_tensordesc_arg
+
+    def c_launch(*args):
+        c_calls.append(args)
+
+    def wrap(launcher):
+        def inner(*args):  # Triton's wrapper: expands the descriptors, then the C launcher
+            return launcher(*args)
+
+        return inner
+
+    class CudaLauncher:
+        __module__ = driver.__name__
+        global_scratch_size = profile_scratch_size = 0
+        launch_cooperative_grid, launch_pdl = False, True
+        launch = staticmethod(wrap(c_launch))
+
+        def __call__(self, *args):
+            triton_path.append(args)
+
+    class Compiled:
+        function, packed_metadata = "cu-function", ("packed",)
+        metadata = types.SimpleNamespace(tensordesc_meta=["meta-q", "meta-k"])
+        run = CudaLauncher()
+
+        def __getitem__(self, grid):
+            return lambda *args: triton_path.append(args)
+
+    monkeypatch.setitem(sys.modules, driver.__name__, driver)
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 3, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 700 + d, raising=False)
+    launch = descriptor_launcher(Compiled(), (4, 5, 1), ("tq", "tk"), lambda t, b: (t, b))
+    q, k = Tensor(16), Tensor(32)
+    head = (4, 5, 1, 703, "cu-function", False, True, None, None, ("packed",), None, None, None)
+    launch((q, k), "out", 7)
+    assert c_calls == [(*head, "map@16", "meta-q", "map@32", "meta-k", "out", 7)]
+    launch((Tensor(16), Tensor(32)), "out2", 7)  # the same addresses: the kept maps
+    assert len(encoded) == 2 and c_calls[-1][-6:] == ("map@16", "meta-q", "map@32", "meta-k",
+                                                      "out2", 7)  # fmt: skip
+    launch((Tensor(48), k), "out3", 7)  # q elsewhere: both encoded for that pair
+    assert len(encoded) == 4 and c_calls[-1][-6:-4] == ("map@48", "meta-q")
+    assert triton_path == []
+
+    def hook(metadata):
+        pass
+
+    triton.knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        launch((q, k), "out", 7)
+    finally:
+        triton.knobs.runtime.launch_enter_hook.remove(hook)
+    assert triton_path == [(("tq", q), ("tk", k), "out", 7)] and len(c_calls) == 3
+    # a launcher laid out otherwise: Triton's own path, on descriptors rebased every call
+    monkeypatch.setattr(driver, "_BASE_ARGS_FORMAT", "a later layout")
+    other = descriptor_launcher(Compiled(), (4, 5, 1), ("tq", "tk"), lambda t, b: (t, b))
+    other((q, k), "out", 7)
+    assert len(triton_path) == 2 and triton_path[-1][-4:] == (("tq", q), ("tk", k), "out", 7)
+    assert len(c_calls) == 3 and not hasattr(other, "kept")
+
+
 def test_tiles_run_in_groups_of_heads_whose_k_and_v_fit_in_l2():
     """32 MiB of K and V a group: 2 x 4096 x 128 x 2 bytes = 2 MiB a K/V head, 16 heads; at
     3072 keys 1.5 MiB, 21 heads, rounded down to 16; GQA: each K/V head's query heads too; and
