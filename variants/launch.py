@@ -233,11 +233,11 @@ def descriptor_launcher(compiled, grid: tuple, templates: tuple, rebase):
     if pieces is None or current_stream is None or len(grid) != 3 or not meta:
         return rebased_launch
     c_launch, launcher, expand = pieces
-    # the C launcher's arguments before the kernel's, the stream (slot 3) filled per call:
-    # no scratch buffers, no launch metadata, no hooks
-    head = (
-        *grid, None, compiled.function, launcher.launch_cooperative_grid, launcher.launch_pdl,
-        None, None, compiled.packed_metadata, None, None, None,
+    # the C launcher's arguments between the stream and the kernel's: no scratch buffers, no
+    # launch metadata, no hooks
+    after_stream = (
+        compiled.function, launcher.launch_cooperative_grid, launcher.launch_pdl, None, None,
+        compiled.packed_metadata, None, None, None,
     )  # fmt: skip
     current_device = torch._C._cuda_getDevice
     maps = {}  # base addresses -> the descriptors' expanded arguments
@@ -254,7 +254,7 @@ def descriptor_launcher(compiled, grid: tuple, templates: tuple, rebase):
                 x for t, b, m in zip(templates, bases, meta) for x in expand(rebase(t, b), m)
             ]
         stream = current_stream(current_device())
-        return c_launch(*head[:3], stream, *head[4:], *expanded, *rest)
+        return c_launch(*grid, stream, *after_stream, *expanded, *rest)
 
     launch.kept = maps  # what a test reads: the maps kept so far
     return launch
