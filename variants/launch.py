@@ -240,7 +240,7 @@ def descriptor_launcher(compiled, grid: tuple, templates: tuple, rebase):
         compiled.packed_metadata, None, None, None,
     )  # fmt: skip
     current_device = torch._C._cuda_getDevice
-    maps = {}  # base addresses -> the descriptors' expanded arguments
+    maps = LaunchCache(DESCRIPTOR_MAPS_KEPT)  # base addresses -> the descriptors' expansions
 
     def launch(bases, *rest):
         if _launch_hooks_set():
@@ -248,11 +248,10 @@ def descriptor_launcher(compiled, grid: tuple, templates: tuple, rebase):
         at = tuple(b.data_ptr() for b in bases)
         expanded = maps.get(at)
         if expanded is None:
-            if len(maps) >= DESCRIPTOR_MAPS_KEPT:
-                maps.clear()
-            expanded = maps[at] = [
+            expanded = [
                 x for t, b, m in zip(templates, bases, meta) for x in expand(rebase(t, b), m)
             ]
+            maps.remember(at, expanded)
         stream = current_stream(current_device())
         return c_launch(*grid, stream, *after_stream, *expanded, *rest)
 
