@@ -41,7 +41,8 @@
 #   P  Nsight Compute's counters (speed of light, occupancy, warp stalls, issue slots) for the
 #      last of five calls of each P_CELLS "variant/shape ..." (dev/attention_calls.py; every
 #      kernel in that call: cuDNN's too), where the machine's runtime gives counters; a Triton
-#      autotuner's config chosen in a run without the profiler first, and pinned under it
+#      autotuner's config chosen in a run without the profiler first, and pinned under it;
+#      P_NCU_ARGS adds to ncu's (e.g. "--section SourceCounters": where warps stall, by line)
 #   F  dev/triton_flash_configs.py at F_SHAPES: every triton-flash config's autotuner timing,
 #      its own and F_EXTRA's, beside cuDNN, within F_S seconds
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
@@ -199,7 +200,7 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
         timeout "$(within 150)" ncu --clock-control none --nvtx --nvtx-include "timed/" \
           --section SpeedOfLight --section Occupancy --section LaunchStats \
           --section MemoryWorkloadAnalysis --section WarpStateStats \
-          --section ComputeWorkloadAnalysis --section SchedulerStats \
+          --section ComputeWorkloadAnalysis --section SchedulerStats ${P_NCU_ARGS:-} \
           python3 dev/attention_calls.py "$variant" "$shape" --pin /tmp/P_tuned.json >> "$log" 2>&1
         echo "$spec rc=$?"
         grep -E "^ +(Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|Issue Slots Busy)" "$log" | head -14
