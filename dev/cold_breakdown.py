@@ -57,8 +57,7 @@ def run(label, env, device):
 
 def main():
     device = (
-        sys.argv[1] if len(sys.argv) > 1 else ("cuda" if os.path.exists("/dev/nvidia0") else "cpu"
-    )
+        sys.argv[1] if len(sys.argv) > 1 else ("cuda" if os.path.exists("/dev/nvidia0") else "cpu")
     )
     cache = tempfile.mkdtemp(prefix="cold-breakdown-")
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
