@@ -165,7 +165,7 @@ def main(argv: list[str]) -> int:
     phase, cell_json, stage_dir, cache_dir, timeout_s = argv
     reaper.die_with_parent_and_on_timeout(float(timeout_s), stage_dir)
     from compilekit.launch import locks
-    from compilekit.model.errors import UserError
+    from compilekit.model.errors import Unsupported, UserError
     from compilekit.model.result import for_cell
     from compilekit.model.spec import Cell
 
@@ -186,6 +186,8 @@ def main(argv: list[str]) -> int:
         return 0  # the cold process ended the cell; the parent says how
     except failures.CellEnded as ended:
         failures.record_end(result, ended)
+    except Unsupported as refused:  # raised before any call: a model too large to fit
+        failures.record_end(result, failures.CellEnded("unsupported", str(refused)))
     except UserError as bad:  # a workload factory's refusal: the user's input, one line
         failures.record_end(result, failures.CellEnded("failed", str(bad)))
         result.failure = "bad_input"

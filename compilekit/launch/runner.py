@@ -26,6 +26,7 @@ import time
 from compilekit import ROOT
 from compilekit.launch import cache, coldphase, locks, reaper
 from compilekit.launch import cell as cell_process
+from compilekit.measure import fits
 from compilekit.model import result as results
 from compilekit.model.errors import UserError
 from compilekit.model.spec import check_timeout
@@ -202,6 +203,10 @@ def _died(cell, phase: str, code, timeout_s: float, stage_dir: str):
         why = f"timed out after {timeout_s:g} s"
     elif isinstance(code, int) and code < 0:
         why = f"killed by {signal.Signals(-code).name}"
+        if code == -signal.SIGKILL:  # not by compilekit: it kills on a timeout, said above
+            have, where = fits.capacity("cpu")
+            size = f"; {where} has {have / fits.GIB:.1f} GiB" if have else ""
+            why += f", most often the kernel's out-of-memory killer{size}"
     else:
         why = f"exit code {code}"
     tail = " | ".join(ln.strip() for ln in lines[-4:] if not ln.startswith("--- compilekit"))

@@ -95,6 +95,21 @@ def test_crash_names_exit_code_and_last_log_lines(run_cell, tmp_path_factory):
     assert result.failure == "crash"
 
 
+def test_a_sigkill_not_from_a_timeout_names_the_out_of_memory_killer(tmp_path):
+    """The kernel kills a process that takes too much memory with SIGKILL and no word: the
+    record says what most often sent it, and how much memory the machine has."""
+    (tmp_path / "log.txt").write_text("building the model\n")
+    cell = Cell("naive", "eager", parse_shape(SMALL), "float32", "cpu")
+    killed = runner._died(cell, "measure", -signal.SIGKILL, 60, str(tmp_path))
+    assert (
+        "(killed by SIGKILL, most often the kernel's out-of-memory killer; this machine has"
+        in (killed.reason)
+    )
+    assert "building the model" in killed.reason and killed.failure == "crash"
+    segfault = runner._died(cell, "measure", -signal.SIGSEGV, 60, str(tmp_path))
+    assert "(killed by SIGSEGV);" in segfault.reason
+
+
 def _hanging_sweep(tmp_path, name: str, cache_root: str):
     """A sweep (in its own session) whose one cell hangs; returns (process, toml, marker)."""
     marker = str(tmp_path / f"{name}_started")
