@@ -224,7 +224,13 @@ def _attention_for(name: str, module, attention: str) -> str:
             f"{name!r} attends both ways, and compilekit's attention variants are causal: "
             f"choose one of its own ({', '.join(module.ATTENTION)})"
         )
-    variant = load_variant(attention)
+    try:
+        variant = load_variant(attention)
+    except UserError as unknown:  # name the model's own choices first
+        raise UserError(
+            f"{name!r} takes one of its own attentions ({', '.join(module.ATTENTION)}) or "
+            f"a compilekit attention variant after '@', not {attention!r}: {unknown}"
+        ) from None
     if variant.factory is not None:
         raise UserError(f"{attention!r} is a model, not an attention to plug into {name!r}")
     from variants.models import plug_in, plugged_name

@@ -164,7 +164,8 @@ def parse_shape(text: str) -> Shape | Tokens:
             f"malformed shape {text!r}: write BxHxSxD with positive integers for an attention "
             "variant (e.g. 8x16x1024x64), BxHxQxKxD for Q queries over K keys (e.g. "
             "16x32x1x8192x128) and H as HgG for G K/V heads (GQA, e.g. 1x32g8x1x8192x128), "
-            "BxS for a model (e.g. 8x128), BxP+N for a model's decode (e.g. 1x32+200)"
+            "BxS for a model (e.g. 8x128), BxP+N for a model's decode (e.g. 1x32+200), "
+            "LENGTHSxHxD for a ragged batch (e.g. lognormal512@16384x32g8x128, 100,37,512x32x128)"
         )
     batch, heads, seq, *keys, dim = dims
     kv = int(groups[2]) if groups[2] else heads

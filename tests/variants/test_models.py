@@ -27,6 +27,13 @@ def test_a_bxs_shape_is_a_models_and_each_kind_refuses_the_other(tmp_path):
         assert len(err.strip().splitlines()) == 1 and not out.exists()
 
 
+def test_an_unknown_attention_after_a_models_at_names_the_models_own(tmp_path):
+    code, err = _cli("run", "--variant", "llama-block@nope", "--shape", "1x16", "--out",
+                     str(tmp_path / "out"))  # fmt: skip
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "'llama-block' takes one of its own attentions (sdpa, eager, flex_attention)" in err
+
+
 def test_a_factorys_pair_and_dict_output_become_positional_tensor_calls():
     import torch
 
