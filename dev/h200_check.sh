@@ -42,7 +42,8 @@
 #      last of five calls of each P_CELLS "variant/shape ..." (dev/attention_calls.py; every
 #      kernel in that call: cuDNN's too), where the machine's runtime gives counters; a Triton
 #      autotuner's config chosen in a run without the profiler first, and pinned under it;
-#      P_NCU_ARGS adds to ncu's (e.g. "--section SourceCounters": where warps stall, by line)
+#      P_NCU_ARGS adds to ncu's; with "--section SourceCounters" (PC sampling) also each
+#      kernel's stalls by SASS opcode and instruction (dev/ncu_stalls.py, P_*_stalls.txt)
 #   F  dev/triton_flash_configs.py at F_SHAPES: every triton-flash config's autotuner timing,
 #      its own and F_EXTRA's, beside cuDNN, within F_S seconds
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
@@ -196,13 +197,22 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
         # instrumentation distorts an autotuner's timings: dev/attention_calls.py)
         timeout "$(within 60)" python3 dev/attention_calls.py "$variant" "$shape" \
           --tuned-json /tmp/P_tuned.json > "$log" 2>&1
+        # PC sampling (SourceCounters): the report kept, for its source page's stalls per
+        # SASS instruction (dev/ncu_stalls.py); its details printed as without a report
+        rep=(); [[ "${P_NCU_ARGS:-}" == *SourceCounters* ]] && rep=(-f -o "/tmp/$(basename "$log" .txt)")
         # the clocks as they are (the device's METHOD.md): counters, not a timing
         timeout "$(within 150)" ncu --clock-control none --nvtx --nvtx-include "timed/" \
           --section SpeedOfLight --section Occupancy --section LaunchStats \
           --section MemoryWorkloadAnalysis --section WarpStateStats \
-          --section ComputeWorkloadAnalysis --section SchedulerStats ${P_NCU_ARGS:-} \
+          --section ComputeWorkloadAnalysis --section SchedulerStats ${P_NCU_ARGS:-} ${rep[@]+"${rep[@]}"} \
           python3 dev/attention_calls.py "$variant" "$shape" --pin /tmp/P_tuned.json >> "$log" 2>&1
         echo "$spec rc=$?"
+        if [ ${#rep[@]} -gt 0 ]; then
+          ncu --import "${rep[2]}.ncu-rep" >> "$log" 2>&1
+          ncu --import "${rep[2]}.ncu-rep" --page source --csv --print-source sass > "${log%.txt}_sass.csv" 2>&1
+          python3 dev/ncu_stalls.py "${log%.txt}_sass.csv" > "${log%.txt}_stalls.txt" 2>&1
+          head -30 "${log%.txt}_stalls.txt"
+        fi
         grep -E "^ +(Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per Thread|Issue Slots Busy)" "$log" | head -14
       done ;;
     F)
