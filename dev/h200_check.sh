@@ -19,7 +19,8 @@
 #      a carried-in sweep measures them again with the current code (results measured before
 #      cells recorded their code_sources, which --retry-changed would all run again)
 #   R  cells into MODELS, one `compilekit run` each (R_CELLS: "variant/mode/shape ...", bf16;
-#      a cell already there is measured again), then MODELS published as in N (the
+#      a cell already there is measured again; R_VERIFY=1 verifies each against a bare
+#      do_bench), then MODELS published as in N (the
 #      N phase runs a whole experiment, max-autotune cells first)
 #   M  after N, from MODELS: bert-base 8x128 eager, default and reduce-overhead verified, its
 #      top ops by time and memory, its kernel map's files; `make experiment
@@ -136,6 +137,12 @@ for phase in ${PHASES:-S V G}; do
         log="$OUT/R_$(echo "$variant-$mode-$shape" | tr -c 'A-Za-z0-9.-' _).txt"
         cell "$variant" "$mode" --shape "$shape" --dtype bfloat16 --out "$MODELS" > "$log" 2>&1
         head -3 "$log"
+        # R_VERIFY=1: the cell re-timed with a bare do_bench in fresh processes (compilekit verify)
+        if [ "${R_VERIFY:-0}" = 1 ]; then
+          timeout "$(within 120)" python3 -m compilekit verify \
+            "$MODELS/${variant}__${mode}__${shape}__bfloat16__cuda" >> "${log%.txt}_verify.txt" 2>&1
+          tail -4 "${log%.txt}_verify.txt"
+        fi
       done
       python3 -m compilekit publish "$MODELS" "$OUT/$(basename "$MODELS")" > "$OUT/R_publish.txt" 2>&1 ;;
     M)
