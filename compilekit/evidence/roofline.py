@@ -40,6 +40,19 @@ MEMORY_OPS = (
 )
 
 
+# A ceiling is measured once per device model and torch, then kept: a kernel that beats it
+# says the figure is low (a VM measured in a slow minute), not that the kernel broke physics.
+OVER_CEILING = (
+    "a share over 100%: the kernel ran faster than this machine's ceiling as `compilekit env` "
+    "measured it once and kept it; `python -m compilekit env --remeasure` measures it again"
+)
+
+
+def over_ceiling(roof: dict) -> bool:
+    """Whether a kernel's placement (place) beats a ceiling by more than timing noise."""
+    return any((roof.get(k) or 0) > 1.05 for k in ("bandwidth_share", "compute_share"))
+
+
 def place(record: dict, ceilings: dict) -> dict:
     """{"gbps", "bandwidth_share", "tflops", "compute_share", "bound"} for one kernel record
     (kernels.json); a figure is left out where its input was not recorded."""

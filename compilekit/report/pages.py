@@ -16,6 +16,7 @@ import sys
 from collections import defaultdict
 
 from compilekit import ROOT
+from compilekit.evidence import roofline
 from compilekit.model import result as results_mod
 from compilekit.model.errors import UserError
 from compilekit.model.store import write_text
@@ -241,14 +242,22 @@ def kernel_views(run_dir: str, kmap: dict) -> list[dict]:
     return views
 
 
+SHARES = {
+    "memory": ("bandwidth_share", "copy GB/s"),
+    "compute": ("compute_share", "matmul TFLOP/s"),
+}
+
+
 def _roofline_text(roof: dict) -> str:
-    """ "memory, 41% of copy GB/s" / "compute, 63% of matmul TFLOP/s" / "launch" / "-"."""
+    """ "memory, 41% of copy GB/s" / "compute, 63% of matmul TFLOP/s" / "launch" / "-"; a share
+    over the measured ceiling says so."""
     bound = roof.get("bound")
-    if bound == "memory" and roof.get("bandwidth_share") is not None:
-        return f"memory, {roof['bandwidth_share']:.0%} of copy GB/s"
-    if bound == "compute" and roof.get("compute_share") is not None:
-        return f"compute, {roof['compute_share']:.0%} of matmul TFLOP/s"
-    return bound or "-"
+    key, of = SHARES.get(bound, (None, None))
+    if key is None or roof.get(key) is None:
+        return bound or "-"
+    text = f"{bound}, {roof[key]:.0%} of {of}"
+    over = roofline.over_ceiling({key: roof[key]})
+    return text + (f" ({roofline.OVER_CEILING})" if over else "")
 
 
 def evidence_links(run_dir: str) -> list[tuple[str, str]]:

@@ -7,6 +7,7 @@ import re
 
 from tabulate import tabulate
 
+from compilekit.evidence import roofline
 from compilekit.model import kernelfile
 from compilekit.model import result as results
 from compilekit.model.errors import UserError
@@ -138,6 +139,8 @@ def kernels_view(run_dir: str, kernel: str | None = None) -> str:
         for r in kmap["by_source_line"]
     ]
     inverse = tabulate(by_line, headers=["source line", "code", "attributed_ms/fwd", "kernels"])
+    if any(roofline.over_ceiling(r.get("roofline") or {}) for r in kmap["kernels"]):
+        table += f"\n{roofline.OVER_CEILING}"
     tuned = autotune_tables(result)
     return f"{head}\n\n{table}\n\n{inverse}" + (f"\n\n{tuned}" if tuned else "")
 

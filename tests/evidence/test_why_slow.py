@@ -126,6 +126,18 @@ def test_roofline_classes():
     assert place(_record("nvjet", "extern", 0.05), CEILINGS)["bound"] is None
 
 
+def test_a_kernel_faster_than_the_kept_ceiling_says_to_measure_the_ceiling_again():
+    from compilekit.report import pages
+
+    # 1.35 GFLOP in 0.01 ms: 135 TFLOP/s against a kept ceiling of 100; 102 is timing noise
+    fast = roofline.place(_record("gemm", "extern", 0.01, 1e6, 1.35e9), CEILINGS)
+    level = roofline.place(_record("gemm", "extern", 0.01, 1e6, 1.02e9), CEILINGS)
+    assert fast["bound"] == "compute" and roofline.over_ceiling(fast)
+    assert pages._roofline_text(fast).startswith("compute, 135% of matmul TFLOP/s (a share over")
+    assert "--remeasure" in pages._roofline_text(fast)
+    assert pages._roofline_text(level) == "compute, 102% of matmul TFLOP/s"
+
+
 def test_roofline_summary_splits_device_time_and_claims_nothing_unplaced():
     records = [
         _record("cudnn_sdpa", "library", 0.06),
