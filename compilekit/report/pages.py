@@ -257,7 +257,7 @@ def _roofline_text(roof: dict) -> str:
         return bound or "-"
     text = f"{bound}, {roof[key]:.0%} of {of}"
     over = roofline.over_ceiling({key: roof[key]})
-    return text + (f" ({roofline.OVER_CEILING})" if over else "")
+    return text + (" (over the kept ceiling: `compilekit env --remeasure`)" if over else "")
 
 
 def evidence_links(run_dir: str) -> list[tuple[str, str]]:
