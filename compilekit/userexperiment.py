@@ -60,6 +60,23 @@ def _where(text: str, key: str | None = None, value: str | None = None) -> str:
     return "somewhere in the file"
 
 
+def _device(path: str, name: str, resolver) -> str:
+    """The matrix's device as the resolver gives it; its refusal names the file's key as the
+    fix (a sweep has no DEVICE= to set)."""
+    if resolver is None:
+        return name
+    try:
+        return resolver(name)
+    except UserError as refused:
+        if name != "cuda":
+            raise
+        raise UserError(
+            f'{path}: device = "cuda" but torch sees no CUDA GPU: run it on a GPU machine, '
+            'or copy it with device = "cpu" and smaller shapes (experiments/cpu_small.toml '
+            "is one)"
+        ) from refused
+
+
 def load_experiment(path: str, device_resolver=None) -> Experiment:
     """Parse and validate an experiment file; every problem is a UserError naming its place."""
     text, data = _read(path)
@@ -69,7 +86,7 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
     for number, group in enumerate(data.get("matrix") or [{}], 1):
         place = f"[[matrix]] #{number}" if "matrix" in data else "top level"
         matrix = _matrix(path, text, "matrix" in data, base, group, place, configs)
-        device = device_resolver(matrix["device"]) if device_resolver else matrix["device"]
+        device = _device(path, matrix["device"], device_resolver)
         for cell in _cells(matrix, device):
             if cell in seen:
                 continue

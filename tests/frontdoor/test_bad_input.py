@@ -32,6 +32,18 @@ def test_bad_values_are_refused_in_one_line(args, needle, tmp_path):
     assert not out.exists()
 
 
+def test_a_cuda_experiment_without_a_gpu_names_the_files_key(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    (tmp_path / "gpu.toml").write_text(CPU_TOML.replace('"cpu"', '"cuda"'))
+    code, err = _cli("sweep", str(tmp_path / "gpu.toml"), "--out", str(tmp_path / "out"))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert 'gpu.toml: device = "cuda" but torch sees no CUDA GPU' in err
+    assert 'copy it with device = "cpu"' in err and "DEVICE=" not in err
+
+
 def test_a_variant_that_hangs_at_import_is_bounded_by_the_cells_timeout(tmp_path):
     import time
 
