@@ -291,3 +291,21 @@ def read_run(run_dir: str) -> CellResult:
         return load(run_dir)
     except CorruptFile as exc:
         raise UserError(f"{exc}: run the cell again (FORCE=1 in a sweep)") from None
+
+
+# a cell that ended with one of these stopped before its profile: no kernel map, no op costs
+NOT_PROFILED = ("unsupported", "failed", "wrong")
+
+
+def missing_figures(run_dir: str, result: CellResult, what: str):
+    """The UserError for a run directory without `what` (its kernel map, its op costs): a cell
+    that ended before its profile says so and why; a measured one without the file was made by
+    an older compilekit, and running it again gives it."""
+    from compilekit.model.errors import UserError
+
+    if result.status in NOT_PROFILED:
+        why = (result.reason or "no reason recorded").splitlines()[0]
+        return UserError(
+            f"{run_dir!r} was not measured, so it has no {what} ({result.status}: {why})"
+        )
+    return UserError(f"{run_dir!r} has no {what}: run the cell again with this compilekit")

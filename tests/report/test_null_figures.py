@@ -100,6 +100,18 @@ def _cli(*args):
     return code, err.getvalue()
 
 
+def test_a_cell_that_ended_before_its_profile_says_so_to_kernels_and_ops(null_sweep):
+    """Not "run the cell again": an unsupported, failed or wrong cell has no kernel map and no
+    op costs because it ended first, and its reason says why."""
+    for r in sweepreport.load_results(str(null_sweep)):
+        if r.measured:
+            continue
+        for command, what in (("kernels", "kernel map"), ("ops", "op cost matrix")):
+            code, err = _cli(command, r.run_dir)
+            assert code == 2 and len(err.strip().splitlines()) == 1, err
+            assert f"was not measured, so it has no {what} ({r.status}: {r.reason})" in err, err
+
+
 def test_every_view_takes_a_cell_whose_figures_are_null(null_sweep, tmp_path):
     loaded = sweepreport.load_results(str(null_sweep))
     assert len(loaded) == 4
