@@ -26,6 +26,9 @@ B ?=
 RAY ?=
 export VARIANT MODE DEVICE OUT SHAPE DTYPE FRESH TIMEOUT SET PASS RUN KERNEL EXPERIMENT GPUS FORCE DIR A B RAY
 
+# $(call need,VAR,example): a target's variable, named when empty (the command would see '')
+need = @[ -n "$$$(1)" ] || { echo "make $@: give $(1)=$(2)" >&2; exit 2; }
+
 .PHONY: help install test test-gpu experiment list kernels ops verify sweep report html html-diff env
 
 help:  ## this list
@@ -58,12 +61,15 @@ list:  ## variants and modes, one line each
 	@$(PYTHON) -m compilekit list
 
 kernels:  ## kernel map of a run: RUN=runs/<cell> [KERNEL=name, or name#n where names repeat]
+	$(call need,RUN,runs/<cell>)
 	@$(PYTHON) -m compilekit kernels "$$RUN" $${KERNEL:+--kernel "$$KERNEL"}
 
 ops:  ## op cost matrix of a run: RUN=runs/<cell> [BY=time|memory] [KIND=op|kernel]
+	$(call need,RUN,runs/<cell>)
 	@$(PYTHON) -m compilekit ops "$$RUN" --by "$${BY:-time}" $${KIND:+--kind "$$KIND"}
 
 verify:  ## re-time RUN=runs/<cell> with a bare do_bench / perf_counter in fresh processes
+	$(call need,RUN,runs/<cell>)
 	@$(PYTHON) -m compilekit verify "$$RUN"
 
 sweep:  ## every cell of EXPERIMENT=experiments/x.toml [OUT=dir GPUS=0,1 FORCE=1 RAY=auto|host:port], resumable
@@ -71,12 +77,16 @@ sweep:  ## every cell of EXPERIMENT=experiments/x.toml [OUT=dir GPUS=0,1 FORCE=1
 	  $${GPUS:+--gpus "$$GPUS"} $${FORCE:+--force} $${FRESH:+--fresh} $${RAY:+--ray "$$RAY"}
 
 report:  ## REPORT.md, table and plots of a sweep: DIR=runs/<experiment>
+	$(call need,DIR,runs/<experiment>)
 	@$(PYTHON) -m compilekit report "$$DIR"
 
 html:  ## the HTML page of a run or sweep: DIR=runs/<cell> or runs/<experiment> (writes its index.html)
+	$(call need,DIR,runs/<cell> or runs/<experiment>)
 	@$(PYTHON) -m compilekit html "$$DIR"
 
 html-diff:  ## an HTML diff of two runs: A=runs/<cell> B=runs/<cell> [OUT=file.html]
+	$(call need,A,runs/<cell>)
+	$(call need,B,runs/<cell>)
 	@$(PYTHON) -m compilekit html --diff "$$A" "$$B" $$( [ "$$OUT" = runs ] || echo --out "$$OUT")
 
 env:  ## versions and the device's measured ceilings (cached)

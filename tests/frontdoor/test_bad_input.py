@@ -44,6 +44,21 @@ def test_a_cuda_experiment_without_a_gpu_names_the_files_key(tmp_path):
     assert 'copy it with device = "cpu"' in err and "DEVICE=" not in err
 
 
+@pytest.mark.parametrize("target, needle", [("kernels", "RUN=runs/<cell>"), ("html-diff", "A=")])
+def test_a_make_target_without_its_path_names_the_variable(target, needle):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    proc = subprocess.run(
+        ["make", "-s", target, "RUN=", "A=", "B=", f"PYTHON={sys.executable}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2 and f"make {target}: give {needle}" in proc.stderr, proc.stderr
+    assert "compilekit: error" not in proc.stderr  # compilekit never ran on an empty path
+
+
 def test_a_variant_that_hangs_at_import_is_bounded_by_the_cells_timeout(tmp_path):
     import time
 
