@@ -297,10 +297,10 @@ def read_run(run_dir: str) -> CellResult:
 NOT_PROFILED = ("unsupported", "failed", "wrong")
 
 
-def missing_figures(run_dir: str, result: CellResult, what: str):
-    """The UserError for a run directory without `what` (its kernel map, its op costs): a cell
-    that ended before its profile says so and why; a measured one without the file was made by
-    an older compilekit, and running it again gives it."""
+def missing_figures(run_dir: str, result: CellResult, what: str, file: str):
+    """The UserError for a run directory without `what` (a kernel map, op costs) in `file`: a
+    cell that ended before its profile says so and why; a measured one without the file was
+    made by an older compilekit, and running it again gives it."""
     from compilekit.model.errors import UserError
 
     if result.status in NOT_PROFILED:
@@ -308,4 +308,6 @@ def missing_figures(run_dir: str, result: CellResult, what: str):
         return UserError(
             f"{run_dir!r} was not measured, so it has no {what} ({result.status}: {why})"
         )
-    return UserError(f"{run_dir!r} has no {what}: run the cell again with this compilekit")
+    return UserError(
+        f"{run_dir!r} has no {what} ({file}): run the cell again with this compilekit"
+    )

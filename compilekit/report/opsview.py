@@ -63,7 +63,9 @@ def ops_rows(run_dir: str, by: str = "time") -> list[dict]:
 def _read_rows(run_dir: str) -> list[dict]:
     path = kept(os.path.join(run_dir, "ops.json"))
     if not os.path.isfile(path):
-        raise results.missing_figures(run_dir, results.read_run(run_dir), "op cost matrix")
+        raise results.missing_figures(
+            run_dir, results.read_run(run_dir), "op cost matrix", "ops.json"
+        )
     try:
         return read_json(path)
     except CorruptFile as exc:

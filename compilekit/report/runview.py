@@ -69,7 +69,7 @@ def load_kernel_map(run_dir: str, result) -> dict:
     """A run directory's kernels.json; missing or unreadable is a user error naming why."""
     kernels_path = kept(os.path.join(run_dir, "kernels.json"))
     if not os.path.isfile(kernels_path):
-        raise results.missing_figures(run_dir, result, "kernel map")
+        raise results.missing_figures(run_dir, result, "kernel map", "kernels.json")
     try:
         return kernelfile.load(kernels_path)
     except CorruptFile as exc:
