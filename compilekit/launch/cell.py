@@ -186,7 +186,7 @@ def main(argv: list[str]) -> int:
         return 0  # the cold process ended the cell; the parent says how
     except failures.CellEnded as ended:
         failures.record_end(result, ended)
-    except Unsupported as refused:  # raised before any call: a model too large to fit
+    except Unsupported as refused:  # outside the eager probe: a model too large for its device
         failures.record_end(result, failures.CellEnded("unsupported", str(refused)))
     except UserError as bad:  # a workload factory's refusal: the user's input, one line
         failures.record_end(result, failures.CellEnded("failed", str(bad)))

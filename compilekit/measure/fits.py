@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from compilekit.model.errors import Unsupported
+from compilekit.model.spec import Decode
 
 GIB = 2**30
 
@@ -26,7 +27,7 @@ def check(factory, spec: str, shape, dtype: str, device: str) -> None:
     if not isinstance(model, torch.nn.Module):
         return
     params = sum(p.numel() for p in model.parameters())
-    need, parts = needed(params, dtype, decode=hasattr(shape, "new"))
+    need, parts = needed(params, dtype, decode=isinstance(shape, Decode))
     have, where = capacity(device)
     if have is not None and need > have:
         raise Unsupported(
@@ -62,7 +63,7 @@ def capacity(device: str) -> tuple[int | None, str]:
         import torch
 
         return torch.cuda.get_device_properties(torch.device(device)).total_memory, "the GPU"
-    sizes = [_meminfo_total()]
+    sizes = [_ram_total()]
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
         try:
             with open(path) as f:
@@ -75,7 +76,7 @@ def capacity(device: str) -> tuple[int | None, str]:
     return (min(sizes), "this machine") if sizes else (None, "")
 
 
-def _meminfo_total() -> int | None:
+def _ram_total() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # no sysconf (Windows), or not these names
