@@ -296,7 +296,7 @@ def test_graph_break_and_recompiles_are_shown(run_cell, tmp_path_factory):
     assert result.measured, result.reason
     assert result.dynamo["graph_breaks"], result.dynamo
     notes = cellview.cell_notes(result)
-    assert any(line.startswith("graph breaks:") for line in notes), notes
+    assert any(line.startswith("graph breaks (") for line in notes), notes
     assert any("STEP" in reason for reason in result.dynamo["recompiles"]), result.dynamo
     assert any(line.startswith("recompiles (") for line in notes), notes
     # STEP changes on every call: past Dynamo's limit, attention runs eagerly, and a reader
