@@ -333,7 +333,7 @@ def cell_notes(result) -> list[str]:
         notes.append(result.attention_rewrite)
     dynamo = result.dynamo or {}
     if dynamo.get("graph_breaks"):
-        notes.append(graph_breaks_text(dynamo["graph_breaks"]))
+        notes.append(diagnose.graph_breaks_text(dynamo["graph_breaks"]))
     if dynamo.get("recompiles"):
         notes.append(
             f"recompiles ({len(dynamo['recompiles'])}): " + "; ".join(dynamo["recompiles"][:3])
@@ -343,24 +343,6 @@ def cell_notes(result) -> list[str]:
     if result.attempts:
         notes.append(attempts_text(result))
     return notes
-
-
-def graph_breaks_text(breaks: dict) -> str:
-    """'graph breaks (3): REASON (x2); REASON': each of Dynamo's reasons by its first line and
-    its Explanation line (torch's message also has hints and a debug context: result.json keeps
-    it whole), most frequent first."""
-    parts = []
-    for reason, count in sorted(breaks.items(), key=lambda kv: -kv[1])[:3]:
-        lines = [ln.strip() for ln in str(reason).splitlines() if ln.strip()]
-        why = [
-            ln.removeprefix("Explanation:").strip()
-            for ln in lines[1:]
-            if ln.startswith("Explanation:")
-        ]
-        text = ": ".join(lines[:1] + why[:1])
-        parts.append(text + (f" (x{count})" if count > 1 else ""))
-    more = f"; and {len(breaks) - 3} more (result.json)" if len(breaks) > 3 else ""
-    return f"graph breaks ({sum(breaks.values())}): " + "; ".join(parts) + more
 
 
 def attempts_text(r) -> str:

@@ -284,3 +284,18 @@ def test_collecting_cudagraph_skip_reasons_leaves_the_logger_as_it_was():
         logger.debug("skipping cudagraphs due to a test")
     assert messages == ["skipping cudagraphs due to a test"]
     assert (logger.disabled, logger.level, logger.isEnabledFor(logging.DEBUG)) == before
+
+
+def test_graph_breaks_read_as_their_reason_and_explanation_not_torchs_whole_message():
+    breaks = {
+        "Skip calling `torch.compiler.disable()`d function\n  Explanation: Skip calling "
+        "function `_launch` (reason: the interpreter runs the kernel outside the graph)\n"
+        "  Hint: Remove the `torch.compiler.disable` call\n\n  Developer debug context: x": 2,
+        "Unsupported Tensor.item() call": 1,  # torch 2.11's one-line form
+    }
+    text = diagnose.graph_breaks_text(breaks)
+    assert text == (
+        "graph breaks (3): Skip calling `torch.compiler.disable()`d function: Skip calling "
+        "function `_launch` (reason: the interpreter runs the kernel outside the graph) (x2); "
+        "Unsupported Tensor.item() call"
+    )

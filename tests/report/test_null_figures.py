@@ -100,21 +100,6 @@ def _cli(*args):
     return code, err.getvalue()
 
 
-def test_graph_breaks_read_as_their_reason_and_explanation_not_torchs_whole_message():
-    breaks = {
-        "Skip calling `torch.compiler.disable()`d function\n  Explanation: Skip calling "
-        "function `_launch` (reason: the interpreter runs the kernel outside the graph)\n"
-        "  Hint: Remove the `torch.compiler.disable` call\n\n  Developer debug context: x": 2,
-        "Unsupported Tensor.item() call": 1,  # torch 2.11's one-line form
-    }
-    text = cellview.graph_breaks_text(breaks)
-    assert text == (
-        "graph breaks (3): Skip calling `torch.compiler.disable()`d function: Skip calling "
-        "function `_launch` (reason: the interpreter runs the kernel outside the graph) (x2); "
-        "Unsupported Tensor.item() call"
-    )
-
-
 def test_a_cell_that_ended_before_its_profile_says_so_to_kernels_and_ops(null_sweep):
     """Not "run the cell again": an unsupported, failed or wrong cell has no kernel map and no
     op costs because it ended first, and its reason says why."""
