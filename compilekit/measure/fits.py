@@ -23,7 +23,7 @@ def check(factory, spec: str, shape, dtype: str, device: str) -> None:
         made = factory(shape, dtype, "meta")
     except Exception:  # no estimate: the real build says what is wrong, if anything
         return
-    model = made[0] if isinstance(made, tuple) else getattr(made, "fn", None)
+    model = getattr(made, "fn", None)  # a built-in returns a Workload
     if not isinstance(model, torch.nn.Module):
         return
     params = sum(p.numel() for p in model.parameters())

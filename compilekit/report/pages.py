@@ -256,7 +256,7 @@ def _roofline_text(roof: dict) -> str:
     if key is None or roof.get(key) is None:
         return bound or "-"
     text = f"{bound}, {roof[key]:.0%} of {of}"
-    over = roofline.over_ceiling({key: roof[key]})
+    over = roofline.over_ceiling(roof, (key,))
     return text + (" (over the kept ceiling: `compilekit env --remeasure`)" if over else "")
 
 
