@@ -159,4 +159,4 @@ def causal_lm(dimensions: dict, attention: str, shape, dtype: str, device: str):
     finally:
         torch.set_default_dtype(previous)
     ids, _ = build_inputs(shape, cfg, device)
-    return Workload(model, {"input_ids": ids})
+    return Workload(model, {"input_ids": ids}, reference_config=own_reference(attention))

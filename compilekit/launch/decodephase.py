@@ -7,7 +7,9 @@ transformers' generate; the prompt's forward stays eager in both paths, as gener
 it); the timed generations of both paths, eager and
 compiled (before any profiler, float reference or hook); the profile and kernel map of one
 compiled step; then the checks: tokens against eager's, and teacher-forced logits against the
-same model in float32 (float64 for a float32 cell), the weights converted in place last.
+same model in float32 (float64 for a float32 cell) with its own attention where a compilekit
+one is plugged in, the weights converted in place last (moved to the host where the GPU has no
+room for them: compilekit/measure/fits.py).
 """
 
 from __future__ import annotations
@@ -169,7 +171,7 @@ def _check(cell, variant, session, fns, eager, runs, result) -> dict:
     eager's tokens, against the float reference; the verdict."""
     import torch
 
-    from compilekit.measure import inputs
+    from compilekit.measure import fits, inputs
     from compilekit.model.result import EAGER_MULTIPLIER, verdict_beside_eager
 
     reference_tokens = eager.tokens
@@ -185,19 +187,27 @@ def _check(cell, variant, session, fns, eager, runs, result) -> dict:
             agreement["/".join(key)] = _agreement(
                 timed["runs"][0].tokens, reference_tokens, session, fns, key
             )
-    ref_dtype = torch.float64 if cell.dtype in ("float32", "float64") else torch.float32
-    session.retyped(ref_dtype, positions=cell.shape.prompt + len(first))
+    ref_dtype = getattr(torch, fits.reference_dtype(cell.dtype, decode=True))
+    place, where = fits.reference_device(
+        cell.device, fits.float_copy_bytes(session.model, ref_dtype)
+    )
+    # a plugged-in attention is checked against the model's own, as a forward's is
+    own_attention = getattr(variant.workload, "reference_config", None) or {}
+    session.retyped(
+        ref_dtype, positions=cell.shape.prompt + len(first), device=place, config=own_attention
+    )
     truth = run_loop(session, session.prefill, session.step, forced=reference_tokens, keep=first)
 
     def worst(run):
         return max(
-            inputs.max_rel_err(mine, ref.to(torch.float64))
+            inputs.max_rel_err(mine, ref.to(mine.device, torch.float64))
             for mine, ref in zip(run.logits, truth.logits)
         )
 
+    with_what = f" with {own_attention}" if own_attention else ""
     result.reference = (
         f"logits of the first {len(first)} tokens, teacher-forced on eager's tokens, against "
-        f"the same model in {str(ref_dtype).removeprefix('torch.')}"
+        f"the same model in {str(ref_dtype).removeprefix('torch.')}{with_what}{where}"
     )
     result.eager_max_rel_err = worst(forced["eager"])
     result.max_rel_err = worst(forced[kind])

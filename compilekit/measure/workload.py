@@ -113,9 +113,32 @@ def reference_output(made: Workload, args: tuple) -> tuple[torch.Tensor, str]:
     if made.reference is not None:
         return first_tensor(made.reference(*args64)), "the workload's float64 reference"
     if isinstance(made.model, torch.nn.Module):
-        model64 = copy.deepcopy(made.model).to(torch.float64)
+        from compilekit.measure import fits
+
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+        need = fits.float_copy_bytes(made.model, torch.float64)
+        place, where = fits.reference_device(str(device or "cpu"), need)
+        model64 = float_copy(made.model, torch.float64, place)
         for key, value in (made.reference_config or {}).items():
             setattr(model64.config, key, value)
         what = f" with {made.reference_config}" if made.reference_config else ""
-        return made.call_model(model64, args64), f"the same model in float64{what}"
+        out = made.call_model(model64, tuple(a.to(place) for a in args64))
+        if isinstance(out, torch.Tensor) and device is not None:
+            out = out.to(device)  # beside the output it checks
+        return out, f"the same model in float64{what}{where}"
     return made.call_model(made.model, args64), "the same function on float64 inputs"
+
+
+def float_copy(model: torch.nn.Module, dtype: torch.dtype, device) -> torch.nn.Module:
+    """A copy of model with its floating parameters and buffers in dtype on device, made one
+    tensor at a time: the original stays as it is, and no second copy in its own dtype is made
+    on the way (a deep copy, then .to(), peaks at both)."""
+    memo: dict = {}
+    for t in (*model.parameters(), *model.buffers()):
+        if id(t) in memo:  # tied weights stay tied
+            continue
+        new = t.detach().to(device, dtype if t.is_floating_point() else t.dtype, copy=True)
+        if isinstance(t, torch.nn.Parameter):
+            new = torch.nn.Parameter(new, requires_grad=False)
+        memo[id(t)] = new
+    return copy.deepcopy(model, memo)

@@ -181,7 +181,7 @@ from compilekit.measure.decode.session import Session
 from compilekit.model.errors import UserError
 from compilekit.model.spec import parse_shape
 from tests.variants.tiny_models import TINY_LLAMA_LM
-shape, runs = parse_shape("2x6+5@24"), {}
+shape, runs, sessions = parse_shape("2x6+5@24"), {}, {}
 for spec in ("llama2-7b@sdpa", "llama2-7b@triton-flash", "llama2-7b@naive"):
     v = load_variant(spec)
     made = workload.build(lambda s, d, dev: v.factory(s, d, dev, **TINY_LLAMA_LM), spec, shape,
@@ -192,10 +192,20 @@ for spec in ("llama2-7b@sdpa", "llama2-7b@triton-flash", "llama2-7b@naive"):
         runs[spec] = str(exc)
         continue
     runs[spec] = run_loop(session, session.prefill, session.step, keep=range(5))
+    sessions[spec] = (session, made.reference_config)
 sdpa, flash = runs["llama2-7b@sdpa"], runs["llama2-7b@triton-flash"]
 diff = max(float((a - b).abs().max()) for a, b in zip(sdpa.logits, flash.logits))
+seen = len(queries)
+truths = {}  # each session's float64 reference, as the decode cell's check makes it
+for spec, (session, config) in sessions.items():
+    session.retyped(torch.float64, positions=11, config=config)
+    truths[spec] = run_loop(session, session.prefill, session.step, forced=sdpa.tokens,
+                            keep=range(5)).logits
+ref_diff = max(float((a - b).abs().max())
+               for a, b in zip(truths["llama2-7b@sdpa"], truths["llama2-7b@triton-flash"]))
 print(json.dumps({"same": bool(torch.equal(sdpa.tokens, flash.tokens)), "diff": diff,
-                  "queries": queries, "naive": runs["llama2-7b@naive"]}))
+                  "queries": queries[:seen], "reference_queries": queries[seen:],
+                  "ref_diff": ref_diff, "naive": runs["llama2-7b@naive"]}))
 """
 
 
@@ -203,7 +213,8 @@ def test_triton_flash_decodes_a_tiny_llama_over_its_static_cache_as_sdpa_does():
     """Plugged into a tiny Llama LM (GQA 4/2) and decoding over compilekit's static cache of 24
     slots, through the interpreter: the prompt's 6 queries and each later token read only the
     filled keys (their count from the model's positions: 6, then 7, 8, ...), and the tokens and
-    logits are SDPA's with its mask; an attention without a cache path is refused, one line."""
+    logits are SDPA's with its mask; an attention without a cache path is refused, one line.
+    Its float64 reference runs the model's own SDPA, not the kernel under test."""
     import subprocess
     import sys
 
@@ -221,5 +232,6 @@ def test_triton_flash_decodes_a_tiny_llama_over_its_static_cache_as_sdpa_does():
     # one layer: the session's own prefill, the loop's prefill, then one call per later token
     assert seen["queries"] == [[6, [6, 6]], [6, [6, 6]], [1, [7, 7]], [1, [8, 8]], [1, [9, 9]],
                                [1, [10, 10]]], seen["queries"]  # fmt: skip
+    assert seen["reference_queries"] == [] and seen["ref_diff"] == 0.0, seen
     assert "takes queries and keys of one length" in seen["naive"]
     assert "@triton-flash" in seen["naive"] and "\n" not in seen["naive"]

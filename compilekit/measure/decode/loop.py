@@ -47,7 +47,7 @@ def run_loop(
     tokens = torch.empty(count, shape.batch, 1, dtype=torch.long, device=session.device)
     clock, host_ms, logits = Clock(session.device), [], []
     if forced is not None:
-        forced = forced.t().unsqueeze(-1).contiguous()
+        forced = forced.to(session.device).t().unsqueeze(-1).contiguous()
     start = time.perf_counter()
     clock.mark()
     token, last = prefill(session.prompt, session.zero)

@@ -63,13 +63,27 @@ class Session:
         first, _ = self.prefill(prompt, self.zero)
         self.step_args = (first, self.positions[0])
 
-    def retyped(self, dtype: torch.dtype, positions: int | None = None) -> Session:
+    def retyped(
+        self, dtype: torch.dtype, positions: int | None = None, device=None, config=None
+    ) -> Session:
         """This session with the model's weights in dtype (in place: a 7B model has no room for
         a second copy) and a fresh cache filled by the same prompt: a float reference.
         positions: the cache's capacity (default the shape's), as many as the reference's
         steps write: a float32 cache of batch 32 x 2k positions at 7B is 68 GB, beside the
-        bf16 caches still held; the unwritten positions are masked out either way."""
-        self.model.to(dtype)
+        bf16 caches still held; the unwritten positions are masked out either way.
+        device: where the model goes (default where it is): the host, where the GPU has no
+        room for the float weights (compilekit/measure/fits.py). config: attributes set on the
+        model's config first (Workload.reference_config: the model's own attention in place of
+        a plugged-in compilekit one)."""
+        for key, value in (config or {}).items():
+            setattr(self.model.config, key, value)
+        device = torch.device(device) if device is not None else self.device
+        self.model.to(device=device, dtype=dtype)
+        if device != self.device:  # everything a step reads goes with it
+            self.prompt, self.zero, self.positions = (
+                t.to(device) for t in (self.prompt, self.zero, self.positions)
+            )
+            self.device = device
         self.cache = self.new_cache(positions)  # the old one's memory goes at its first write
         self.prefill(self.prompt, self.zero)
         return self
