@@ -201,9 +201,14 @@ def attention_rewrite(dynamo: dict, kernel_records: list[dict], passes: tuple = 
     fired = (dynamo.get("inductor") or {}).get("fuse_attention", 0)
     if fired:
         return f"Inductor's fuse_attention rewrite fired {fired} time(s): the pattern became SDPA"
-    ops = {op for r in kernel_records for op in r["aten_ops"]}
-    has_matmul = any(op.endswith(("bmm", "mm", "matmul")) for op in ops)
-    has_softmax = any(op.endswith(("amax", "_softmax", "softmax", "exp")) for op in ops)
+    ops = {op for r in kernel_records for op in r.get("aten_ops") or ()}
+    # attention's matmuls are batched over heads (q @ kT: bmm); a model's projections are mm
+    has_matmul = any(op.endswith(("bmm", "matmul")) for op in ops)
+    # softmax by its name: Inductor names a fused kernel by its source ops (`_softmax`,
+    # `prepare_softmax_online`) where its decomposed ops keep only exp, which SiLU has too
+    has_softmax = any("softmax" in r.get("name", "") for r in kernel_records) or any(
+        op.endswith(("amax", "softmax")) for op in ops
+    )
     if has_matmul and has_softmax:
         hint = "; `--pass naive-to-sdpa` rewrites its written-out forms into one SDPA"
         return (

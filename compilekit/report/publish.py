@@ -9,10 +9,11 @@ this checkout's code. Run pages come only for the cells named with --page, and g
 only for those named with --code: traces, depyf dumps, TORCH_TRACE logs, logs and kernel
 sources stay behind (a reader regenerates every run page with `compilekit html DEST`). The
 figures derived from a cell's stored kernel map (each kernel's roofline place against the
-sweep's measured ceilings, the roofline split, the CUDA-graph replay breakdown) and the
-host-bound judgement are derived again from the same measured inputs, so a fix to how they
-are read reaches published results without a re-run; each changed cell is named. DEST is
-emptied first, but for its README.md (prose about the results).
+sweep's measured ceilings, the roofline split, the CUDA-graph replay breakdown, whether
+Inductor's attention rewrite left the pattern) and the host-bound judgement are derived again
+from the same measured inputs, so a fix to how they are read reaches published results
+without a re-run; each changed cell is named. DEST is emptied first, but for its README.md
+(prose about the results).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def rederive(run_dir: str, ceilings: dict | None) -> bool:
     records = kmap["kernels"]
 
     def derived() -> tuple:  # what this function may change
-        judged = (result.gpu_busy_share, result.host_bound)
+        judged = (result.gpu_busy_share, result.host_bound, result.attention_rewrite)
         return result.replay, result.roofline, judged, json.dumps(records, sort_keys=True)
 
     before = derived()
@@ -85,6 +86,10 @@ def rederive(run_dir: str, ceilings: dict | None) -> bool:
     write_json(kmap_path, kmap)
     result.roofline = roofline.summary(records)
     diagnose.judge_host_bound(result)
+    if result.mode != "eager":  # as gather asks it: of a compiled cell's kernels
+        result.attention_rewrite = diagnose.attention_rewrite(
+            result.dynamo or {}, records, tuple(result.passes)
+        )
     if result.replay:
         old = result.replay
         tree = {k: old[k] for k in ("recordings", "rerecords") if k in old}

@@ -299,3 +299,34 @@ def test_graph_breaks_read_as_their_reason_and_explanation_not_torchs_whole_mess
         "function `_launch` (reason: the interpreter runs the kernel outside the graph) (x2); "
         "Unsupported Tensor.item() call"
     )
+
+
+def test_the_attention_rewrite_note_asks_only_where_a_written_out_softmax_attention_remains():
+    """Kernel names and source ops as the H200's published maps hold them: naive's fused
+    softmax keeps only exp among its ops, and a Llama block's SiLU has exp too; a model whose
+    attention already is SDPA, with its projections' mm, gets no note."""
+
+    def kernel(name, *ops):
+        return {"name": name, "aten_ops": list(ops)}
+
+    naive = [
+        kernel("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "aten.bmm"),
+        kernel("triton_per_fused__softmax_exp_masked_fill_mul_prepare_softmax_online_0",
+               "aten.div", "aten.exp", "aten.mul"),
+        kernel("nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NNT", "aten.bmm"),
+    ]  # fmt: skip
+    note = diagnose.attention_rewrite({}, naive)
+    assert note.startswith("Inductor's fuse_attention rewrite did not fire")
+    assert "--pass naive-to-sdpa" in note
+    assert "--pass" not in diagnose.attention_rewrite({}, naive, ("mine.py:rewrite",))
+    fired = diagnose.attention_rewrite({"inductor": {"fuse_attention": 2}}, naive)
+    assert fired == "Inductor's fuse_attention rewrite fired 2 time(s): the pattern became SDPA"
+    llama_block = [
+        kernel("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "aten.mm"),
+        kernel("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16", "aten.expand"),
+        kernel("triton_poi_fused__unsafe_view_mul_silu_5", "aten.div", "aten.exp", "aten.neg"),
+    ]
+    assert diagnose.attention_rewrite({}, llama_block) is None
+    # a CPU's fused softmax keeps its amax among the ops
+    cpu = [kernel("aten::bmm", "aten.bmm"), kernel("cpp_fused_0", "aten.amax", "aten.exp")]
+    assert "did not fire" in diagnose.attention_rewrite({}, cpu)

@@ -602,6 +602,32 @@ def test_publish_judges_host_bound_again_from_the_stored_figures(tmp_path):
     assert results_mod.load(str(tmp_path)).host_bound is True
 
 
+def test_publish_asks_again_whether_the_attention_rewrite_left_the_pattern(tmp_path):
+    """A Llama block published with a note that its attention stayed matmul + softmax +
+    matmul, read off its projections' mm and its SiLU's exp, where cuDNN's SDPA ran: the note
+    goes once republished."""
+    from compilekit.model import result as results_mod
+    from compilekit.model.store import write_json
+    from compilekit.report import publish
+
+    stale = results_mod.CellResult(
+        variant="llama-block", mode="default", shape="1x2048", dtype="bfloat16",
+        device="cuda", status="ok", eager_ms=1.0, compiled_ms=0.9,
+        attention_rewrite="Inductor's fuse_attention rewrite did not fire: the pattern stays",
+    )  # fmt: skip
+    stale.save(str(tmp_path))
+    kernels = [
+        {"name": "nvjet_sm90_tst_256x128", "aten_ops": ["aten.mm"]},
+        {"name": "cudnn_generated_fort_native_sdpa_sm90_flash_fprop", "aten_ops": []},
+        {"name": "triton_poi_fused__unsafe_view_mul_silu_5", "aten_ops": ["aten.exp"]},
+    ]
+    for kernel in kernels:
+        kernel.update(device_ms=0.1, calls_per_forward=1, launcher="aten::mm", source_lines=[])
+    write_json(str(tmp_path / "kernels.json"), {"kernels": kernels})
+    assert publish.rederive(str(tmp_path), None)
+    assert results_mod.load(str(tmp_path)).attention_rewrite is None
+
+
 def _sweep_on_one_gpu(toml: str, tmp_path, monkeypatch, what) -> tuple[list, list]:
     """The experiment in `toml` swept with eight processes on GPU "0", each cell a 0.3 s
     sleep: its results, and what(cell) of the cells running each time one started."""
