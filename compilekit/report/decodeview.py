@@ -135,8 +135,9 @@ def gap_line(gap: dict | None) -> str | None:
         "sampling": gap["sampling_ms"],
         "CUDA-graph input copies": gap["graph_copies_ms"],
     }
+    # a part no kernel made (no CUDA graph, no copies) is left out, not printed as 0.000
     shown = ", ".join(
-        f"{what} {ms:.3f}" for what, ms in sorted(parts.items(), key=lambda kv: -kv[1])
+        f"{what} {ms:.3f}" for what, ms in sorted(parts.items(), key=lambda kv: -kv[1]) if ms
     )
     return (
         f"gap         {gap['token_ms']:.3f} ms per token against a limit of "

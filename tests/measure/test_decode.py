@@ -94,6 +94,22 @@ def test_the_gap_to_the_limit_by_hand():
     assert figures.kernel_class("triton_poi_fused_add_mul_0") == "other_kernels"
 
 
+def test_the_gap_line_names_the_parts_largest_first_and_leaves_out_those_no_kernel_made():
+    """A CPU's loop or a GPU's without CUDA graphs copies no graph inputs: that part is not
+    printed as 0.000."""
+    from compilekit.report.decodeview import gap_line
+
+    gap = figures.gap(5.0, [("aten::mm", 3.0), ("triton_red_fused_argmax_13", 0.01)], 10e9,
+                      0.1e9, 4000.0)  # fmt: skip
+    line = gap_line(gap)
+    assert line.startswith("gap         5.000 ms per token against a limit of 2.525 ms: ")
+    assert line.index("device idle") < line.index("matmuls") < line.index("sampling 0.010")
+    assert "CUDA-graph input copies" not in line and "other kernels" not in line
+    assert "CUDA-graph input copies 0.002" in gap_line(
+        figures.gap(5.0, [("multi_tensor_apply_kernel", 0.002)], 10e9, 0.1e9, 4000.0)
+    )
+
+
 def test_the_cells_gap_counts_every_call_of_a_kernel(tmp_path):
     """A kernel map's row is one kernel's time per call and its calls per step (32 layers
     share one fused matmul kernel): 32 x 0.1 ms of matmuls is 3.2 ms, not 0.1."""
