@@ -194,7 +194,10 @@ def _check(cell, variant, session, fns, eager, runs, result) -> dict:
     # a plugged-in attention is checked against the model's own, as a forward's is
     own_attention = getattr(variant.workload, "reference_config", None) or {}
     session.retyped(
-        ref_dtype, positions=cell.shape.prompt + len(first), device=place, config=own_attention
+        ref_dtype,
+        positions=cell.shape.prompt + len(first),
+        device=None if place == cell.device else place,  # the host, or where the model is
+        config=own_attention,
     )
     truth = run_loop(session, session.prefill, session.step, forced=reference_tokens, keep=first)
 
