@@ -49,3 +49,18 @@ def test_ratios_to_cudnn_and_the_graph_taken_apart(tmp_path, capsys):
     ]
     rows = second.splitlines()[2:]
     assert rows == [f"| {shape} | triton-flash | 0.0400 | 0.0500 | 1.25 | 0.0300 |"]
+
+
+def test_the_gqa_rows_say_how_their_kv_heads_were_made_and_unmeasured_rows_are_left_out(
+    tmp_path, capsys
+):
+    for shape in kernel_table.GQA:
+        _cell(tmp_path, "sdpa-gqa", "eager", shape, 0.3)
+        _cell(tmp_path, "gluon-flash-gqa", "eager", shape, 0.25)
+    kernel_table.main(str(tmp_path))
+    first = capsys.readouterr().out.strip().split("\n\n")[0].splitlines()[2:]
+    assert [row.split(" | ")[0] for row in first] == [
+        "| 1x32g8x4096x128 GQA 32/8",
+        "| 1x32x4096x128 GQA 32/8, K/V sliced per call",
+    ]
+    assert all(" | 1.20 | " in row for row in first)
