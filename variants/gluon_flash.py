@@ -874,8 +874,10 @@ PERSISTENT_TILES = {**WS_TILES, "PERSISTENT": True, "Q_STAGES": 1, "SHORT_K": Fa
 # the H200 0.5108 ms against 0.5243 at 2x32x4096x128, 0.3308 / 0.3450 at 3x24x3072x128,
 # 0.9571 / 0.9626 at 1x32x8192x128, 0.0936 / 0.0955 at 8x16x1024x128, 0.0732 / 0.0742 at
 # 16x16x512x128, level at 4x16x512x128 (short K with one query buffer: in between;
-# dev/results/h200/gluon_flash/bench_short_k_2026-12-04.txt). ptxas spills 100 bytes in it
-# against 24.
+# dev/results/h200/gluon_flash/bench_short_k_2026-12-04.txt). Triton 3.9's ptxas spills 100
+# bytes in it against 24; the H200's Triton 3.6 48 against 48, all at a tile's edge, none in
+# a consumer's key-block loop (dev/gluon_ptxas.py --where,
+# dev/results/cpu/gluon_spill_sites_2026-12-05.txt).
 PERSISTENT_TILES_D128 = {**PERSISTENT_TILES, "Q_STAGES": 2, "SHORT_K": True}
 
 
