@@ -2,7 +2,8 @@
 per tile config (D = 128, bf16, causal), from Triton's own ptxas. A spill in the consumers'
 loop costs a local-memory round trip per key block, so try a tile here before timing it.
 
---where also says where each spill sits in the SASS (Triton's nvdisasm): inside a loop that
+--module compiles another copy of variants/gluon_flash.py (a patch tried). --where also says
+where each spill sits in the SASS (Triton's nvdisasm): inside a loop that
 issues the wgmmas (HGMMA: a consumer's key-block loop, so once a key block) or outside one (a
 tile's edge, once a tile).
 
@@ -15,6 +16,7 @@ and SINGLE_TILES_D128)
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import re
 import sys
@@ -82,9 +84,16 @@ def spill_sites(ptx: str) -> str:
     for address, text in code:
         if re.search(r"\b(STL|LDL)", text):
             in_mma_loop[any(s <= address <= e for s, e in inner)] += 1
+    syncs = []
+    for s, e in inner:  # each key-block loop's rendezvous, barrier waits and arrives
+        ops = [re.sub(r"^@!?U?P\w+\s+", "", t).split()[0] for a, t in code if s <= a <= e]
+        counted = collections.Counter(op for op in ops if op.startswith(("BAR", "SYNCS")))
+        syncs.append(
+            f"{len(ops)} instructions, " + ", ".join(f"{n} {op}" for op, n in counted.items())
+        )
     return (
         f"{in_mma_loop[True]} local stores/loads in a loop of wgmmas (once a key block), "
-        f"{in_mma_loop[False]} outside one"
+        f"{in_mma_loop[False]} outside one; key-block loops: " + "; ".join(syncs)
     )
 
 
@@ -93,13 +102,20 @@ def main() -> None:
     parser.add_argument("--tiles", help="K=V,... constexprs of the kernel")
     parser.add_argument("--ws", action="store_true", help="the warp-specialized kernel")
     parser.add_argument("--where", action="store_true", help="where in the SASS each spill sits")
+    parser.add_argument("--module", help="another copy of variants/gluon_flash.py (a patch tried)")
     args = parser.parse_args()
+    module = gluon_flash
+    if args.module:  # beside the current one, its op renamed (the bench's --gluon-baseline)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from triton_flash_bench import baseline_module
+
+        module = baseline_module(args.module)
     if args.tiles:
         cfg = {k: int(v) for k, v in (kv.split("=") for kv in args.tiles.split(","))}
         configs = {args.tiles + (" ws" if args.ws else ""): {**cfg, "WS": args.ws}}
     else:
         configs = {
-            name: getattr(gluon_flash, name)
+            name: getattr(module, name)
             for name in (
                 "WS_TILES",
                 "PERSISTENT_TILES",
@@ -108,7 +124,7 @@ def main() -> None:
             )
         }
     for name, tiles in configs.items():
-        ptx = _sm90_ptx_of(gluon_flash, tiles)
+        ptx = _sm90_ptx_of(module, tiles)
         print(f"{name}: {usage(ptx)}" + (f"; {spill_sites(ptx)}" if args.where else ""))
 
 
