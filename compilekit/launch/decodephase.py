@@ -207,7 +207,9 @@ def _check(cell, variant, session, fns, eager, runs, result) -> dict:
             for mine, ref in zip(run.logits, truth.logits)
         )
 
-    with_what = f" with {own_attention}" if own_attention else ""
+    # what the reference's config holds, as it ran
+    ran = {key: getattr(session.model.config, key, None) for key in own_attention}
+    with_what = f" with {ran}" if ran else ""
     result.reference = (
         f"logits of the first {len(first)} tokens, teacher-forced on eager's tokens, against "
         f"the same model in {str(ref_dtype).removeprefix('torch.')}{with_what}{where}"

@@ -380,3 +380,21 @@ def test_the_float_reference_cache_holds_only_the_checked_positions():
     whole, short = reference(None), reference(shape.prompt + 3)
     assert capacities == [16, 7]
     assert all(torch.allclose(a, b, rtol=1e-12, atol=1e-12) for a, b in zip(whole, short))
+
+
+def test_a_plugged_in_attentions_decode_is_checked_against_the_models_own_sdpa(
+    tmp_path, cache_root, monkeypatch
+):
+    """A tiny Llama with triton-flash plugged in, decoding eagerly through Triton's interpreter:
+    its float reference is the same model with SDPA, not the kernel under test in float64."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("triton", reason="triton not installed (pip install triton numpy)")
+    from compilekit.usercell import make_cell, run_cell
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # the cell's processes choose it at import
+    cell = make_cell(f"{TINY}:llama_lm_triton_flash", "eager", "1x6+4", "float32", "cpu")
+    result = run_cell(cell, str(tmp_path), cache_root=cache_root, timeout_s=900)
+    assert result.status == "ok", result.reason
+    assert result.reference.endswith(
+        "against the same model in float64 with {'_attn_implementation': 'sdpa'}"
+    ), result.reference

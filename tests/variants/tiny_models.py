@@ -75,3 +75,13 @@ def llama_lm_flex(shape, dtype, device):
     from variants import llama2_7b
 
     return llama2_7b.workload(shape, dtype, device, attention="flex_attention", **TINY_LLAMA_LM)
+
+
+def llama_lm_triton_flash(shape, dtype, device):
+    """llama_lm with triton-flash plugged in (over the static cache too), as
+    `llama2-7b@triton-flash` plugs it into the full-size model."""
+    from variants import llama2_7b, models, triton_flash
+
+    name = models.plugged_name("triton-flash")
+    models.plug_in(name, triton_flash.attention, triton_flash.cached_attention)
+    return llama2_7b.workload(shape, dtype, device, attention=name, **TINY_LLAMA_LM)
