@@ -55,6 +55,15 @@ def judge_host_bound(result) -> None:
         )
 
 
+def judge_attention_rewrite(result, records: list[dict]) -> None:
+    """Set a compiled cell's attention_rewrite note (attention_rewrite) from its Dynamo counters
+    and kernel map `records`: at measure time and again when a sweep is published."""
+    if result.mode != "eager":
+        result.attention_rewrite = attention_rewrite(
+            result.dynamo or {}, records, tuple(result.passes)
+        )
+
+
 class _Collect(logging.Handler):
     def __init__(self):
         super().__init__(logging.DEBUG)

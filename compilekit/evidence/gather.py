@@ -105,7 +105,7 @@ def _diagnose(cell, forward: dict, records: list, op_rows: list, result) -> None
     result.sdpa_backend = diagnose.sdpa_backend(records, [row["name"] for row in op_rows])
     if cell.mode != "eager":
         result.dynamo = diagnose.dynamo_counters()
-        result.attention_rewrite = diagnose.attention_rewrite(result.dynamo, records, cell.passes)
+    diagnose.judge_attention_rewrite(result, records)
     if (result.cudagraphs or {}).get("applied"):
         result.replay = diagnose.replay_breakdown(
             records,

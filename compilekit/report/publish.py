@@ -86,10 +86,7 @@ def rederive(run_dir: str, ceilings: dict | None) -> bool:
     write_json(kmap_path, kmap)
     result.roofline = roofline.summary(records)
     diagnose.judge_host_bound(result)
-    if result.mode != "eager":  # as gather asks it: of a compiled cell's kernels
-        result.attention_rewrite = diagnose.attention_rewrite(
-            result.dynamo or {}, records, tuple(result.passes)
-        )
+    diagnose.judge_attention_rewrite(result, records)
     if result.replay:
         old = result.replay
         tree = {k: old[k] for k in ("recordings", "rerecords") if k in old}
