@@ -147,10 +147,10 @@ def test_on_a_gpu_a_forward_checked_on_the_host_gives_the_gpus_reference(monkeyp
     assert what == "the same model in float64, on the host (x)"
     assert on_host.device == on_gpu.device and on_host.dtype == torch.float64
     # Llama's rotary embedding takes its angles, cos and sin in float32 on either device, and
-    # the two devices' float32 sin and cos differ in the last bit: the H200 read the two 8.8e-8
-    # of the output's largest entry apart. That the copy is float64 throughout is the CPU
-    # test of float_copy's to say (a float32 copy sits 2.6e-7 from it); here a reference of
-    # other weights, inputs or a bf16 model (1e-3 apart) fails
+    # the two devices' float32 sin and cos differ in the last bit, which leaves the two
+    # references about 1e-7 of the output's largest entry apart. That the copy is float64
+    # throughout is the CPU test of float_copy's to say (a float32 copy sits 2.6e-7 from it);
+    # here a reference of other weights, inputs or a bf16 model (1e-3 apart) fails
     assert (on_host - on_gpu).abs().max() <= 1e-6 * on_gpu.abs().max()
     assert {p.device.type for p in made.model.parameters()} == {"cuda"}
 
