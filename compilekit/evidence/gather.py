@@ -81,7 +81,8 @@ def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> None
             "forward_device_ms": forward["forward_device_ms"],
             "forward_host_ms": forward["forward_host_ms"],
             "kernels_per_forward": forward["kernels_per_forward"],
-            # the dtypes behind each record's `bytes`: the profiler's, or the cell's assumed
+            # the dtypes behind the profiler's `bytes`: recorded, or the cell's assumed (a
+            # record whose bytes came from elsewhere says so in its `bytes_from`)
             "bytes_dtypes": forward["bytes_dtypes"],
             "io_bytes": io_bytes,  # what roofline.annotate gives a raw attention kernel
             "kernels": records,

@@ -13,6 +13,8 @@ import re
 
 import torch
 
+from compilekit.evidence import codecost
+
 TORCH_DIR = os.path.dirname(torch.__file__)
 COMPILEKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STDLIB_DIR = os.path.dirname(os.__file__)
@@ -103,16 +105,18 @@ def provenance_index(graph: dict) -> dict[str, list[dict]]:
     """{kernel or extern op: [{"aten_ops", "source_lines"}] per call site, in graph order}.
 
     From one graph's provenance artifacts: `extern_kernels.bmm:1` and `:3` are the first and
-    second bmm of the graph.
+    second bmm of the graph. A site whose call in the output code gives its tensors' sizes
+    carries its bytes and FLOPs too ("code_bytes", "code_flops": codecost.call_site_costs).
     """
     stacks = graph.get("kernel_stack_traces") or {}
     mappings = graph.get("node_mappings") or {}
     code_to_post = mappings.get("cppCodeToPost") or {}
     post_nodes = parse_graph_code(graph.get("post_grad_graph", ""))
+    costs = codecost.call_site_costs(graph.get("output_code", ""))
     index: dict[str, list] = {}
     by_number = lambda key: int(key.rsplit(":", 1)[1]) if key.rsplit(":", 1)[-1].isdigit() else 0  # noqa: E731
     for key in sorted(set(stacks) | set(code_to_post), key=by_number):
-        rec = {"aten_ops": [], "source_lines": [], "order": by_number(key)}
+        rec = {"aten_ops": [], "source_lines": [], "order": by_number(key), **costs.get(key, {})}
         index.setdefault(_key_base(key), []).append(rec)
         for node in code_to_post.get(key, []):
             target = post_nodes.get(node, {}).get("target")
@@ -250,11 +254,22 @@ def build_map(
                 "calls_per_forward": k["calls_per_forward"],
                 "device_ms": k["device_ms"],
                 "share": k["device_ms"] * k["calls_per_forward"] / total_ms,
-                "bytes": k.get("bytes"),  # of the launching op's tensors (profiling.py)
-                "flops": k.get("flops"),
+                **_costs(k, found or {}),
             }
         )
     return merge_repeats(records)
+
+
+def _costs(k: dict, site: dict) -> dict:
+    """A kernel's bytes and FLOPs: the profiler's, from its launching op's tensors (profiling.py),
+    else its call site's in the output code (a CUDA-graph replay's kernels and Inductor's C++
+    kernels record no tensors), which then says so."""
+    out = {"bytes": k.get("bytes"), "flops": k.get("flops")}
+    if out["bytes"] is None and site.get("code_bytes") is not None:
+        out["bytes"], out["bytes_from"] = site["code_bytes"], codecost.CODE_BYTES_FROM
+    if out["flops"] is None and site.get("code_flops") is not None:
+        out["flops"], out["flops_from"] = site["code_flops"], codecost.CODE_FLOPS_FROM
+    return out
 
 
 # what makes two launches one kernel of the map: everything but their times

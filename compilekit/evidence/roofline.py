@@ -1,7 +1,9 @@
 """Each kernel against this machine's measured ceilings (a roofline).
 
 A kernel's traffic is the bytes of the tensors its launching op reads and writes (recorded by
-the profiler: profiling.launcher_bytes), its work the FLOPs torch counts for matmuls, or, for an
+the profiler: profiling.launcher_bytes; for a launch that records none, a CUDA-graph replay's
+or a C++ kernel's, its call's tensors in Inductor's output code: evidence/codecost.py), its work
+the FLOPs torch counts for matmuls (the output code's for a replayed matmul), or, for an
 attention kernel torch counts none for (cuDNN, flash, a template), the FLOPs the variant
 declares. Against the matmul and copy ceilings `compilekit env` measures
 (envinfo.measure_ceilings), each kernel gets its achieved GB/s and TFLOP/s and one class:
@@ -10,8 +12,8 @@ declares. Against the matmul and copy ceilings `compilekit env` measures
 - `compute`: its FLOPs per byte lie above the ridge point (ceiling FLOP/s over ceiling B/s);
 - `memory`: below it; also Inductor's pointwise and reduction kernels and copies, which do a few
   FLOPs per byte, far under any GPU's or CPU's ridge;
-- none: nothing to go on (a CUDA-graph replay records no per-kernel tensors; a template or
-  library kernel without a FLOP count).
+- none: nothing to go on (a call whose sizes neither the profiler nor the output code gives;
+  a template or library kernel without a FLOP count).
 """
 
 from __future__ import annotations
@@ -133,8 +135,8 @@ NONE_PLACED = "roofline: no kernel placed (no bytes or FLOPs recorded for any)"
 
 def summary(records: list[dict]) -> str | None:
     """One line: the share of the forward's device time in each class, largest first; kernels
-    without recorded bytes or FLOPs (library and template kernels, kernels replayed inside a CUDA
-    graph) count as "not placed" rather than in a class they may not belong to."""
+    without recorded bytes or FLOPs (library and template kernels, calls whose sizes the output
+    code does not give) count as "not placed" rather than in a class they may not belong to."""
     totals: dict[str, float] = {}
     for r in records:
         bound = (r.get("roofline") or {}).get("bound") or UNPLACED

@@ -50,6 +50,24 @@ def test_reduce_overhead_applies_cuda_graphs(run_cell):
     assert result.cudagraphs["applied"], result.cudagraphs
 
 
+def test_a_replays_kernels_are_placed_from_the_output_code(run_cell):
+    """The replay's kernels record no tensors: the two bmm and the fused softmax take their
+    bytes (the bmm their FLOPs) from their calls in the output code, as default's take them
+    from the profiler, and every one of them has a place on the roofline."""
+    from compilekit.evidence import codecost
+
+    _, replayed = _run(run_cell, "naive", "reduce-overhead")
+    _, launched = _run(run_cell, "naive", "default")
+    real = [k for k in replayed["kernels"] if k["kind"] in ("extern", "generated")]
+    assert len(real) == 3 and all(k["roofline"]["bound"] for k in real), real
+    assert all(k["bytes_from"] == codecost.CODE_BYTES_FROM for k in real)
+    flops = [
+        sorted(k["flops"] for k in m["kernels"] if k["kind"] == "extern")
+        for m in (replayed, launched)
+    ]
+    assert flops[0] == flops[1] == [2 * 128 * 1024 * 1024 * 64] * 2, flops
+
+
 def test_gluon_flash_runs_compiled_as_an_opaque_op(run_cell):
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("gluon-flash runs on Hopper (sm90) only")

@@ -351,6 +351,45 @@ def test_each_bmm_maps_to_its_own_line(launchers, tmp_path):
     ]
 
 
+# the graph's wrapper: q, k, v [128, 1024, 64] and the scores [128, 1024, 1024], bf16
+REPLAYED_CODE = """
+def call(args):
+    buf0 = empty_strided_cuda((128, 1024, 1024), (1048576, 1024, 1), torch.bfloat16)
+    # [Provenance debug handles] extern_kernels.bmm:1
+    extern_kernels.bmm(arg0_1, arg1_1, out=buf0)
+    # [Provenance debug handles] triton_per_fused_softmax_0:2
+    triton_per_fused_softmax_0.run(buf0, 134217728, stream=stream0)
+    buf1 = empty_strided_cuda((128, 1024, 64), (65536, 64, 1), torch.bfloat16)
+    # [Provenance debug handles] extern_kernels.bmm:3
+    extern_kernels.bmm(buf0, arg2_1, out=buf1)
+def get_args():
+    arg0_1 = rand_strided((128, 1024, 64), (65536, 64, 1), device='cuda:0', dtype=torch.bfloat16)
+    arg1_1 = rand_strided((128, 64, 1024), (65536, 1, 64), device='cuda:0', dtype=torch.bfloat16)
+    arg2_1 = rand_strided((128, 1024, 64), (65536, 64, 1), device='cuda:0', dtype=torch.bfloat16)
+"""
+
+
+def test_a_replays_kernels_take_their_bytes_from_the_output_code(tmp_path):
+    """A CUDA-graph replay's kernels record no tensors: each takes its call site's bytes (and
+    a matmul its FLOPs) from the wrapper, and says so; a launch the profiler gave bytes keeps
+    the profiler's."""
+    from compilekit.evidence import codecost
+
+    graph = {**GRAPH_WITH_PROVENANCE, "output_code": REPLAYED_CODE}
+    replay = _forward(*["## Call CompiledFxGraph abc"] * 3)
+    records = {r["name"]: r for r in kernelmap.build_map(replay, {"0/0": graph}, {}, "", True)}
+    qkv, scores = 128 * 1024 * 64 * 2, 128 * 1024 * 1024 * 2
+    gemm_b, softmax = records["nvjet_gemm_B"], records["triton_per_fused_softmax_0"]
+    assert gemm_b["bytes"] == scores + 2 * qkv and gemm_b["flops"] == 2 * 128 * 1024 * 1024 * 64
+    assert gemm_b["bytes_from"] == codecost.CODE_BYTES_FROM
+    assert gemm_b["flops_from"] == codecost.CODE_FLOPS_FROM
+    assert softmax["bytes"] == scores and softmax["flops"] is None and "flops_from" not in softmax
+    launched = _forward("aten::bmm", "aten::bmm", "triton_per_fused_softmax_0")
+    launched["kernels"][0].update(bytes=7, flops=11)  # what the profiler recorded
+    first = kernelmap.build_map(launched, {"0/0": graph}, {}, "", True)[0]
+    assert (first["bytes"], first["flops"]) == (7, 11) and "bytes_from" not in first
+
+
 def _event(name, device, start, end, children=(), kernels=(), annotation=False):
     from types import SimpleNamespace
 

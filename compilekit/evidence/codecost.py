@@ -1,0 +1,172 @@
+"""The bytes and FLOPs of each kernel call in Inductor's output code, read from the wrapper.
+
+The profiler gives a kernel its bytes from the tensors its launching op recorded. Two kinds of
+launch record none: the kernels a CUDA-graph replay runs (reduce-overhead, max-autotune on a GPU)
+and Inductor's C++ kernels on a CPU. Their call sites in the output code name every tensor they
+read and write, with its size and dtype (`empty_strided_*`, `reinterpret_tensor`, the inputs'
+`rand_strided`), so the roofline can place them too. Each call site is keyed by the provenance
+handle Inductor writes above it (`extern_kernels.bmm:1`), the key kernelmap.provenance_index
+uses.
+
+A site counts only where every tensor it touches is an argument: a kernel launch (Triton's
+`.run`, a C++ kernel) or an extern call with `out=`. A call that returns a new tensor (a
+fallback op: `buf1 = torch.ops.aten.x(...)`) hides its output's size, and a symbolic size
+(dynamic shapes) has no number: those sites get nothing rather than a partial figure.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import math
+import re
+
+import torch
+
+CODE_BYTES_FROM = (
+    "its call in Inductor's output code: each tensor argument moved once (a lower bound)"
+)
+CODE_FLOPS_FROM = "its call in Inductor's output code: 2 x M x N x K of the matmul's arguments"
+HANDLE_RE = re.compile(r"#\s*\[Provenance debug handles\]\s*(?P<handles>.+)$")
+# what Inductor names the tensors of its wrapper: one it cannot size leaves a site unknown
+TENSOR_NAME_RE = re.compile(r"^(arg|buf|primals|tangents)\w*\d$")
+ALLOCATORS = ("empty_strided", "rand_strided")
+# extern matmuls: the position of the first matrix argument (the second follows it)
+MATMULS = {"mm": 0, "bmm": 0, "addmm": 1, "baddbmm": 1}
+
+
+def call_site_costs(output_code: str) -> dict[str, dict]:
+    """{provenance handle: {"code_bytes": int, "code_flops": int or None}} for each call site
+    of this output code whose tensors are all arguments of known size (see the module's
+    docstring); nothing for code that does not parse or has no handles."""
+    try:
+        tree = ast.parse(output_code)
+    except SyntaxError:
+        return {}
+    tensors = _tensor_sizes(tree)
+    statements = sorted(
+        (node for node in ast.walk(tree) if isinstance(node, (ast.Expr, ast.Assign))),
+        key=lambda node: node.lineno,
+    )
+    linenos = [node.lineno for node in statements]
+    costs = {}
+    for lineno, line in enumerate(output_code.splitlines(), start=1):
+        found = HANDLE_RE.search(line)
+        if not found:
+            continue
+        later = statements[bisect.bisect_right(linenos, lineno) :]
+        for handle in re.split(r"[,\s]+", found["handles"].strip()):
+            call = _call_of(later, handle.rsplit(":", 1)[0]) if handle else None
+            cost = _call_cost(call, tensors) if call is not None else None
+            if cost is not None:
+                costs[handle] = cost
+    return costs
+
+
+def _callee(call: ast.Call) -> str:
+    """The called name's last part: `extern_kernels.bmm` -> `bmm`, `k.run` -> `run`."""
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _tensor_sizes(tree) -> dict[str, tuple[tuple, int]]:
+    """{name: (shape, bytes per element)} for every tensor the wrapper allocates, views or takes
+    as an input, in source order (a view follows its base; names are unique in a graph)."""
+    sizes: dict[str, tuple[tuple, int]] = {}
+    # allocations first: the inputs' rand_strided stand after the wrapper that views them
+    assigns = sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.Assign) and len(n.targets) == 1),
+        key=lambda n: (not _is_allocation(n.value), n.lineno),
+    )
+    for node in assigns:
+        target, value = node.targets[0], node.value
+        if not isinstance(target, ast.Name):
+            continue
+        # buf4 = buf2 (a reuse), a view, or an allocation
+        size = _expr_size(value, sizes) or (_allocation(value) if _is_allocation(value) else None)
+        if size is not None:
+            sizes[target.id] = size
+    return sizes
+
+
+def _is_allocation(value) -> bool:
+    return isinstance(value, ast.Call) and _callee(value).startswith(ALLOCATORS)
+
+
+def _allocation(call: ast.Call) -> tuple[tuple, int] | None:
+    """empty_strided_cuda((8, 16), (16, 1), torch.bfloat16), or rand_strided(..., dtype=...)."""
+    dtype = next((kw.value for kw in call.keywords if kw.arg == "dtype"), None)
+    if dtype is None and len(call.args) >= 3:
+        dtype = call.args[2]
+    shape = _literal_shape(call.args[0]) if call.args else None
+    item = getattr(torch, dtype.attr, None) if isinstance(dtype, ast.Attribute) else None
+    if shape is None or not isinstance(item, torch.dtype):
+        return None
+    return shape, item.itemsize
+
+
+def _literal_shape(node) -> tuple | None:
+    """A tuple of integer literals (a symbolic size: None)."""
+    try:
+        shape = ast.literal_eval(node)
+    except ValueError:
+        return None
+    if isinstance(shape, tuple) and all(isinstance(d, int) for d in shape):
+        return shape
+    return None
+
+
+def _expr_size(node, sizes: dict) -> tuple[tuple, int] | None:
+    """The (shape, bytes per element) of a tensor expression: a known name, or a view of one
+    (`reinterpret_tensor(buf0, (8, 512, 64), (...), 0)`)."""
+    if isinstance(node, ast.Name):
+        return sizes.get(node.id)
+    is_view = isinstance(node, ast.Call) and _callee(node) == "reinterpret_tensor"
+    if is_view and len(node.args) >= 2:
+        base, shape = _expr_size(node.args[0], sizes), _literal_shape(node.args[1])
+        return (shape, base[1]) if base is not None and shape is not None else None
+    return None
+
+
+def _call_of(statements: list, name: str) -> ast.Call | None:
+    """The call a handle names (`extern_kernels.bmm`, a kernel's `name.run`, a C++ kernel's
+    `name`): the first among these statements; None where its result is assigned (an op that
+    allocates its own output) or none is found."""
+    for node in statements:
+        call = node.value
+        if isinstance(call, ast.Call) and ast.unparse(call.func) in (name, name + ".run"):
+            return call if isinstance(node, ast.Expr) else None
+    return None
+
+
+def _call_cost(call: ast.Call, sizes: dict) -> dict | None:
+    """{"code_bytes", "code_flops"} of one kernel call, or None if a tensor's size is unknown
+    or a result is returned rather than written into an argument."""
+    args = [*call.args, *(kw.value for kw in call.keywords if kw.arg not in ("stream",))]
+    if _callee(call) in MATMULS and not any(kw.arg == "out" for kw in call.keywords):
+        return None
+    seen, total = set(), 0
+    for arg in args:
+        size = _expr_size(arg, sizes)
+        if size is None:
+            if isinstance(arg, ast.Name) and TENSOR_NAME_RE.match(arg.id):
+                return None  # a tensor it reads or writes whose size the code does not say
+            continue
+        key = ast.dump(arg)
+        if key not in seen:
+            seen.add(key)
+            total += math.prod(size[0]) * size[1]
+    if not seen:
+        return None
+    return {"code_bytes": total, "code_flops": _matmul_flops(call, sizes)}
+
+
+def _matmul_flops(call: ast.Call, sizes: dict) -> int | None:
+    """2 x M x N x K (x batch) of an extern mm/bmm/addmm/baddbmm call, else None."""
+    first = MATMULS.get(_callee(call))
+    if first is None or len(call.args) < first + 2:
+        return None
+    a, b = (_expr_size(arg, sizes) for arg in call.args[first : first + 2])
+    if a is None or b is None or not b[0]:
+        return None
+    return 2 * math.prod(a[0]) * b[0][-1]

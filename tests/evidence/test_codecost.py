@@ -1,0 +1,94 @@
+"""Bytes and FLOPs read from Inductor's output code (evidence/codecost.py): on a wrapper in the
+form Inductor writes for a GPU (trimmed from naive/default's on the H200, with a fallback op and
+a dynamic size added), then on real CPU runs, whose C++ kernels record no tensors."""
+
+import json
+import os
+
+from compilekit.evidence import codecost
+from tests.conftest import CPU_SHAPE
+
+WRAPPER = """
+class Runner:
+    def call(self, args):
+        arg0_1, arg1_1, arg2_1, arg3_1, s0 = args
+        args.clear()
+        assert_size_stride(arg0_1, (8, 16, 1024, 64), (1048576, 65536, 64, 1))
+        with torch.cuda._DeviceGuard(0):
+            buf0 = empty_strided_cuda((128, 1024, 1024), (1048576, 1024, 1), torch.bfloat16)
+            # [Provenance debug handles] extern_kernels.bmm:1
+            extern_kernels.bmm(reinterpret_tensor(arg0_1, (128, 1024, 64), (65536, 64, 1), 0), reinterpret_tensor(arg2_1, (128, 64, 1024), (65536, 1, 64), 0), out=buf0)
+            del arg0_1
+            buf3 = reinterpret_tensor(buf0, (8, 16, 1024, 1024), (16777216, 1048576, 1024, 1), 0); del buf0  # reuse
+            buf9 = buf3; del buf3  # reuse
+            # [Provenance debug handles] triton_per_fused__softmax_0:2
+            stream0 = get_raw_stream(0)
+            triton_per_fused__softmax_0.run(buf9, arg1_1, 131072, 1024, stream=stream0)
+            buf4 = empty_strided_cuda((128, 1024, 64), (65536, 64, 1), torch.bfloat16)
+            # [Provenance debug handles] extern_kernels.bmm:3
+            assert_size_stride(arg3_1, (8, 16, 1024, 64), (1048576, 65536, 64, 1))
+            extern_kernels.bmm(reinterpret_tensor(buf9, (128, 1024, 1024), (1048576, 1024, 1), 0), reinterpret_tensor(arg3_1, (128, 1024, 64), (65536, 64, 1), 0), out=buf4)
+            # [Provenance debug handles] torch.ops.aten.cumsum.default:4
+            buf5 = torch.ops.aten.cumsum.default(buf4, dim=-1)
+            # [Provenance debug handles] triton_poi_fused_add_1:5
+            triton_poi_fused_add_1.run(buf5, buf4, 8388608, stream=stream0)
+            buf6 = empty_strided_cuda((s0, 64), (64, 1), torch.float32)
+            # [Provenance debug handles] triton_poi_fused_copy_2:6
+            triton_poi_fused_copy_2.run(buf6, s0, stream=stream0)
+        return (reinterpret_tensor(buf4, (8, 16, 1024, 64), (1048576, 65536, 64, 1), 0), )
+
+
+def get_args():
+    from torch._dynamo.testing import rand_strided
+    arg0_1 = rand_strided((8, 16, 1024, 64), (1048576, 65536, 64, 1), device='cuda:0', dtype=torch.bfloat16)
+    arg1_1 = rand_strided((1024, 1024), (1024, 1), device='cuda:0', dtype=torch.bool)
+    arg2_1 = rand_strided((8, 16, 1024, 64), (1048576, 65536, 64, 1), device='cuda:0', dtype=torch.bfloat16)
+    arg3_1 = rand_strided((8, 16, 1024, 64), (1048576, 65536, 64, 1), device='cuda:0', dtype=torch.bfloat16)
+    return [arg0_1, arg1_1, arg2_1, arg3_1]
+"""
+QKV = 8 * 16 * 1024 * 64 * 2  # one of q, k, v in bf16
+SCORES = 128 * 1024 * 1024 * 2
+
+
+def test_each_call_site_gets_the_bytes_of_its_tensors_and_a_matmul_its_flops():
+    costs = codecost.call_site_costs(WRAPPER)
+    # q and k (views of the inputs) read, the scores written
+    assert costs["extern_kernels.bmm:1"] == {
+        "code_bytes": 2 * QKV + SCORES,
+        "code_flops": 2 * 128 * 1024 * 1024 * 64,
+    }
+    # the scores (a view of a reused buffer, reached past the launch's stream) and the bool mask
+    assert costs["triton_per_fused__softmax_0:2"] == {
+        "code_bytes": SCORES + 1024 * 1024,
+        "code_flops": None,
+    }
+    # (not the input check that stands between the handle and its call)
+    assert costs["extern_kernels.bmm:3"]["code_bytes"] == SCORES + 2 * QKV
+    assert costs["extern_kernels.bmm:3"]["code_flops"] == 2 * 128 * 1024 * 64 * 1024
+
+
+def test_sites_whose_sizes_the_code_does_not_give_get_nothing():
+    costs = codecost.call_site_costs(WRAPPER)
+    assert "torch.ops.aten.cumsum.default:4" not in costs  # returns its output: size unknown
+    assert "triton_poi_fused_add_1:5" not in costs  # reads that output
+    assert "triton_poi_fused_copy_2:6" not in costs  # a symbolic size
+    assert codecost.call_site_costs("def call(:\n") == {}
+    assert codecost.call_site_costs(WRAPPER.replace("Provenance debug handles", "x")) == {}
+
+
+def test_a_cpu_runs_fused_kernel_is_placed_from_its_call(run_cell):
+    """Inductor's C++ kernel records no tensors in the profile: its bytes come from its call in
+    the output code, at least the scores it rewrites and the mask it reads, and the roofline
+    places it."""
+    result = run_cell("naive", "default", shape=CPU_SHAPE)
+    with open(os.path.join(result.run_dir, "kernels.json")) as f:
+        records = json.load(f)["kernels"]
+    fused = next(r for r in records if r["kind"] == "generated")
+    batch, heads, seq, _ = (int(d) for d in CPU_SHAPE.split("x"))
+    scores, mask = batch * heads * seq * seq * 4, seq * seq  # float32 scores, a bool mask
+    assert scores + mask <= fused["bytes"] < 2 * scores, fused
+    assert fused["bytes_from"] == codecost.CODE_BYTES_FROM
+    assert fused["roofline"]["bound"] == "memory" and fused["roofline"]["gbps"] > 0
+    # the matmuls keep the profiler's figures, which need no code
+    assert all("bytes_from" not in r for r in records if r["kind"] == "extern")
+    assert "not placed" not in result.roofline, result.roofline
