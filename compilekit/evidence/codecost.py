@@ -12,6 +12,10 @@ A site counts only where every tensor it touches is an argument: a kernel launch
 `.run`, a C++ kernel) or an extern call with `out=`. A call that returns a new tensor (a
 fallback op: `buf1 = torch.ops.aten.x(...)`) hides its output's size, and a symbolic size
 (dynamic shapes) has no number: those sites get nothing rather than a partial figure.
+
+A matmul template (max-autotune's Triton or C++ GEMM) takes its operands as kernel arguments,
+not as a matmul call's: its FLOPs come from the matmuls of the post-grad graph that provenance
+maps into it (site_costs).
 """
 
 from __future__ import annotations
@@ -31,8 +35,56 @@ HANDLE_RE = re.compile(r"#\s*\[Provenance debug handles\]\s*(?P<handles>.+)$")
 # what Inductor names the tensors of its wrapper: one it cannot size leaves a site unknown
 TENSOR_NAME_RE = re.compile(r"^(arg|buf|primals|tangents)\w*\d$")
 ALLOCATORS = ("empty_strided", "rand_strided")
+GRAPH_FLOPS_FROM = "the matmuls fused into it in the post-grad graph: 2 x M x N x K each"
 # extern matmuls: the position of the first matrix argument (the second follows it)
 MATMULS = {"mm": 0, "bmm": 0, "addmm": 1, "baddbmm": 1}
+# a post-grad graph's annotated names (`bmm: "f32[8, 512, 512][...]cpu"`, a parameter too),
+# and its matmul nodes
+ANNOTATED_RE = re.compile(r'(?P<node>\w+): "\w+\[(?P<shape>[^\]]*)\]')
+MATMUL_NODE_RE = re.compile(
+    r'^\s*(?P<node>\w+): "[^"]*" = torch\.ops\.aten\.(?P<op>mm|bmm|addmm|baddbmm)\.default'
+    r"\((?P<args>[^)]*)\)",
+    re.MULTILINE,
+)
+
+
+def site_costs(graph: dict) -> dict[str, dict]:
+    """call_site_costs of one graph's output code, each FLOP count with its source
+    ("code_flops_from"); a site without one whose provenance maps matmuls of the post-grad
+    graph into it (a GEMM template) takes theirs."""
+    costs = call_site_costs(graph.get("output_code", ""))
+    for cost in costs.values():
+        if cost["code_flops"] is not None:
+            cost["code_flops_from"] = CODE_FLOPS_FROM
+    flops = graph_matmul_flops(graph.get("post_grad_graph", ""))
+    mapped = ((graph.get("node_mappings") or {}).get("cppCodeToPost")) or {}
+    for handle, nodes in mapped.items():
+        found = [flops[n] for n in nodes if n in flops]
+        cost = costs.get(handle, {})
+        if found and cost.get("code_flops") is None:
+            costs[handle] = {**cost, "code_flops": sum(found), "code_flops_from": GRAPH_FLOPS_FROM}
+    return costs
+
+
+def graph_matmul_flops(post_grad_graph: str) -> dict[str, int]:
+    """{node: 2 x M x N x K} for each mm/bmm/addmm/baddbmm node of a printed post-grad graph
+    whose output and first operand have integer shapes."""
+    shapes = {m["node"]: _dims(m["shape"]) for m in ANNOTATED_RE.finditer(post_grad_graph)}
+    out = {}
+    for m in MATMUL_NODE_RE.finditer(post_grad_graph):
+        args = [a.strip() for a in m["args"].split(",")]
+        first = MATMULS[m["op"]]
+        result = shapes.get(m["node"])
+        operand = shapes.get(args[first]) if len(args) > first else None
+        if result and operand:
+            out[m["node"]] = 2 * math.prod(result) * operand[-1]
+    return out
+
+
+def _dims(text: str) -> tuple | None:
+    """ "8, 512, 64" -> (8, 512, 64); a symbolic size ("s0") -> None."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    return tuple(int(p) for p in parts) if parts and all(p.isdigit() for p in parts) else None
 
 
 def call_site_costs(output_code: str) -> dict[str, dict]:

@@ -106,13 +106,13 @@ def provenance_index(graph: dict) -> dict[str, list[dict]]:
 
     From one graph's provenance artifacts: `extern_kernels.bmm:1` and `:3` are the first and
     second bmm of the graph. A site whose call in the output code gives its tensors' sizes
-    carries its bytes and FLOPs too ("code_bytes", "code_flops": codecost.call_site_costs).
+    carries its bytes, and a matmul's its FLOPs ("code_bytes", "code_flops": codecost.site_costs).
     """
     stacks = graph.get("kernel_stack_traces") or {}
     mappings = graph.get("node_mappings") or {}
     code_to_post = mappings.get("cppCodeToPost") or {}
     post_nodes = parse_graph_code(graph.get("post_grad_graph", ""))
-    costs = codecost.call_site_costs(graph.get("output_code", ""))
+    costs = codecost.site_costs(graph)
     index: dict[str, list] = {}
     by_number = lambda key: int(key.rsplit(":", 1)[1]) if key.rsplit(":", 1)[-1].isdigit() else 0  # noqa: E731
     for key in sorted(set(stacks) | set(code_to_post), key=by_number):
@@ -268,7 +268,7 @@ def _costs(k: dict, site: dict) -> dict:
     if out["bytes"] is None and site.get("code_bytes") is not None:
         out["bytes"], out["bytes_from"] = site["code_bytes"], codecost.CODE_BYTES_FROM
     if out["flops"] is None and site.get("code_flops") is not None:
-        out["flops"], out["flops_from"] = site["code_flops"], codecost.CODE_FLOPS_FROM
+        out["flops"], out["flops_from"] = site["code_flops"], site["code_flops_from"]
     return out
 
 

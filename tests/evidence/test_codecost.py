@@ -76,6 +76,51 @@ def test_sites_whose_sizes_the_code_does_not_give_get_nothing():
     assert codecost.call_site_costs(WRAPPER.replace("Provenance debug handles", "x")) == {}
 
 
+# max-autotune's shape of it: the second bmm a template with the softmax fused in; a third,
+# symbolic-size matmul beside
+TEMPLATE_GRAPH = {
+    "post_grad_graph": """
+    def forward(self, arg0_1: "bf16[128, 1024, 64][65536, 64, 1]cuda:0", arg1_1: "bf16[128, 64, 1024][65536, 1, 64]cuda:0", arg3_1: "bf16[128, 1024, 64][65536, 64, 1]cuda:0", arg4_1: "bf16[s0, 64][64, 1]cuda:0"):
+        bmm: "bf16[128, 1024, 1024][1048576, 1024, 1]cuda:0" = torch.ops.aten.bmm.default(arg0_1, arg1_1)
+        div: "bf16[128, 1024, 1024][1048576, 1024, 1]cuda:0" = torch.ops.aten.div.Tensor(bmm, 8.0)
+        bmm_1: "bf16[128, 1024, 64][65536, 64, 1]cuda:0" = torch.ops.aten.bmm.default(div, arg3_1)
+        mm: "bf16[s0, s0][s0, 1]cuda:0" = torch.ops.aten.mm.default(arg4_1, arg4_1)
+""",
+    "node_mappings": {
+        "cppCodeToPost": {
+            "extern_kernels.bmm:1": ["bmm"],
+            "triton_tem_fused_bmm_div_0:2": ["div", "bmm_1"],
+            "extern_kernels.mm:3": ["mm"],
+        }
+    },
+    "output_code": """
+def call(args):
+    buf0 = empty_strided_cuda((128, 1024, 1024), (1048576, 1024, 1), torch.bfloat16)
+    # [Provenance debug handles] extern_kernels.bmm:1
+    extern_kernels.bmm(arg0_1, arg1_1, out=buf0)
+    buf1 = empty_strided_cuda((128, 1024, 64), (65536, 64, 1), torch.bfloat16)
+    # [Provenance debug handles] triton_tem_fused_bmm_div_0:2
+    triton_tem_fused_bmm_div_0.run(buf0, arg3_1, buf1, grid=grid(8192, 1, 1), stream=stream0)
+def get_args():
+    arg0_1 = rand_strided((128, 1024, 64), (65536, 64, 1), device='cuda:0', dtype=torch.bfloat16)
+    arg1_1 = rand_strided((128, 64, 1024), (65536, 1, 64), device='cuda:0', dtype=torch.bfloat16)
+    arg3_1 = rand_strided((128, 1024, 64), (65536, 64, 1), device='cuda:0', dtype=torch.bfloat16)
+""",
+}
+
+
+def test_a_gemm_template_takes_the_flops_of_the_matmuls_fused_into_it():
+    costs = codecost.site_costs(TEMPLATE_GRAPH)
+    template = costs["triton_tem_fused_bmm_div_0:2"]
+    assert template["code_flops"] == 2 * 128 * 1024 * 64 * 1024  # bmm_1 only: div adds none
+    assert template["code_flops_from"] == codecost.GRAPH_FLOPS_FROM
+    assert template["code_bytes"] == SCORES + 2 * QKV  # the scores and v in, [128, 1024, 64] out
+    extern = costs["extern_kernels.bmm:1"]
+    assert extern["code_flops"] == 2 * 128 * 1024 * 1024 * 64
+    assert extern["code_flops_from"] == codecost.CODE_FLOPS_FROM
+    assert "extern_kernels.mm:3" not in costs  # a symbolic size: no number
+
+
 def test_a_cpu_runs_fused_kernel_is_placed_from_its_call(run_cell):
     """Inductor's C++ kernel records no tensors in the profile: its bytes come from its call in
     the output code, at least the scores it rewrites and the mask it reads, and the roofline
