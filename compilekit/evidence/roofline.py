@@ -5,8 +5,9 @@ the profiler: profiling.launcher_bytes; for a launch that records none, a CUDA-g
 or a C++ kernel's, its call's tensors in Inductor's output code: evidence/codecost.py), its work
 the FLOPs torch counts for matmuls (the output code's for a replayed matmul, the post-grad
 graph's for a GEMM template), or, for an attention kernel torch counts none for (cuDNN, flash,
-a template), the FLOPs the variant declares. Against the matmul and copy ceilings `compilekit env` measures
-(envinfo.measure_ceilings), each kernel gets its achieved GB/s and TFLOP/s and one class:
+a template), the FLOPs the variant declares. Against the matmul and copy ceilings `compilekit
+env` measures (envinfo.measure_ceilings), each kernel gets its achieved GB/s and TFLOP/s and one
+class:
 - `launch`: shorter than LAUNCH_BOUND_MS per call: fixed costs (launch, ramp-up, tail) dominate,
   neither roof applies;
 - `compute`: its FLOPs per byte lie above the ridge point (ceiling FLOP/s over ceiling B/s);

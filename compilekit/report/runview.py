@@ -26,16 +26,32 @@ def _fmt(value, digits=3):
     return value
 
 
-def _roofline_cells(r: dict) -> list[str]:
+def _roofline_cells(r: dict, notes: list[str]) -> list[str]:
+    """GB/s, TFLOP/s (each with its share of the ceiling) and the bound of one kernel; a figure
+    whose bytes or FLOPs did not come from the profiler is marked [a], [b], ... after its
+    source, which `notes` collects (one line each, in order of first use)."""
     roof = r.get("roofline") or {}
-    gbps = roof.get("gbps")
+    gbps, tflops = roof.get("gbps"), roof.get("tflops")
     return [
-        "-" if gbps is None else f"{gbps:,.0f} ({roof['bandwidth_share']:.0%})",
         "-"
-        if roof.get("tflops") is None
-        else f"{roof['tflops']:.1f} ({roof['compute_share']:.0%})",
+        if gbps is None
+        else f"{gbps:,.0f} ({roof['bandwidth_share']:.0%})"
+        + _mark(r.get("bytes_from"), "bytes", notes),
+        "-"
+        if tflops is None
+        else f"{tflops:.1f} ({roof['compute_share']:.0%})"
+        + _mark(r.get("flops_from"), "FLOPs", notes),
         roof.get("bound") or "-",
     ]
+
+
+def _mark(source: str | None, what: str, notes: list[str]) -> str:
+    if not source:
+        return ""
+    line = f"{what} from {source}"
+    if line not in notes:
+        notes.append(line)
+    return f" [{chr(ord('a') + notes.index(line))}]"
 
 
 def autotune_tables(result) -> str:
@@ -87,6 +103,7 @@ def kernels_view(run_dir: str, kernel: str | None = None) -> str:
     result, kmap = load_run(run_dir)
     if kernel:
         return _one_kernel(run_dir, kmap, kernel)
+    notes: list[str] = []  # where a figure's bytes or FLOPs came from, if not the profiler
     rows = [
         [
             r["name"][:60],
@@ -96,7 +113,7 @@ def kernels_view(run_dir: str, kernel: str | None = None) -> str:
             f"{r['share']:.0%}",
             ", ".join(r["aten_ops"])[:40],
             _lines(r),
-            *_roofline_cells(r),
+            *_roofline_cells(r, notes),
             r["source_via"],
         ]
         for r in kmap["kernels"]
@@ -135,6 +152,7 @@ def kernels_view(run_dir: str, kernel: str | None = None) -> str:
         for r in kmap["by_source_line"]
     ]
     inverse = tabulate(by_line, headers=["source line", "code", "attributed_ms/fwd", "kernels"])
+    table += "".join(f"\n[{chr(ord('a') + i)}] {note}" for i, note in enumerate(notes))
     if any(roofline.over_ceiling(r.get("roofline") or {}) for r in kmap["kernels"]):
         table += f"\n{roofline.OVER_CEILING}"
     tuned = autotune_tables(result)

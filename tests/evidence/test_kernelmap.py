@@ -266,6 +266,11 @@ def test_kernels_cli_table_one_kernel_and_diff(run_cell, cli):
     proc = cli("kernels", default.run_dir)
     assert proc.returncode == 0, proc.stderr
     assert "cpp_fused" in proc.stdout and "naive.py:" in proc.stdout
+    # the fused kernel's GB/s rests on the output code's bytes, not the profiler's: marked, and
+    # the mark says where they came from
+    fused_row = next(line for line in proc.stdout.splitlines() if line.startswith("cpp_fused"))
+    assert "[a]" in fused_row and "[b]" not in proc.stdout
+    assert "\n[a] bytes from its call in Inductor's output code" in proc.stdout
     name = next(k["name"] for k in _kernels(default)["kernels"] if k["kind"] == "generated")
     proc = cli("kernels", default.run_dir, "--kernel", name)
     assert proc.returncode == 0 and 'extern "C"' in proc.stdout and "softmax" in proc.stdout
