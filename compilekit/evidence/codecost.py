@@ -49,20 +49,18 @@ MATMUL_NODE_RE = re.compile(
 
 
 def site_costs(graph: dict) -> dict[str, dict]:
-    """call_site_costs of one graph's output code, each FLOP count with its source
-    ("code_flops_from"); a site without one whose provenance maps matmuls of the post-grad
-    graph into it (a GEMM template) takes theirs."""
+    """call_site_costs of one graph's output code, and for a site that provenance maps matmuls
+    of the post-grad graph into, their FLOPs ("graph_flops"): a GEMM template's, where its call
+    shows no matmul. Provenance also maps into a kernel the nodes whose inputs it prepares (the
+    kernel that builds an SDPA op's mask lists that op), so the kernel map gives graph_flops to
+    template kernels only."""
     costs = call_site_costs(graph.get("output_code", ""))
-    for cost in costs.values():
-        if cost["code_flops"] is not None:
-            cost["code_flops_from"] = CODE_FLOPS_FROM
     flops = graph_matmul_flops(graph.get("post_grad_graph", ""))
     mapped = ((graph.get("node_mappings") or {}).get("cppCodeToPost")) or {}
     for handle, nodes in mapped.items():
         found = [flops[n] for n in nodes if n in flops]
-        cost = costs.get(handle, {})
-        if found and cost.get("code_flops") is None:
-            costs[handle] = {**cost, "code_flops": sum(found), "code_flops_from": GRAPH_FLOPS_FROM}
+        if found:
+            costs[handle] = {**costs.get(handle, {}), "graph_flops": sum(found)}
     return costs
 
 

@@ -106,7 +106,8 @@ def provenance_index(graph: dict) -> dict[str, list[dict]]:
 
     From one graph's provenance artifacts: `extern_kernels.bmm:1` and `:3` are the first and
     second bmm of the graph. A site whose call in the output code gives its tensors' sizes
-    carries its bytes, and a matmul's its FLOPs ("code_bytes", "code_flops": codecost.site_costs).
+    carries its bytes and a matmul's FLOPs ("code_bytes", "code_flops", "graph_flops":
+    codecost.site_costs).
     """
     stacks = graph.get("kernel_stack_traces") or {}
     mappings = graph.get("node_mappings") or {}
@@ -254,21 +255,24 @@ def build_map(
                 "calls_per_forward": k["calls_per_forward"],
                 "device_ms": k["device_ms"],
                 "share": k["device_ms"] * k["calls_per_forward"] / total_ms,
-                **_costs(k, found or {}),
+                **_costs(k, found or {}, kind),
             }
         )
     return merge_repeats(records)
 
 
-def _costs(k: dict, site: dict) -> dict:
+def _costs(k: dict, site: dict, kind: str) -> dict:
     """A kernel's bytes and FLOPs: the profiler's, from its launching op's tensors (profiling.py),
     else its call site's in the output code (a CUDA-graph replay's kernels and Inductor's C++
-    kernels record no tensors), which then says so."""
+    kernels record no tensors), or for a template the matmuls the post-grad graph fused into
+    it; a figure from either says so."""
     out = {"bytes": k.get("bytes"), "flops": k.get("flops")}
     if out["bytes"] is None and site.get("code_bytes") is not None:
         out["bytes"], out["bytes_from"] = site["code_bytes"], codecost.CODE_BYTES_FROM
     if out["flops"] is None and site.get("code_flops") is not None:
-        out["flops"], out["flops_from"] = site["code_flops"], site["code_flops_from"]
+        out["flops"], out["flops_from"] = site["code_flops"], codecost.CODE_FLOPS_FROM
+    elif out["flops"] is None and kind == "template" and site.get("graph_flops"):
+        out["flops"], out["flops_from"] = site["graph_flops"], codecost.GRAPH_FLOPS_FROM
     return out
 
 

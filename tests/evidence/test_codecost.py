@@ -5,7 +5,7 @@ a dynamic size added), then on real CPU runs, whose C++ kernels record no tensor
 import json
 import os
 
-from compilekit.evidence import codecost
+from compilekit.evidence import codecost, kernelmap
 from tests.conftest import CPU_SHAPE
 
 WRAPPER = """
@@ -110,15 +110,30 @@ def get_args():
 
 
 def test_a_gemm_template_takes_the_flops_of_the_matmuls_fused_into_it():
-    costs = codecost.site_costs(TEMPLATE_GRAPH)
-    template = costs["triton_tem_fused_bmm_div_0:2"]
-    assert template["code_flops"] == 2 * 128 * 1024 * 64 * 1024  # bmm_1 only: div adds none
-    assert template["code_flops_from"] == codecost.GRAPH_FLOPS_FROM
-    assert template["code_bytes"] == SCORES + 2 * QKV  # the scores and v in, [128, 1024, 64] out
-    extern = costs["extern_kernels.bmm:1"]
-    assert extern["code_flops"] == 2 * 128 * 1024 * 1024 * 64
-    assert extern["code_flops_from"] == codecost.CODE_FLOPS_FROM
+    """max-autotune's template shows no matmul in its call: it takes the FLOPs of the graph's
+    matmuls mapped into it. A pointwise kernel that provenance also maps a matmul into (it
+    prepares that matmul's input) does not: only a template's call is a matmul."""
+    graph = {**TEMPLATE_GRAPH, "node_mappings": {"cppCodeToPost": {
+        **TEMPLATE_GRAPH["node_mappings"]["cppCodeToPost"],
+        "triton_poi_fused_div_1:4": ["div", "bmm_1"],
+    }}}  # fmt: skip
+    costs = codecost.site_costs(graph)
+    assert costs["triton_tem_fused_bmm_div_0:2"]["graph_flops"] == 2 * 128 * 1024 * 64 * 1024
     assert "extern_kernels.mm:3" not in costs  # a symbolic size: no number
+    kernel = lambda name: {"name": name, "launcher": "## Call CompiledFxGraph abc",  # noqa: E731
+                           "calls_per_forward": 1, "device_ms": 1.0}  # fmt: skip
+    forward = {"forward_device_ms": 3.0, "kernels": [kernel("nvjet_gemm"),
+               kernel("triton_tem_fused_bmm_div_0"), kernel("triton_poi_fused_div_1")]}  # fmt: skip
+    records = {r["name"]: r for r in kernelmap.build_map(forward, {"0/0": graph}, {}, "", True)}
+    template = records["triton_tem_fused_bmm_div_0"]
+    assert template["kind"] == "template"
+    assert template["flops"] == 2 * 128 * 1024 * 64 * 1024  # bmm_1 only: div adds none
+    assert template["flops_from"] == codecost.GRAPH_FLOPS_FROM
+    assert template["bytes"] == SCORES + 2 * QKV  # the scores and v in, [128, 1024, 64] out
+    gemm = records["nvjet_gemm"]  # the extern bmm, by launch order: its call's own FLOPs
+    assert gemm["flops"] == 2 * 128 * 1024 * 1024 * 64
+    assert gemm["flops_from"] == codecost.CODE_FLOPS_FROM
+    assert records["triton_poi_fused_div_1"]["flops"] is None
 
 
 def test_a_cpu_runs_fused_kernel_is_placed_from_its_call(run_cell):
