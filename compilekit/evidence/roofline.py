@@ -4,10 +4,10 @@ A kernel's traffic is the bytes of the tensors its launching op reads and writes
 the profiler: profiling.launcher_bytes; for a launch that records none, a CUDA-graph replay's
 or a C++ kernel's, its call's tensors in Inductor's output code: evidence/codecost.py), its work
 the FLOPs torch counts for matmuls (the output code's for a replayed matmul, the post-grad
-graph's for a GEMM template), or, for an attention kernel torch counts none for (cuDNN, flash,
-a template), the FLOPs the variant declares. Against the matmul and copy ceilings `compilekit
-env` measures (envinfo.measure_ceilings), each kernel gets its achieved GB/s and TFLOP/s and one
-class:
+graph's for a GEMM template; an SDPA op's from its shapes: profiling.op_flops), or, for an
+attention kernel none of those count (a raw launch, a template), the FLOPs the variant
+declares. Against the matmul and copy ceilings `compilekit env` measures
+(envinfo.measure_ceilings), each kernel gets its achieved GB/s and TFLOP/s and one class:
 - `launch`: shorter than LAUNCH_BOUND_MS per call: fixed costs (launch, ramp-up, tail) dominate,
   neither roof applies;
 - `compute`: its FLOPs per byte lie above the ridge point (ceiling FLOP/s over ceiling B/s);
@@ -24,8 +24,10 @@ LAUNCH_BOUND_MS = 0.005
 # does not matter: Inductor's fused pointwise/reduction kernels (not its templates), copies, and
 # the eager ops of that kind.
 MEMORY_KINDS = ("generated", "memcpy")
-MEMORY_OPS = (
+MEMORY_OPS = {
     "softmax",
+    "safe_softmax",
+    "log_softmax",
     "masked_fill",
     "where",
     "mul",
@@ -33,14 +35,38 @@ MEMORY_OPS = (
     "add",
     "sub",
     "exp",
-    "copy_",
-    "fill_",
+    "copy",
+    "fill",
+    "zero",
     "clone",
     "contiguous",
     "to_copy",
     "tril",
     "triu",
-)
+    # a model's pointwise, normalization and gather ops
+    "gelu",
+    "silu",
+    "relu",
+    "tanh",
+    "neg",
+    "pow",
+    "rsqrt",
+    "mean",
+    "sum",
+    "layer_norm",
+    "native_layer_norm",
+    "rms_norm",
+    "embedding",
+    "cat",
+    "to",
+    "reshape",
+}
+
+
+def _is_memory_op(launcher: str) -> bool:
+    """`aten::_softmax`, `aten::masked_fill_`: a MEMORY_OPS op, in place or private. By its whole
+    name: `aten::matmul` ends in "mul" and is no pointwise multiply."""
+    return launcher.rsplit("::", 1)[-1].strip("_") in MEMORY_OPS
 
 
 # A ceiling is measured once per device model and torch, then kept: a kernel that beats it
@@ -79,7 +105,7 @@ def place(record: dict, ceilings: dict) -> dict:
         out["bound"] = "compute" if flops / nbytes > ridge else "memory"
     elif nbytes and (
         record.get("kind") in MEMORY_KINDS
-        or (record.get("kind") == "aten" and record["launcher"].endswith(MEMORY_OPS))
+        or (record.get("kind") == "aten" and _is_memory_op(record["launcher"]))
     ):
         out["bound"] = "memory"
     else:

@@ -45,6 +45,22 @@ def test_sdpa_cudnn_names_its_kernel(run_cell):
     assert any("cudnn" in k["name"] and k["kind"] == "library" for k in kmap["kernels"])
 
 
+@pytest.mark.parametrize("variant", ["sdpa-cudnn", "sdpa-flash"])
+def test_an_sdpa_kernels_flops_come_from_its_op(run_cell, variant):
+    """cuDNN's op launches its kernel, flash's launches it through _flash_attention_forward:
+    either way the kernel's FLOPs are the SDPA call's (causal), not the variant's declared."""
+    from compilekit.model.spec import parse_shape
+    from variants.masks import causal_flops
+
+    _, kmap = _run(run_cell, variant, "eager")
+    attention = next(k for k in kmap["kernels"] if k["kind"] == "library")
+    assert attention["flops"] == causal_flops(parse_shape(BLOG)), attention
+    assert "flops_from" not in attention and attention["roofline"]["bound"] in (
+        "compute",
+        "memory",
+    )
+
+
 def test_reduce_overhead_applies_cuda_graphs(run_cell):
     result, _ = _run(run_cell, "naive", "reduce-overhead")
     assert result.cudagraphs["applied"], result.cudagraphs

@@ -126,6 +126,60 @@ def test_roofline_classes():
     assert place(_record("nvjet", "extern", 0.05), CEILINGS)["bound"] is None
 
 
+def test_pointwise_eager_ops_are_memory_side_by_their_whole_name():
+    """An eager op with bytes and no FLOP count is memory-side when it is a pointwise or copy
+    op, in place or private; aten::matmul, whose name ends in "mul", is not a multiply."""
+    ops = ("aten::_softmax", "aten::_safe_softmax", "aten::masked_fill_", "aten::copy_",
+           "aten::gelu", "aten::native_layer_norm")  # fmt: skip
+    for op in ops:
+        record = _record(op, "aten", 0.05, 1e6, launcher=op)
+        assert roofline.place(record, CEILINGS)["bound"] == "memory", op
+    matmul = _record("aten::matmul", "aten", 0.05, 1e6, launcher="aten::matmul")
+    assert roofline.place(matmul, CEILINGS)["bound"] is None
+
+
+def _sdpa_event(name, q, k, concrete, parent=None):
+    return SimpleNamespace(
+        name=name, input_shapes=[q, k, k], concrete_inputs=concrete, cpu_parent=parent
+    )
+
+
+def test_an_sdpa_ops_flops_follow_its_shapes_and_is_causal():
+    flash = "aten::_scaled_dot_product_flash_attention"  # is_causal: its fifth argument
+    q = [2, 8, 256, 64]
+    causal = _sdpa_event(flash, q, q, [None, None, None, 0.0, True, False, None])
+    assert profiling.sdpa_flops(causal) == 4 * 2 * 8 * 64 * (256 * 257 // 2)
+    full = _sdpa_event(flash, q, q, [None, None, None, 0.0, False, False, None])
+    assert profiling.sdpa_flops(full) == 4 * 2 * 8 * 64 * 256 * 256
+    # 256 queries over 64 keys, causal from the top left: 64 * 65 / 2, then every key per row
+    short = _sdpa_event(flash, q, [2, 8, 64, 64], [None, None, None, 0.0, True, False, None])
+    assert profiling.sdpa_flops(short) == 4 * 2 * 8 * 64 * (64 * 65 // 2 + 192 * 64)
+    # on CUDA the op inside launches the kernel: its SDPA op says what it computed
+    inner = _sdpa_event("aten::_flash_attention_forward", [2, 256, 8, 64], [2, 256, 8, 64],
+                        [None] * 9, parent=causal)  # fmt: skip
+    assert profiling.sdpa_flops(inner) == profiling.sdpa_flops(causal)
+    public = _sdpa_event("aten::scaled_dot_product_attention", q, q, [None] * 5 + [True, None])
+    assert profiling.sdpa_flops(public) == profiling.sdpa_flops(causal)
+    assert profiling.sdpa_flops(_sdpa_event(flash, q, q, [])) is None  # no concrete inputs
+    assert profiling.sdpa_flops(_sdpa_event("aten::bmm", q, q, [None, None])) is None
+
+
+def test_eager_cpu_ops_carry_the_flops_of_the_work_inside_them(run_cell):
+    """On a CPU an eager op is the outermost of its work: aten::matmul's FLOPs are the bmm's
+    inside it, and SDPA's are its attention's, so each has a place on the roofline."""
+    from compilekit.model.spec import parse_shape
+    from variants.masks import causal_flops
+
+    shape = parse_shape("1x4x128x32")
+    naive = {r["launcher"]: r for r in _kernels(run_cell("naive", "eager"))}
+    assert naive["aten::matmul"]["flops"] == 2 * 4 * 128 * 128 * 32
+    assert naive["aten::matmul"]["roofline"]["bound"] in ("compute", "memory")
+    sdpa = run_cell("sdpa", "eager")
+    attention = next(r for r in _kernels(sdpa) if "scaled_dot_product" in r["launcher"])
+    assert attention["flops"] == causal_flops(shape) and "flops_from" not in attention
+    assert "not placed" not in sdpa.roofline, sdpa.roofline
+
+
 def test_a_kernel_faster_than_the_kept_ceiling_says_to_measure_the_ceiling_again():
     from compilekit.report import pages
 
