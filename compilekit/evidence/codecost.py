@@ -15,7 +15,8 @@ fallback op: `buf1 = torch.ops.aten.x(...)`) hides its output's size, and a symb
 
 A matmul template (max-autotune's Triton or C++ GEMM) takes its operands as kernel arguments,
 not as a matmul call's: its FLOPs come from the matmuls of the post-grad graph that provenance
-maps into it (site_costs).
+maps into it. An SDPA fallback returns its output: its bytes and FLOPs come from its SDPA node
+in that graph, its shapes and is_causal (site_costs).
 """
 
 from __future__ import annotations
@@ -38,9 +39,51 @@ ALLOCATORS = ("empty_strided", "rand_strided")
 GRAPH_FLOPS_FROM = "the matmuls fused into it in the post-grad graph: 2 x M x N x K each"
 # extern matmuls: the position of the first matrix argument (the second follows it)
 MATMULS = {"mm": 0, "bmm": 0, "addmm": 1, "baddbmm": 1}
+# The SDPA ops that launch one attention kernel (flash, efficient, cuDNN; on a CPU the public
+# op is the outermost of its work, a leaf), which torch counts no FLOPs for, and where their
+# is_causal argument stands in their schema
+SDPA_CAUSAL_AT = {
+    "scaled_dot_product_attention": 5,
+    "_scaled_dot_product_flash_attention": 4,
+    "_scaled_dot_product_flash_attention_for_cpu": 4,
+    "_scaled_dot_product_efficient_attention": 6,
+    "_scaled_dot_product_cudnn_attention": 6,
+}
+
+
+def attention_flops(q, k, causal) -> int | None:
+    """FLOPs of one SDPA call over q [B, H, Q, D] and k [B, H_kv, K, D]: 4·B·H·D per (query,
+    key) pair it computes, all Q·K of them (a mask's zeros are computed too), or under
+    is_causal those on or below the diagonal, top-left aligned as torch aligns them. None for
+    shapes or a flag it cannot read."""
+    shapes_ok = isinstance(q, (list, tuple)) and isinstance(k, (list, tuple))
+    if not (shapes_ok and len(q) == len(k) == 4 and isinstance(causal, bool)):
+        return None
+    batch, heads, queries, dim = q
+    keys = k[2]
+    if not causal:
+        pairs = queries * keys
+    elif queries <= keys:
+        pairs = queries * (queries + 1) // 2
+    else:  # the rows past the keys see every key
+        pairs = keys * (keys + 1) // 2 + (queries - keys) * keys
+    return 4 * batch * heads * dim * pairs
+
+
 # a post-grad graph's annotated names (`bmm: "f32[8, 512, 512][...]cpu"`, a parameter too),
 # and its matmul nodes
-ANNOTATED_RE = re.compile(r'(?P<node>\w+): "\w+\[(?P<shape>[^\]]*)\]')
+ANNOTATED_RE = re.compile(r'(?P<node>\w+): "(?P<dtype>[a-z]+\d*)\[(?P<shape>[^\]]*)\]')
+SDPA_NODE_RE = re.compile(
+    r"^\s*(?P<node>\w+) = torch\.ops\.aten\.(?P<op>_scaled_dot_product_\w+?)\.default"
+    r"\((?P<args>[^)]*)\)",
+    re.MULTILINE,
+)
+# bytes per element of a graph annotation's dtype
+GRAPH_DTYPE_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "bf16": 2, "f16": 2, "b8": 1}
+GRAPH_SDPA_FROM = (
+    "the SDPA node of the post-grad graph: its q, k, v and output moved once, 4·B·H·D FLOPs "
+    "per (query, key) pair it computes"
+)
 MATMUL_NODE_RE = re.compile(
     r'^\s*(?P<node>\w+): "[^"]*" = torch\.ops\.aten\.(?P<op>mm|bmm|addmm|baddbmm)\.default'
     r"\((?P<args>[^)]*)\)",
@@ -57,11 +100,43 @@ def site_costs(graph: dict) -> dict[str, dict]:
     costs = call_site_costs(graph.get("output_code", ""))
     flops = graph_matmul_flops(graph.get("post_grad_graph", ""))
     mapped = ((graph.get("node_mappings") or {}).get("cppCodeToPost")) or {}
+    attention = graph_sdpa_costs(graph.get("post_grad_graph", ""))
     for handle, nodes in mapped.items():
         found = [flops[n] for n in nodes if n in flops]
         if found:
             costs[handle] = {**costs.get(handle, {}), "graph_flops": sum(found)}
+        # an SDPA fallback's call returns its output: its one SDPA node gives what it does
+        own = [attention[n] for n in nodes if n in attention]
+        if handle.startswith("torch.ops.aten._scaled_dot_product") and len(own) == 1:
+            costs[handle] = {**costs.get(handle, {}), **own[0]}
     return costs
+
+
+def graph_sdpa_costs(post_grad_graph: str) -> dict[str, dict]:
+    """{node: {"sdpa_bytes", "sdpa_flops"}} for each SDPA node of a printed post-grad graph
+    whose q, k, v shapes and is_causal it can read: q, k, v and the output (q's rows of v's
+    width) each moved once, and attention_flops."""
+    annotated = {m["node"]: m for m in ANNOTATED_RE.finditer(post_grad_graph)}
+    out = {}
+    for m in SDPA_NODE_RE.finditer(post_grad_graph):
+        items = [a.strip() for a in m["args"].split(",")]
+        positional = [a for a in items if "=" not in a]
+        named = dict(tuple(p.strip() for p in a.split("=", 1)) for a in items if "=" in a)
+        at = SDPA_CAUSAL_AT.get(m["op"])
+        if at is None or len(positional) < 3:
+            continue
+        flag = positional[at] if len(positional) > at else named.get("is_causal", "False")
+        found = [annotated.get(name) for name in positional[:3]]
+        if any(a is None for a in found) or flag not in ("True", "False"):
+            continue
+        q, k, v = (_dims(a["shape"]) for a in found)
+        size = GRAPH_DTYPE_BYTES.get(found[0]["dtype"])
+        flops = attention_flops(q, k, flag == "True") if q and k else None
+        if flops is None or v is None or size is None:
+            continue
+        moved = math.prod(q) + math.prod(k) + math.prod(v) + math.prod(q[:-1] + v[-1:])
+        out[m["node"]] = {"sdpa_bytes": moved * size, "sdpa_flops": flops}
+    return out
 
 
 def graph_matmul_flops(post_grad_graph: str) -> dict[str, int]:

@@ -273,6 +273,11 @@ def _costs(k: dict, site: dict, kind: str) -> dict:
         out["flops"], out["flops_from"] = site["code_flops"], codecost.CODE_FLOPS_FROM
     elif out["flops"] is None and kind == "template" and site.get("graph_flops"):
         out["flops"], out["flops_from"] = site["graph_flops"], codecost.GRAPH_FLOPS_FROM
+    if kind == "library" and site.get("sdpa_flops"):  # a replayed SDPA call's kernel
+        if out["bytes"] is None:
+            out["bytes"], out["bytes_from"] = site["sdpa_bytes"], codecost.GRAPH_SDPA_FROM
+        if out["flops"] is None:
+            out["flops"], out["flops_from"] = site["sdpa_flops"], codecost.GRAPH_SDPA_FROM
     return out
 
 

@@ -16,6 +16,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
+from compilekit.evidence.codecost import SDPA_CAUSAL_AT, attention_flops
 from compilekit.evidence.kernelmap import NO_OP, is_user_file
 
 WAIT, WARMUP, ACTIVE = 1, 2, 5
@@ -101,19 +102,12 @@ MATMUL_OUT = {
     "aten::mm": lambda a, b: a[:-1] + b[-1:],
     "aten::bmm": lambda a, b: a[:-1] + b[-1:],
 }
-# The SDPA ops that launch one attention kernel (flash, efficient, cuDNN; on a CPU the public
-# op is the outermost of its work, a leaf), which torch counts no FLOPs for, and where their
-# is_causal argument stands in their schema
-SDPA_CAUSAL_AT = {
-    "aten::scaled_dot_product_attention": 5,
-    "aten::_scaled_dot_product_flash_attention": 4,
-    "aten::_scaled_dot_product_flash_attention_for_cpu": 4,
-    "aten::_scaled_dot_product_efficient_attention": 6,
-    "aten::_scaled_dot_product_cudnn_attention": 6,
-}
-# The ops inside an SDPA op that launch its kernel on CUDA (their q is [B, S, H, D]): the SDPA
-# op above them says what they computed
 SDPA_INNER = ("aten::_flash_attention_forward", "aten::_efficient_attention_forward")
+
+
+def _sdpa_causal_at(name: str) -> int | None:
+    """Where an SDPA op's is_causal stands (codecost.SDPA_CAUSAL_AT), by its profiler name."""
+    return SDPA_CAUSAL_AT.get(name.removeprefix("aten::"))
 
 
 def launcher_bytes(event, default_itemsize: int) -> int | None:
@@ -138,7 +132,7 @@ def launcher_bytes(event, default_itemsize: int) -> int | None:
     out = MATMUL_OUT.get(event.name)
     if out and len(tensors) == 2:  # eager mm/bmm: the output is allocated inside
         tensors.append((out(tensors[0][0], tensors[1][0]), tensors[0][1]))
-    if event.name in SDPA_CAUSAL_AT and len(tensors) >= 3:  # so is SDPA's: q's rows of v's
+    if _sdpa_causal_at(event.name) is not None and len(tensors) >= 3:  # so is SDPA's: q x v
         tensors.append((tensors[0][0][:-1] + tensors[2][0][-1:], tensors[0][1]))
     return sum(math.prod(dims) * size for dims, size in tensors)
 
@@ -154,33 +148,18 @@ def op_flops(event, device: str) -> int | None:
 
 
 def sdpa_flops(event) -> int | None:
-    """FLOPs of an SDPA op that launches one attention kernel (SDPA_CAUSAL_AT, or the op inside
-    it that does: SDPA_INNER), from its recorded q and k shapes and its is_causal argument:
-    4·B·H·D per (query, key) pair it computes, all Q·K of them (a mask's zeros are computed
-    too), or under is_causal those on or below the diagonal, top-left aligned as torch aligns
-    it. None where the profiler recorded neither (a nested tensor, a torch without concrete
-    inputs)."""
+    """FLOPs of an SDPA op that launches one attention kernel (codecost.SDPA_CAUSAL_AT, or the
+    op inside it that does: SDPA_INNER), from its recorded q and k shapes and its is_causal
+    argument (codecost.attention_flops). None where the profiler recorded neither (a nested
+    tensor, a torch without concrete inputs)."""
     if event.name in SDPA_INNER:  # the kernel's launcher on CUDA: its SDPA op knows the call
         event = getattr(event, "cpu_parent", None) or event
-    at = SDPA_CAUSAL_AT.get(event.name)
+    at = _sdpa_causal_at(event.name)
     shapes = getattr(event, "input_shapes", None) or []
     concrete = getattr(event, "concrete_inputs", None) or []
     if at is None or len(shapes) < 2 or len(concrete) <= at:
         return None
-    q, k, causal = shapes[0], shapes[1], concrete[at]
-    if not (isinstance(q, list) and isinstance(k, list) and len(q) == len(k) == 4):
-        return None
-    if not isinstance(causal, bool):
-        return None
-    batch, heads, queries, dim = q
-    keys = k[2]
-    if not causal:
-        pairs = queries * keys
-    elif queries <= keys:
-        pairs = queries * (queries + 1) // 2
-    else:  # the rows past the keys see every key
-        pairs = keys * (keys + 1) // 2 + (queries - keys) * keys
-    return 4 * batch * heads * dim * pairs
+    return attention_flops(shapes[0], shapes[1], concrete[at])
 
 
 def _descendants(event) -> list:

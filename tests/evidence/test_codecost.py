@@ -136,6 +136,49 @@ def test_a_gemm_template_takes_the_flops_of_the_matmuls_fused_into_it():
     assert records["triton_poi_fused_div_1"]["flops"] is None
 
 
+# a model's attention under a CUDA-graph replay: cuDNN's SDPA as a fallback op, which returns
+# its output, beside the kernel that builds a mask and lists the SDPA node too
+SDPA_GRAPH = {
+    "post_grad_graph": """
+    def forward(self, arg0_1: "bf16[2, 16, 512, 64][524288, 32768, 64, 1]cuda:0", arg1_1: "bf16[2, 4, 512, 64][131072, 32768, 64, 1]cuda:0", arg2_1: "bf16[2, 4, 512, 64][131072, 32768, 64, 1]cuda:0", mask: "b8[512, 512][512, 1]cuda:0"):
+        _scaled_dot_product_cudnn_attention = torch.ops.aten._scaled_dot_product_cudnn_attention.default(arg0_1, arg1_1, arg2_1, None, False, 0.0, True, scale = 0.125)
+        _scaled_dot_product_flash_attention_for_cpu = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(arg0_1, arg0_1, arg0_1, attn_mask = mask, scale = 0.125)
+""",
+    "node_mappings": {
+        "cppCodeToPost": {
+            "triton_poi_fused_mask_0:1": ["mask", "_scaled_dot_product_cudnn_attention"],
+            "torch.ops.aten._scaled_dot_product_cudnn_attention.default:2": [
+                "_scaled_dot_product_cudnn_attention",
+                "mask",
+            ],
+        }
+    },
+}
+
+
+def test_a_replayed_sdpa_call_takes_its_graph_nodes_shapes_and_flag():
+    """The fallback returns its output, so its call says nothing: the SDPA node does (q, k, v,
+    is_causal in its sixth place, or masked in a keyword), and only the SDPA kernel takes it."""
+    costs = codecost.graph_sdpa_costs(SDPA_GRAPH["post_grad_graph"])
+    q, kv = 2 * 16 * 512 * 64, 2 * 4 * 512 * 64  # GQA: K/V at 4 heads
+    cudnn = costs["_scaled_dot_product_cudnn_attention"]
+    assert cudnn["sdpa_flops"] == 4 * 2 * 16 * 64 * (512 * 513 // 2)  # causal, every query head
+    assert cudnn["sdpa_bytes"] == (q + 2 * kv + q) * 2
+    masked = costs["_scaled_dot_product_flash_attention_for_cpu"]
+    assert masked["sdpa_flops"] == 4 * 2 * 16 * 64 * 512 * 512  # a mask: every pair computed
+    kernel = lambda name: {"name": name, "launcher": "## Call CompiledFxGraph abc",  # noqa: E731
+                           "calls_per_forward": 1, "device_ms": 1.0}  # fmt: skip
+    forward = {"forward_device_ms": 2.0,
+               "kernels": [kernel("triton_poi_fused_mask_0"), kernel("cudnn_sdpa_fprop")]}  # fmt: skip
+    records = {
+        r["name"]: r for r in kernelmap.build_map(forward, {"0/0": SDPA_GRAPH}, {}, "", True)
+    }
+    attention = records["cudnn_sdpa_fprop"]
+    assert (attention["flops"], attention["bytes"]) == (cudnn["sdpa_flops"], cudnn["sdpa_bytes"])
+    assert attention["flops_from"] == attention["bytes_from"] == codecost.GRAPH_SDPA_FROM
+    assert records["triton_poi_fused_mask_0"]["flops"] is None
+
+
 def test_a_cpu_runs_fused_kernel_is_placed_from_its_call(run_cell):
     """Inductor's C++ kernel records no tensors in the profile: its bytes come from its call in
     the output code, at least the scores it rewrites and the mask it reads, and the roofline
