@@ -51,7 +51,12 @@ def _mark(source: str | None, what: str, notes: list[str]) -> str:
     line = f"{what} from {source}"
     if line not in notes:
         notes.append(line)
-    return f" [{chr(ord('a') + notes.index(line))}]"
+    return f" {_label(notes.index(line))}"
+
+
+def _label(index: int) -> str:
+    """[a], [b], ...: the mark of the index-th source note, in the table and under it."""
+    return f"[{chr(ord('a') + index)}]"
 
 
 def autotune_tables(result) -> str:
@@ -152,7 +157,7 @@ def kernels_view(run_dir: str, kernel: str | None = None) -> str:
         for r in kmap["by_source_line"]
     ]
     inverse = tabulate(by_line, headers=["source line", "code", "attributed_ms/fwd", "kernels"])
-    table += "".join(f"\n[{chr(ord('a') + i)}] {note}" for i, note in enumerate(notes))
+    table += "".join(f"\n{_label(i)} {note}" for i, note in enumerate(notes))
     if any(roofline.over_ceiling(r.get("roofline") or {}) for r in kmap["kernels"]):
         table += f"\n{roofline.OVER_CEILING}"
     tuned = autotune_tables(result)
