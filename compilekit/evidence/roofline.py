@@ -15,6 +15,8 @@ declares. Against the matmul and copy ceilings `compilekit env` measures
   FLOPs per byte, far under any GPU's or CPU's ridge;
 - none: nothing to go on (a call whose sizes neither the profiler nor the output code gives;
   a template or library kernel without a FLOP count).
+The run's line (summary) gives each class's share of the device time and how near its roof the
+class runs: a memory class at 10% of copy bandwidth is not held back by bandwidth.
 """
 
 from __future__ import annotations
@@ -77,10 +79,13 @@ OVER_CEILING = (
 )
 
 
+OVER_BY = 1.05  # a share of a ceiling above this beats it by more than timing noise
+
+
 def over_ceiling(roof: dict, shares=("bandwidth_share", "compute_share")) -> bool:
     """Whether a kernel's placement (place) beats a ceiling, one of `shares`, by more than
     timing noise."""
-    return any((roof.get(k) or 0) > 1.05 for k in shares)
+    return any((roof.get(k) or 0) > OVER_BY for k in shares)
 
 
 def place(record: dict, ceilings: dict) -> dict:
@@ -158,20 +163,39 @@ def annotate(
 
 UNPLACED = "not placed (no bytes or FLOPs recorded)"
 NONE_PLACED = "roofline: no kernel placed (no bytes or FLOPs recorded for any)"
+# the share of its roof a class reaches, as the kernel table names the ceilings
+CLASS_SHARE = {
+    "memory": ("bandwidth_share", "copy GB/s"),
+    "compute": ("compute_share", "matmul TFLOP/s"),
+}
 
 
 def summary(records: list[dict]) -> str | None:
-    """One line: the share of the forward's device time in each class, largest first; kernels
-    without recorded bytes or FLOPs (library and template kernels, calls whose sizes the output
-    code does not give) count as "not placed" rather than in a class they may not belong to."""
+    """One line: the share of the forward's device time in each class, largest first, and how
+    near its roof each class runs (its kernels' shares weighted by their time: the class's
+    bytes or FLOPs over its time, against the ceiling); kernels without recorded bytes or FLOPs
+    (library and template kernels, calls whose sizes the output code does not give) count as
+    "not placed" rather than in a class they may not belong to."""
     totals: dict[str, float] = {}
+    reached: dict[str, float] = {}
     for r in records:
-        bound = (r.get("roofline") or {}).get("bound") or UNPLACED
-        totals[bound] = totals.get(bound, 0.0) + r["device_ms"] * r["calls_per_forward"]
+        roof = r.get("roofline") or {}
+        bound = roof.get("bound") or UNPLACED
+        ms = r["device_ms"] * r["calls_per_forward"]
+        totals[bound] = totals.get(bound, 0.0) + ms
+        if bound in CLASS_SHARE:
+            reached[bound] = reached.get(bound, 0.0) + ms * roof.get(CLASS_SHARE[bound][0], 0.0)
     whole = sum(totals.values())
     if not whole:
         return None
-    parts = sorted(totals.items(), key=lambda kv: -kv[1])
     if totals.get(UNPLACED, 0.0) == whole:
         return NONE_PLACED
-    return "roofline: " + ", ".join(f"{share / whole:.0%} {bound}" for bound, share in parts)
+    parts = []
+    for bound, share in sorted(totals.items(), key=lambda kv: -kv[1]):
+        part = f"{share / whole:.0%} {bound}"
+        if bound in reached and share:
+            near = reached[bound] / share
+            over = ", over the kept ceiling" if near > OVER_BY else ""
+            part += f" (at {near:.0%} of {CLASS_SHARE[bound][1]}{over})"
+        parts.append(part)
+    return "roofline: " + ", ".join(parts)

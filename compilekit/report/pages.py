@@ -242,17 +242,11 @@ def kernel_views(run_dir: str, kmap: dict) -> list[dict]:
     return views
 
 
-SHARES = {
-    "memory": ("bandwidth_share", "copy GB/s"),
-    "compute": ("compute_share", "matmul TFLOP/s"),
-}
-
-
 def _roofline_text(roof: dict) -> str:
     """ "memory, 41% of copy GB/s" / "compute, 63% of matmul TFLOP/s" / "launch" / "-"; a share
     over the measured ceiling says so."""
     bound = roof.get("bound")
-    key, of = SHARES.get(bound, (None, None))
+    key, of = roofline.CLASS_SHARE.get(bound, (None, None))
     if key is None or roof.get(key) is None:
         return bound or "-"
     text = f"{bound}, {roof[key]:.0%} of {of}"

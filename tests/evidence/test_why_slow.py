@@ -194,14 +194,26 @@ def test_a_kernel_faster_than_the_kept_ceiling_says_to_measure_the_ceiling_again
 
 
 def test_roofline_summary_splits_device_time_and_claims_nothing_unplaced():
+    """Each class's share of the device time, and how near its roof it runs: its bytes (or
+    FLOPs) over its time, not the mean of its kernels' shares (3% and 10% here)."""
     records = [
         _record("cudnn_sdpa", "library", 0.06),
         _record("triton_per_fused", "generated", 0.03, 1e6),
         _record("triton_poi_fused", "generated", 0.01, 1e6),
+        # two calls of 0.05 ms, each 2.5 GFLOP: 50 TFLOP/s against a ceiling of 100
+        _record("gemm", "extern", 0.05, 1e6, 2.5e9, calls=2.0),
     ]
     roofline.annotate(records, CEILINGS)
-    line = roofline.summary(records)
-    assert line == "roofline: 60% not placed (no bytes or FLOPs recorded), 40% memory", line
+    assert roofline.summary(records) == (
+        "roofline: 50% compute (at 50% of matmul TFLOP/s), "
+        "30% not placed (no bytes or FLOPs recorded), 20% memory (at 5% of copy GB/s)"
+    )
+    # 1.35 GFLOP in 0.01 ms: 135 TFLOP/s, a class faster than the kept ceiling says so
+    over = [_record("gemm", "extern", 0.01, 1e6, 1.35e9)]
+    roofline.annotate(over, CEILINGS)
+    assert roofline.summary(over) == (
+        "roofline: 100% compute (at 135% of matmul TFLOP/s, over the kept ceiling)"
+    )
     alone = records[:1]
     assert (
         roofline.summary(alone)
