@@ -17,6 +17,9 @@ A matmul template (max-autotune's Triton or C++ GEMM) takes its operands as kern
 not as a matmul call's: its FLOPs come from the matmuls of the post-grad graph that provenance
 maps into it. An SDPA fallback returns its output: its bytes and FLOPs come from its SDPA node
 in that graph, its shapes and is_causal (site_costs).
+
+A kernel that touches part of an input it takes whole (a gather's table) is counted less that
+part: evidence/partial.py.
 """
 
 from __future__ import annotations
@@ -129,7 +132,7 @@ def graph_sdpa_costs(post_grad_graph: str) -> dict[str, dict]:
         found = [annotated.get(name) for name in positional[:3]]
         if any(a is None for a in found) or flag not in ("True", "False"):
             continue
-        q, k, v = (_dims(a["shape"]) for a in found)
+        q, k, v = (dims(a["shape"]) for a in found)
         size = GRAPH_DTYPE_BYTES.get(found[0]["dtype"])
         flops = attention_flops(q, k, flag == "True") if q and k else None
         if flops is None or v is None or size is None:
@@ -142,7 +145,7 @@ def graph_sdpa_costs(post_grad_graph: str) -> dict[str, dict]:
 def graph_matmul_flops(post_grad_graph: str) -> dict[str, int]:
     """{node: 2 x M x N x K} for each mm/bmm/addmm/baddbmm node of a printed post-grad graph
     whose output and first operand have integer shapes."""
-    shapes = {m["node"]: _dims(m["shape"]) for m in ANNOTATED_RE.finditer(post_grad_graph)}
+    shapes = {m["node"]: dims(m["shape"]) for m in ANNOTATED_RE.finditer(post_grad_graph)}
     out = {}
     for m in MATMUL_NODE_RE.finditer(post_grad_graph):
         args = [a.strip() for a in m["args"].split(",")]
@@ -154,16 +157,17 @@ def graph_matmul_flops(post_grad_graph: str) -> dict[str, int]:
     return out
 
 
-def _dims(text: str) -> tuple | None:
+def dims(text: str) -> tuple | None:
     """ "8, 512, 64" -> (8, 512, 64); a symbolic size ("s0") -> None."""
     parts = [p.strip() for p in text.split(",") if p.strip()]
     return tuple(int(p) for p in parts) if parts and all(p.isdigit() for p in parts) else None
 
 
 def call_site_costs(output_code: str) -> dict[str, dict]:
-    """{provenance handle: {"code_bytes": int, "code_flops": int or None}} for each call site
-    of this output code whose tensors are all arguments of known size (see the module's
-    docstring); nothing for code that does not parse or has no handles."""
+    """{provenance handle: {"code_args": the names it takes, "code_bytes": int, "code_flops":
+    int or None}} for each call site of this output code, the figures only where its tensors
+    are all arguments of known size (see the module's docstring); nothing for code that does
+    not parse or has no handles, or a call that returns its result."""
     try:
         tree = ast.parse(output_code)
     except SyntaxError:
@@ -182,10 +186,24 @@ def call_site_costs(output_code: str) -> dict[str, dict]:
         later = statements[bisect.bisect_right(linenos, lineno) :]
         for handle in re.split(r"[,\s]+", found["handles"].strip()):
             call = _call_of(later, handle.rsplit(":", 1)[0]) if handle else None
-            cost = _call_cost(call, tensors) if call is not None else None
-            if cost is not None:
-                costs[handle] = cost
+            if call is None:
+                continue
+            cost = _call_cost(call, tensors)
+            costs[handle] = {**(cost or {}), "code_args": _tensor_names(call)}
     return costs
+
+
+def _tensor_names(call: ast.Call) -> list[str]:
+    """The wrapper's names of the tensors a call takes (TENSOR_NAME_RE), a view's base for a
+    view."""
+    names = []
+    for arg in [*call.args, *(kw.value for kw in call.keywords)]:
+        while isinstance(arg, ast.Call) and _callee(arg) == "reinterpret_tensor" and arg.args:
+            arg = arg.args[0]
+        is_tensor = isinstance(arg, ast.Name) and TENSOR_NAME_RE.match(arg.id)
+        if is_tensor and arg.id not in names:
+            names.append(arg.id)
+    return names
 
 
 def _callee(call: ast.Call) -> str:

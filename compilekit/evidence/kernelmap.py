@@ -13,7 +13,7 @@ import re
 
 import torch
 
-from compilekit.evidence import codecost
+from compilekit.evidence import codecost, partial
 
 TORCH_DIR = os.path.dirname(torch.__file__)
 COMPILEKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -114,6 +114,11 @@ def provenance_index(graph: dict) -> dict[str, list[dict]]:
     code_to_post = mappings.get("cppCodeToPost") or {}
     post_nodes = parse_graph_code(graph.get("post_grad_graph", ""))
     costs = codecost.site_costs(graph)
+    for key, nodes in code_to_post.items():  # what its gathers and slices do not touch
+        names = costs.get(key, {}).get("code_args") or []
+        untouched = partial.untouched_bytes(graph.get("post_grad_graph", ""), nodes, names)
+        if untouched:
+            costs[key]["untouched_bytes"] = untouched
     index: dict[str, list] = {}
     by_number = lambda key: int(key.rsplit(":", 1)[1]) if key.rsplit(":", 1)[-1].isdigit() else 0  # noqa: E731
     for key in sorted(set(stacks) | set(code_to_post), key=by_number):
@@ -261,11 +266,15 @@ def build_map(
     return merge_repeats(records)
 
 
+PROFILER_BYTES_FROM = "the tensors its launching op recorded in the profile"
+
+
 def _costs(k: dict, site: dict, kind: str) -> dict:
     """A kernel's bytes and FLOPs: the profiler's, from its launching op's tensors (profiling.py),
     else its call site's in the output code (a CUDA-graph replay's kernels and Inductor's C++
     kernels record no tensors), or for a template the matmuls the post-grad graph fused into
-    it; a figure from either says so."""
+    it; less the part of its inputs it does not touch (codecost.untouched_bytes); a figure
+    from any of those says so."""
     out = {"bytes": k.get("bytes"), "flops": k.get("flops")}
     if out["bytes"] is None and site.get("code_bytes") is not None:
         out["bytes"], out["bytes_from"] = site["code_bytes"], codecost.CODE_BYTES_FROM
@@ -273,6 +282,11 @@ def _costs(k: dict, site: dict, kind: str) -> dict:
         out["flops"], out["flops_from"] = site["code_flops"], codecost.CODE_FLOPS_FROM
     elif out["flops"] is None and kind == "template" and site.get("graph_flops"):
         out["flops"], out["flops_from"] = site["graph_flops"], codecost.GRAPH_FLOPS_FROM
+    untouched = site.get("untouched_bytes")
+    if untouched and out["bytes"] and out["bytes"] > untouched:  # a gather's table, a slice
+        first = out.get("bytes_from") or PROFILER_BYTES_FROM
+        out["bytes"] -= untouched
+        out["bytes_from"] = f"{first}, {partial.UNTOUCHED_FROM}"
     if kind == "library" and site.get("sdpa_flops"):  # a replayed SDPA call's kernel
         if out["bytes"] is None:
             out["bytes"], out["bytes_from"] = site["sdpa_bytes"], codecost.GRAPH_SDPA_FROM

@@ -16,6 +16,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
+from compilekit.evidence import partial
 from compilekit.evidence.codecost import SDPA_CAUSAL_AT, attention_flops
 from compilekit.evidence.kernelmap import NO_OP, is_user_file
 
@@ -115,13 +116,22 @@ def launcher_bytes(event, default_itemsize: int) -> int | None:
     least the traffic of its kernel (each tensor once; a Triton launch records only some of its
     arguments). None when nothing was recorded (a CUDA-graph replay launches its kernels without
     per-kernel arguments). Where the profiler records no dtypes (torch 2.11's FunctionEvent has
-    none), every tensor counts `default_itemsize` bytes per element (the cell's dtype)."""
-    shapes = getattr(event, "input_shapes", None) or []
+    none), every tensor counts `default_itemsize` bytes per element (the cell's dtype). An op
+    that touches part of a tensor (an embedding's table) counts that part
+    (partial.eager_touched)."""
+    shapes = list(getattr(event, "input_shapes", None) or [])
     dtypes = getattr(event, "input_dtypes", None)
     if dtypes is None:
         sizes = [default_itemsize if dims else None for dims in shapes]
     else:
         sizes = [DTYPE_BYTES.get(dtype) for dtype in dtypes]
+    concrete = getattr(event, "concrete_inputs", None) or []
+    touched = partial.eager_touched(event.name, shapes, concrete)
+    if touched:  # a gather's table, a cache written in place: the part it touches, and its output
+        shapes[0] = [touched[0]]
+        if touched[1]:
+            sizes = [*sizes, *[None] * (len(shapes) - len(sizes)), sizes[0]]
+            shapes.append(shapes[0])
     tensors = [
         (dims, size)
         for dims, size in zip(shapes, sizes)

@@ -75,7 +75,9 @@ def _is_memory_op(launcher: str) -> bool:
 # says the figure is low (a VM measured in a slow minute), not that the kernel broke physics.
 OVER_CEILING = (
     "a share over 100%: the kernel ran faster than this machine's ceiling as `compilekit env` "
-    "measured it once and kept it; `python -m compilekit env --remeasure` measures it again"
+    "measured it once and kept it: its data held in a cache from call to call (a small working "
+    "set), a kernel that mostly reads (the copy ceiling reads and writes), or a ceiling "
+    "measured in a slow minute (`python -m compilekit env --remeasure` measures it again)"
 )
 
 

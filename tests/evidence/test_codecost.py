@@ -56,11 +56,13 @@ def test_each_call_site_gets_the_bytes_of_its_tensors_and_a_matmul_its_flops():
     assert costs["extern_kernels.bmm:1"] == {
         "code_bytes": 2 * QKV + SCORES,
         "code_flops": 2 * 128 * 1024 * 1024 * 64,
+        "code_args": ["arg0_1", "arg2_1", "buf0"],  # a view's base by its name
     }
     # the scores (a view of a reused buffer, reached past the launch's stream) and the bool mask
     assert costs["triton_per_fused__softmax_0:2"] == {
         "code_bytes": SCORES + 1024 * 1024,
         "code_flops": None,
+        "code_args": ["buf9", "arg1_1"],
     }
     # (not the input check that stands between the handle and its call)
     assert costs["extern_kernels.bmm:3"]["code_bytes"] == SCORES + 2 * QKV
@@ -70,8 +72,9 @@ def test_each_call_site_gets_the_bytes_of_its_tensors_and_a_matmul_its_flops():
 def test_sites_whose_sizes_the_code_does_not_give_get_nothing():
     costs = codecost.call_site_costs(WRAPPER)
     assert "torch.ops.aten.cumsum.default:4" not in costs  # returns its output: size unknown
-    assert "triton_poi_fused_add_1:5" not in costs  # reads that output
-    assert "triton_poi_fused_copy_2:6" not in costs  # a symbolic size
+    # reads that output; a symbolic size: what they take, but no figure
+    assert costs["triton_poi_fused_add_1:5"] == {"code_args": ["buf5", "buf4"]}
+    assert costs["triton_poi_fused_copy_2:6"] == {"code_args": ["buf6"]}
     assert codecost.call_site_costs("def call(:\n") == {}
     assert codecost.call_site_costs(WRAPPER.replace("Provenance debug handles", "x")) == {}
 

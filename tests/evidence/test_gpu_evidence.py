@@ -151,3 +151,19 @@ def test_host_bound_cell_says_so(run_cell):
     ratio = loops["compiled"]["median_ms"] / loops["host"]["median_ms"]
     assert ratio >= 0.8, (ratio, loops)
     assert result.eager_loop_ms > 0 and result.loop_timing["compiled"]["calls"] >= 5
+
+
+@pytest.mark.parametrize("mode", ["eager", "default"])
+def test_a_gathers_bytes_are_the_rows_it_reads_not_its_table(run_cell, mode):
+    """A tiny BERT's embeddings on the GPU: eagerly the kernel's launcher is the index_select
+    inside aten::embedding (its dim a concrete input), compiled a Triton kernel whose launch
+    records the whole table. Either way it is counted the 16 rows it reads of 1000."""
+    tiny = os.path.join(os.path.dirname(__file__), "..", "variants", "tiny_models.py")
+    result = run_cell(f"{tiny}:bert_one_layer", mode, shape="1x16", dtype="bfloat16",
+                      device="cuda")  # fmt: skip
+    assert result.measured, result.reason
+    with open(os.path.join(result.run_dir, "kernels.json")) as f:
+        records = json.load(f)["kernels"]
+    gathers = [r for r in records if "index_select" in r["launcher"] or "embedding" in r["name"]]
+    # less than the word table alone; at least the 16 rows each writes
+    assert gathers and all(16 * 64 * 2 <= r["bytes"] < 1000 * 64 * 2 for r in gathers), gathers

@@ -82,6 +82,11 @@ def test_tiny_bert_compiled_is_checked_against_itself_in_float64_and_mapped_to_i
     on_bert = sum(r["attributed_ms"] for r in lines if "modeling_bert.py" in r["file"])
     # every kernel, the attention and its mask included, charged to a modeling_bert.py line
     assert on_bert == pytest.approx(sum(r["attributed_ms"] for r in lines))
+    # the embeddings' kernel gathers 16 rows: it is not counted the word table's 1000
+    from compilekit.evidence import partial
+
+    (gather,) = [r for r in kernels["kernels"] if "embedding" in r["name"]]
+    assert gather["bytes"] < 1000 * 64 * 4 and partial.UNTOUCHED_FROM in gather["bytes_from"]
     from compilekit.report import opsview
 
     by_memory = [r.get("allocated_mb") or 0 for r in opsview.ops_rows(result.run_dir, "memory")]
