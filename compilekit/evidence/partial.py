@@ -11,6 +11,7 @@ such a tensor, so the roofline counts that part.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -37,19 +38,17 @@ def untouched_bytes(post_grad_graph: str, nodes: list[str], names: list[str]) ->
     touch, by the post-grad `nodes` fused into it: an input that only partial ops (PARTIAL_READS,
     PARTIAL_WRITES) take there as their first argument counts what they touch, not its whole
     size. 0 where none does."""
-    inputs = {m["node"]: m for m in ANNOTATED_RE.finditer(_signature(post_grad_graph))}
-    found = {m["node"]: m for m in NODE_RE.finditer(post_grad_graph)}
-    annotated = {m["node"]: m for m in ANNOTATED_RE.finditer(post_grad_graph)}
+    inputs, found, annotated = _parsed(post_grad_graph)
     uses = {n: set(re.findall(r"\w+", found[n]["args"])) for n in nodes if n in found}
     total = 0
     for name in (n for n in names if n in inputs):
         users = [n for n in uses if name in uses[n]]
         parts = [n for n in users if _first_arg(found[n]["args"]) == name]
-        partial = all(found[n]["op"] in PARTIAL_READS + PARTIAL_WRITES for n in parts)
+        only_partial = all(found[n]["op"] in PARTIAL_READS + PARTIAL_WRITES for n in parts)
         # a write's result is the whole tensor: a node of the kernel that reads it reads it all
         writes = [n for n in parts if found[n]["op"] in PARTIAL_WRITES]
         whole = any(w in uses[n] for w in writes for n in uses)
-        if not parts or len(parts) < len(users) or not partial or whole:
+        if not parts or len(parts) < len(users) or not only_partial or whole:
             continue
         touched = [_touched(found[n], annotated) for n in parts]
         full, size = dims(inputs[name]["shape"]), GRAPH_DTYPE_BYTES.get(inputs[name]["dtype"])
@@ -59,10 +58,17 @@ def untouched_bytes(post_grad_graph: str, nodes: list[str], names: list[str]) ->
     return total
 
 
-def _signature(post_grad_graph: str) -> str:
-    """The printed graph's `def forward(self, arg0_1: "f32[...]", ...)` line: its inputs."""
+@functools.lru_cache(maxsize=4)
+def _parsed(post_grad_graph: str) -> tuple[dict, dict, dict]:
+    """(its inputs, its aten nodes, every annotated name) of a printed post-grad graph, parsed
+    once for all its kernels (Llama-2-7B's graph has a thousand)."""
     found = re.search(r"^\s*def forward\(self.*$", post_grad_graph, re.MULTILINE)
-    return found.group(0) if found else ""
+    signature = found.group(0) if found else ""
+    return (
+        {m["node"]: m for m in ANNOTATED_RE.finditer(signature)},
+        {m["node"]: m for m in NODE_RE.finditer(post_grad_graph)},
+        {m["node"]: m for m in ANNOTATED_RE.finditer(post_grad_graph)},
+    )
 
 
 def _first_arg(args: str) -> str:

@@ -72,7 +72,7 @@ def _is_memory_op(launcher: str) -> bool:
 
 
 # A ceiling is measured once per device model and torch, then kept: a kernel that beats it
-# says the figure is low (a VM measured in a slow minute), not that the kernel broke physics.
+# ran from a cache, mostly read, or met a ceiling measured low; it did not break physics.
 OVER_CEILING = (
     "a share over 100%: the kernel ran faster than this machine's ceiling as `compilekit env` "
     "measured it once and kept it: its data held in a cache from call to call (a small working "
