@@ -234,12 +234,22 @@ def kernel_views(run_dir: str, kmap: dict) -> list[dict]:
                 "code_cut": cut,
                 "library_note": None if code_lines else _library_note(rec),
                 "roofline": _roofline_text(rec.get("roofline") or {}),
+                "roofline_from": roofline_sources(rec),
                 "lines": ", ".join(
                     f"{os.path.basename(ln['file'])}:{ln['line']}" for ln in rec["source_lines"]
                 ),
             }
         )
     return views
+
+
+def roofline_sources(rec: dict) -> str:
+    """Where a kernel's bytes and FLOPs came from, where not from the profiler (the page's
+    tooltip, as `compilekit kernels` lists them under its table); "" where both did."""
+    found = [
+        (what, rec.get(key)) for what, key in (("bytes", "bytes_from"), ("FLOPs", "flops_from"))
+    ]
+    return "; ".join(f"{what} from {source}" for what, source in found if source)
 
 
 def _roofline_text(roof: dict) -> str:

@@ -3,6 +3,7 @@
 import html.parser
 import json
 import os
+import re
 
 from compilekit.model import result as results
 from compilekit.report import pages
@@ -56,6 +57,11 @@ def test_run_page_is_written_with_the_run_and_holds_source_kernels_and_numbers(r
     assert len(doc.find("tr", **{"class": "kernel"})) == len(kmap["kernels"])
     fused = [k for k in kmap["kernels"] if k["kind"] == "generated"]
     assert fused and all(k["name"] in text for k in fused)
+    # the C++ kernel's bytes came from the output code: its bound cell is starred, and says so
+    # on hover
+    hovers = [a["title"] for a in doc.find("td") if "title" in a]
+    assert hovers == [f"bytes from {fused[0]['bytes_from']}"], hovers
+    assert re.search(r'<td class="small" title="bytes from [^"]+">memory, [^<]+ \*</td>', text)
     assert f"{result.compiled_ms:.6g}" in text  # result.json's figure, on the page
     assert "<script src" not in text and "<link" not in text and "http://" not in text
     links = [a["href"] for a in doc.find("a") if not a["href"].startswith("#")]
