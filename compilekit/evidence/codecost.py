@@ -4,7 +4,8 @@ The profiler gives a kernel its bytes from the tensors its launching op recorded
 launch record none: the kernels a CUDA-graph replay runs (reduce-overhead, max-autotune on a GPU)
 and Inductor's C++ kernels on a CPU. Their call sites in the output code name every tensor they
 read and write, with its size and dtype (`empty_strided_*`, `reinterpret_tensor`, the inputs'
-`rand_strided`), so the roofline can place them too. Each call site is keyed by the provenance
+`rand_strided`), so the roofline can place them too; where a launch did record bytes that
+differ, the call's figure wins (kernelmap._costs). Each call site is keyed by the provenance
 handle Inductor writes above it (`extern_kernels.bmm:1`), the key kernelmap.provenance_index
 uses.
 

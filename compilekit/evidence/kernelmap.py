@@ -225,9 +225,6 @@ def build_map(
     )
     used: list = []
     records = []
-    # torch 2.11's profiler records no dtypes: its bytes took the cell's itemsize for a bool
-    # mask or int64 indices, where the output code names each tensor's own
-    dtypes_known = forward.get("bytes_dtypes", "recorded") == "recorded"
     for k in forward["kernels"]:
         found, via = _compiled_site(k, by_provenance, by_comments) if compiled else (None, "none")
         kind = classify(k["name"], k["launcher"], sources.get(k["name"]), compiled)
@@ -263,7 +260,7 @@ def build_map(
                 "calls_per_forward": k["calls_per_forward"],
                 "device_ms": k["device_ms"],
                 "share": k["device_ms"] * k["calls_per_forward"] / total_ms,
-                **_costs(k, found or {}, kind, dtypes_known),
+                **_costs(k, found or {}, kind),
             }
         )
     return merge_repeats(records)
@@ -272,14 +269,17 @@ def build_map(
 PROFILER_BYTES_FROM = "the tensors its launching op recorded in the profile"
 
 
-def _costs(k: dict, site: dict, kind: str, dtypes_known: bool = True) -> dict:
+def _costs(k: dict, site: dict, kind: str) -> dict:
     """A kernel's bytes and FLOPs: the profiler's, from its launching op's tensors (profiling.py),
-    else (or where the profiler recorded no dtypes) its call site's in the output code (a
-    CUDA-graph replay's kernels and Inductor's C++ kernels record no tensors), or for a
-    template the matmuls the post-grad graph fused into it; less the part of its inputs it
-    does not touch (partial.untouched_bytes); a figure from any of those says so."""
+    else its call site's in the output code (a CUDA-graph replay's kernels and Inductor's C++
+    kernels record no tensors), or for a template the matmuls the post-grad graph fused into
+    it; less the part of its inputs it does not touch (partial.untouched_bytes); a figure from
+    any of those says so. Where the call's bytes and the profiler's differ, the call's win: it
+    counts each tensor once, at its own dtype, where a launch's record counts a tensor passed
+    twice twice (triton-flash's decode passes k for the lengths it lacks) and, without dtypes
+    (torch 2.11), a bool mask at the cell's itemsize."""
     out = {"bytes": k.get("bytes"), "flops": k.get("flops")}
-    if (out["bytes"] is None or not dtypes_known) and site.get("code_bytes") is not None:
+    if site.get("code_bytes") not in (None, out["bytes"]):
         out["bytes"], out["bytes_from"] = site["code_bytes"], codecost.CODE_BYTES_FROM
     if out["flops"] is None and site.get("code_flops") is not None:
         out["flops"], out["flops_from"] = site["code_flops"], codecost.CODE_FLOPS_FROM

@@ -79,26 +79,28 @@ def test_sites_whose_sizes_the_code_does_not_give_get_nothing():
     assert codecost.call_site_costs(WRAPPER.replace("Provenance debug handles", "x")) == {}
 
 
-def test_without_recorded_dtypes_the_code_gives_each_tensor_its_own():
-    """torch 2.11's profiler records shapes but no dtypes: the softmax's bool mask took the
-    cell's 2 bytes an element. The output code's call names the mask's dtype, so it wins there,
-    and only there."""
+def test_where_the_profiler_and_the_call_differ_the_call_counts_each_tensor_once():
+    """The softmax's launch as the profiler recorded it: torch 2.11 records no dtypes (its bool
+    mask took the cell's 2 bytes an element), and a tensor passed twice counts twice. Its call
+    in the output code names each tensor once with its own dtype: that figure wins where the
+    two differ, and the profiler's stands, unmarked, where they agree."""
     graph = {
         "output_code": WRAPPER,
         "node_mappings": {"cppCodeToPost": {"triton_per_fused__softmax_0:2": ["amax"]}},
     }
-    kernel = {"name": "triton_per_fused__softmax_0", "launcher": "triton_per_fused__softmax_0",
-              "calls_per_forward": 1, "device_ms": 1.0, "bytes": SCORES + 1024 * 1024 * 2}  # fmt: skip
 
-    def mapped(dtypes):
-        forward = {"forward_device_ms": 1.0, "kernels": [kernel], "bytes_dtypes": dtypes}
+    def mapped(recorded):
+        kernel = {"name": "triton_per_fused__softmax_0", "bytes": recorded, "device_ms": 1.0,
+                  "launcher": "triton_per_fused__softmax_0", "calls_per_forward": 1}  # fmt: skip
+        forward = {"forward_device_ms": 1.0, "kernels": [kernel]}
         return kernelmap.build_map(forward, {"0/0": graph}, {}, "", True)[0]
 
-    assumed = mapped("assumed 2 bytes per element")
-    assert assumed["bytes"] == SCORES + 1024 * 1024
-    assert assumed["bytes_from"] == codecost.CODE_BYTES_FROM
-    recorded = mapped("recorded")
-    assert recorded["bytes"] == kernel["bytes"] and "bytes_from" not in recorded
+    code = SCORES + 1024 * 1024
+    for recorded in (SCORES + 1024 * 1024 * 2, 2 * SCORES + 1024 * 1024):
+        record = mapped(recorded)
+        assert record["bytes"] == code and record["bytes_from"] == codecost.CODE_BYTES_FROM
+    agreed = mapped(code)
+    assert agreed["bytes"] == code and "bytes_from" not in agreed
 
 
 # max-autotune's shape of it: the second bmm a template with the softmax fused in; a third,

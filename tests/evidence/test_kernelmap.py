@@ -376,8 +376,8 @@ def get_args():
 
 def test_a_replays_kernels_take_their_bytes_from_the_output_code(tmp_path):
     """A CUDA-graph replay's kernels record no tensors: each takes its call site's bytes (and
-    a matmul its FLOPs) from the wrapper, and says so; a launch the profiler gave bytes keeps
-    the profiler's."""
+    a matmul its FLOPs) from the wrapper, and says so; a launch whose profiled bytes agree with
+    its call keeps the profiler's figures, and its FLOPs."""
     from compilekit.evidence import codecost
 
     graph = {**GRAPH_WITH_PROVENANCE, "output_code": REPLAYED_CODE}
@@ -390,9 +390,10 @@ def test_a_replays_kernels_take_their_bytes_from_the_output_code(tmp_path):
     assert gemm_b["flops_from"] == codecost.CODE_FLOPS_FROM
     assert softmax["bytes"] == scores and softmax["flops"] is None and "flops_from" not in softmax
     launched = _forward("aten::bmm", "aten::bmm", "triton_per_fused_softmax_0")
-    launched["kernels"][0].update(bytes=7, flops=11)  # what the profiler recorded
+    launched["kernels"][0].update(bytes=scores + 2 * qkv, flops=11)  # the profiler's
     first = kernelmap.build_map(launched, {"0/0": graph}, {}, "", True)[0]
-    assert (first["bytes"], first["flops"]) == (7, 11) and "bytes_from" not in first
+    assert (first["bytes"], first["flops"]) == (scores + 2 * qkv, 11)
+    assert "bytes_from" not in first and "flops_from" not in first
 
 
 def _event(name, device, start, end, children=(), kernels=(), annotation=False):
