@@ -160,6 +160,8 @@ def kernels_view(run_dir: str, kernel: str | None = None) -> str:
     table += "".join(f"\n{_label(i)} {note}" for i, note in enumerate(notes))
     if any(roofline.over_ceiling(r.get("roofline") or {}) for r in kmap["kernels"]):
         table += f"\n{roofline.OVER_CEILING}"
+    if result.roofline:  # the split of the forward's time over the bound column's classes
+        table += f"\n{result.roofline}"
     tuned = autotune_tables(result)
     return f"{head}\n\n{table}\n\n{inverse}" + (f"\n\n{tuned}" if tuned else "")
 

@@ -271,6 +271,7 @@ def test_kernels_cli_table_one_kernel_and_diff(run_cell, cli):
     fused_row = next(line for line in proc.stdout.splitlines() if line.startswith("cpp_fused"))
     assert "[a]" in fused_row and "[b]" not in proc.stdout
     assert "\n[a] bytes from its call in Inductor's output code" in proc.stdout
+    assert f"\n{default.roofline}\n" in proc.stdout  # the split over the bound column's classes
     name = next(k["name"] for k in _kernels(default)["kernels"] if k["kind"] == "generated")
     proc = cli("kernels", default.run_dir, "--kernel", name)
     assert proc.returncode == 0 and 'extern "C"' in proc.stdout and "softmax" in proc.stdout
