@@ -249,7 +249,7 @@ def roofline_sources(rec: dict) -> str:
     found = [
         (what, rec.get(key)) for what, key in (("bytes", "bytes_from"), ("FLOPs", "flops_from"))
     ]
-    return "; ".join(f"{what} from {source}" for what, source in found if source)
+    return "; ".join(report.source_note(what, source) for what, source in found if source)
 
 
 def _roofline_text(roof: dict) -> str:

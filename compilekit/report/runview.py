@@ -45,10 +45,16 @@ def _roofline_cells(r: dict, notes: list[str]) -> list[str]:
     ]
 
 
+def source_note(what: str, source: str) -> str:
+    """ "bytes from its call in Inductor's output code": where a figure not from the profiler
+    came from, as the notes under the kernel table and the run page's tooltip say it."""
+    return f"{what} from {source}"
+
+
 def _mark(source: str | None, what: str, notes: list[str]) -> str:
     if not source:
         return ""
-    line = f"{what} from {source}"
+    line = source_note(what, source)
     if line not in notes:
         notes.append(line)
     return f" {_label(notes.index(line))}"
