@@ -3,10 +3,10 @@
 A kernel's bytes count each tensor it takes once, whole (profiling.launcher_bytes from the
 launching op's tensors, codecost from its call in Inductor's output code). An embedding takes
 its whole table and reads the rows its indices name: counted whole, Llama-2-7B's 32,000-row
-table made a one-token gather read 262 MB, 30 times the H200's copy bandwidth in a 5 us
-kernel. Here, for an eager op from its recorded shapes (eager_touched), and for a compiled
-kernel from the post-grad graph's nodes fused into it (untouched_bytes), what it touches of
-such a tensor, so the roofline counts that part.
+table would make a one-token gather read 262 MB, many times any device's copy bandwidth.
+Here, for an eager op from its recorded shapes (eager_touched), and for a compiled kernel from
+the post-grad graph's nodes fused into it (untouched_bytes), what it touches of such a tensor,
+so the roofline counts that part.
 """
 
 from __future__ import annotations
