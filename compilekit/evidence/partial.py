@@ -99,10 +99,12 @@ EAGER_PARTIAL = {
 }
 
 
-def eager_touched(name: str, shapes: list, concrete: list) -> tuple[int, bool] | None:
-    """(elements of its first tensor an eager op touches, whether it allocates an output of as
-    many) for an EAGER_PARTIAL op whose recorded shapes (and, for index_select, its dim among
-    the concrete inputs) say; None for any other op."""
+def eager_touched(name: str, shapes: list, concrete: list) -> tuple[int, int] | None:
+    """(elements of its first tensor an eager op touches, elements of the output it allocates)
+    for an EAGER_PARTIAL op whose recorded shapes (and, for index_select, its dim among the
+    concrete inputs) say; None for any other op. What it reads is at most its table (BERT's
+    two token-type rows gathered 128 times are read once), what it writes is one element per
+    index however small the table."""
     if name not in EAGER_PARTIAL or not shapes or not _is_shape(shapes[0]) or not shapes[0]:
         return None
     at, allocates = EAGER_PARTIAL[name]
@@ -116,7 +118,7 @@ def eager_touched(name: str, shapes: list, concrete: list) -> tuple[int, bool] |
         if not isinstance(dim, int) or not -len(table) <= dim < len(table) or not table[dim]:
             return None
         count *= math.prod(table) // table[dim]
-    return min(count, math.prod(table)), allocates
+    return min(count, math.prod(table)), count if allocates else 0
 
 
 def _is_shape(recorded: object) -> bool:

@@ -131,7 +131,7 @@ def launcher_bytes(event, default_itemsize: int) -> int | None:
         shapes[0] = [touched[0]]
         if touched[1]:
             sizes = [*sizes, *[None] * (len(shapes) - len(sizes)), sizes[0]]
-            shapes.append(shapes[0])
+            shapes.append([touched[1]])
     tensors = [
         (dims, size)
         for dims, size in zip(shapes, sizes)

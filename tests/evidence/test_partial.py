@@ -29,6 +29,9 @@ def test_an_eager_gather_counts_the_rows_it_reads_and_its_output_not_the_table()
     # a dim the profiler did not record: the whole table, as before (no guess)
     unknown = _op("aten::index_select", [[32000, ROW], [], [1]], [BF16, "", I64])
     assert profiling.launcher_bytes(unknown, 2) == 32000 * one_row + 8
+    # BERT's token-type table has two rows: read once however many tokens, written per token
+    types = _op("aten::embedding", [[2, 768], [1, 128], [], [], []], [BF16, I64])
+    assert profiling.launcher_bytes(types, 2) == 2 * 768 * 2 + 128 * 8 + 128 * 768 * 2
     # BERT's token types: 128 of a 512-long buffer gathered
     gather = _op("aten::gather", [[1, 512], [], [1, 128], []], [I64, "", I64, ""])
     assert profiling.launcher_bytes(gather, 8) == 3 * 128 * 8
