@@ -103,7 +103,13 @@ MATMUL_OUT = {
     "aten::mm": lambda a, b: a[:-1] + b[-1:],
     "aten::bmm": lambda a, b: a[:-1] + b[-1:],
 }
-SDPA_INNER = ("aten::_flash_attention_forward", "aten::_efficient_attention_forward")
+# The ops inside an SDPA op that launch its kernel on CUDA (their own arguments carry no
+# is_causal where the SDPA op's does; their first three tensors are q, k and v all the same)
+SDPA_INNER = (
+    "aten::_flash_attention_forward",
+    "aten::_efficient_attention_forward",
+    "aten::_cudnn_attention_forward",
+)
 
 
 def _sdpa_causal_at(name: str) -> int | None:
@@ -142,7 +148,8 @@ def launcher_bytes(event, default_itemsize: int) -> int | None:
     out = MATMUL_OUT.get(event.name)
     if out and len(tensors) == 2:  # eager mm/bmm: the output is allocated inside
         tensors.append((out(tensors[0][0], tensors[1][0]), tensors[0][1]))
-    if _sdpa_causal_at(event.name) is not None and len(tensors) >= 3:  # so is SDPA's: q x v
+    sdpa = _sdpa_causal_at(event.name) is not None or event.name in SDPA_INNER
+    if sdpa and len(tensors) >= 3:  # so is SDPA's: q x v
         tensors.append((tensors[0][0][:-1] + tensors[2][0][-1:], tensors[0][1]))
     return sum(math.prod(dims) * size for dims, size in tensors)
 

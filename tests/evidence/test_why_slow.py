@@ -158,6 +158,14 @@ def test_an_sdpa_ops_flops_follow_its_shapes_and_is_causal():
     inner = _sdpa_event("aten::_flash_attention_forward", [2, 256, 8, 64], [2, 256, 8, 64],
                         [None] * 9, parent=causal)  # fmt: skip
     assert profiling.sdpa_flops(inner) == profiling.sdpa_flops(causal)
+    # cuDNN's inner op (torch 2.11 on the H200): is_causal is the cuDNN SDPA op's seventh
+    cudnn = _sdpa_event("aten::_scaled_dot_product_cudnn_attention", q, q,
+                        [None] * 6 + [True, False, None])  # fmt: skip
+    cudnn_inner = _sdpa_event("aten::_cudnn_attention_forward", q, q, [None] * 12, cudnn)
+    assert profiling.sdpa_flops(cudnn_inner) == profiling.sdpa_flops(causal)
+    # and the inner op's bytes are q, k, v and the output it allocates
+    cudnn_inner.input_dtypes = ["c10::BFloat16"] * 3
+    assert profiling.launcher_bytes(cudnn_inner, 2) == 4 * 2 * 8 * 256 * 64 * 2
     public = _sdpa_event("aten::scaled_dot_product_attention", q, q, [None] * 5 + [True, None])
     assert profiling.sdpa_flops(public) == profiling.sdpa_flops(causal)
     assert profiling.sdpa_flops(_sdpa_event(flash, q, q, [])) is None  # no concrete inputs
