@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import time
-import types
 
 import torch
 import triton.testing
 
 from compilekit.compile.variant import load_variant
 from compilekit.measure import inputs as inputs_mod
-from compilekit.model.spec import parse_shape
+from compilekit.model.spec import Cell, parse_shape
 
 
 def timing(name: str, fn, args) -> None:
@@ -113,9 +112,7 @@ def main() -> None:
     parser.add_argument("--shape", default="1x32g8x1x32768x128")
     parser.add_argument("--variants", default="triton-flash,sdpa")
     args = parser.parse_args()
-    cell = types.SimpleNamespace(
-        shape=parse_shape(args.shape), dtype="bfloat16", device="cuda", seed=0
-    )
+    cell = Cell("look", "eager", parse_shape(args.shape), "bfloat16", "cuda")
     print(args.shape)
     looks = []
     for name in args.variants.split(","):

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import types
 
 import torch
 
 from compilekit.compile.variant import load_variant
 from compilekit.measure import inputs as inputs_mod
-from compilekit.model.spec import parse_shape
+from compilekit.model.spec import Cell, parse_shape
 
 DECODE_SHAPES = "1x32g8x1x8192x128;1x32g8x1x32768x128;16x32g8x1x8192x128;16x32g8x1x32768x128"
 DECODE_PATHS = "sdpa,sdpa-flash,sdpa-efficient,sdpa-cudnn,flex:compiled,triton-flash"
@@ -35,12 +34,8 @@ def row(spec: str, shape_text: str, check: bool, device: str, repeats: int = 1) 
     out = {"variant": name, "compiled": how == "compiled", "shape": shape_text}
     try:
         variant = load_variant(name)
-        cell = types.SimpleNamespace(
-            shape=parse_shape(shape_text),
-            dtype="bfloat16" if device == "cuda" else "float32",
-            device=device,
-            seed=0,
-        )
+        dtype = "bfloat16" if device == "cuda" else "float32"
+        cell = Cell(name, "eager", parse_shape(shape_text), dtype, device)
         args = inputs_mod.cell_inputs(variant, cell)
         fn = torch.compile(variant.attention) if how == "compiled" else variant.attention
         result = fn(*args)
