@@ -472,7 +472,7 @@ def test_an_ops_bytes_and_flops_go_to_its_longest_kernel_only():
         events += [_event(label, "cpu", t, t + 20, children=[cudnn])]
     forward = profiling.forward_kernels(SimpleNamespace(events=lambda: events), label, "cuda", 2)
     by_name = {k["name"]: k for k in forward["kernels"]}
-    assert by_name["cudnn_sdpa_fprop"]["bytes"] == 3 * 8 * 16 * 1024 * 64 * 2
+    assert by_name["cudnn_sdpa_fprop"]["bytes"] == 4 * 8 * 16 * 1024 * 64 * 2  # q, k, v, output
     assert by_name["cudnn_sdpa_fprop"]["flops"] == 17_196_646_400
     assert by_name["Memset (Device)"]["bytes"] is None
     assert by_name["Memset (Device)"]["flops"] is None
