@@ -158,7 +158,7 @@ def test_an_sdpa_ops_flops_follow_its_shapes_and_is_causal():
     inner = _sdpa_event("aten::_flash_attention_forward", [2, 256, 8, 64], [2, 256, 8, 64],
                         [None] * 9, parent=causal)  # fmt: skip
     assert profiling.sdpa_flops(inner) == profiling.sdpa_flops(causal)
-    # cuDNN's inner op (torch 2.11 on the H200): is_causal is the cuDNN SDPA op's seventh
+    # cuDNN's inner op (its kernel's launcher on torch 2.11): is_causal is its SDPA op's seventh
     cudnn = _sdpa_event("aten::_scaled_dot_product_cudnn_attention", q, q,
                         [None] * 6 + [True, False, None])  # fmt: skip
     cudnn_inner = _sdpa_event("aten::_cudnn_attention_forward", q, q, [None] * 12, cudnn)
