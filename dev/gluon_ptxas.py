@@ -7,10 +7,14 @@ where each spill sits in the SASS (Triton's nvdisasm): inside a loop that
 issues the wgmmas (HGMMA: a consumer's key-block loop, so once a key block) or outside one (a
 tile's edge, once a tile).
 
+--order prints each key-block loop as ptxas scheduled it, and how many of its exp2s issue
+before its wait for P V: the PTX asks for block j's softmax beside P_{j-1} V_{j-1}, but ptxas
+may hoist that wait above the softmax (it did, until a branch ended the softmax's basic block).
+
 Usage: python dev/gluon_ptxas.py [--tiles BLOCK_M=128,BLOCK_N=128,STAGES=3,num_warps=4 --ws]
-       [--where]
+       [--where] [--order] [--head-dim 64]
 (no --tiles: the variant's WS_TILES, PERSISTENT_TILES, PERSISTENT_TILES_D128 (D = 128's default)
-and SINGLE_TILES_D128)
+and SINGLE_TILES_D128; with --head-dim 64, tiles(64, 512) and tiles(64, 8192))
 """
 
 from __future__ import annotations
@@ -23,6 +27,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from tests.variants.sm90_sass import (  # noqa: E402
+    exp2_before_full_wait,
+    key_block_loops,
+    order,
+    sass_of,
+)
 from tests.variants.test_gluon_flash import _ptxas_log, _sm90_ptx_of  # noqa: E402
 from variants import gluon_flash  # noqa: E402
 
@@ -38,48 +48,8 @@ def usage(ptx: str) -> str:
 def spill_sites(ptx: str) -> str:
     """Each local store and load (STL, LDL) in the sm90a SASS of `ptx`, counted by whether a
     loop around it issues wgmmas (HGMMA): the innermost backward branch's range holding it."""
-    import subprocess
-    import tempfile
-
-    from triton.backends.nvidia import compiler
-
-    try:
-        ptxas = compiler.get_ptxas(90).path
-    except TypeError:  # Triton 3.6 takes no arch
-        ptxas = compiler.get_ptxas().path
-    with tempfile.TemporaryDirectory() as folder:
-        src, cubin = os.path.join(folder, "k.ptx"), os.path.join(folder, "k.cubin")
-        with open(src, "w") as f:
-            f.write(ptx)
-        subprocess.run([ptxas, "--gpu-name", "sm_90a", src, "-o", cubin], check=True)
-        nvdisasm = os.path.join(os.path.dirname(ptxas), "nvdisasm")
-        sass = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True).stdout
-    code, labels, pending = [], {}, []
-    for line in sass.splitlines():
-        if label := re.match(r"\s*(\.L_x_\d+):", line):
-            pending.append(label[1])
-        elif found := re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);", line):
-            address = int(found[1], 16)
-            labels.update(dict.fromkeys(pending, address))
-            pending = []
-            code.append((address, found[2]))
-    # the retry stubs of mbarrier waits sit after the last EXIT, each branching back to its
-    # wait: not loops of the kernel's own
-    end = max((address for address, text in code if "EXIT" in text), default=0)
-    loops = [
-        (labels[target[1]], address)
-        for address, text in code
-        if address <= end
-        and (target := re.search(r"BRA.*?(\.L_x_\d+)", text))
-        and labels.get(target[1], address) < address
-    ]
-    mma = [address for address, text in code if "HGMMA" in text]
-    mma_loops = [(s, e) for s, e in loops if any(s <= a <= e for a in mma)]
-    # a key-block loop: one issuing wgmmas around no other such loop (a tile's loop holds one)
-    inner = [
-        (s, e) for s, e in mma_loops if not any(s <= s2 and e2 <= e and (s2, e2) != (s, e)
-                                                 for s2, e2 in mma_loops)
-    ]  # fmt: skip
+    code, labels = sass_of(ptx)
+    inner = key_block_loops(code, labels)
     in_mma_loop = {True: 0, False: 0}
     for address, text in code:
         if re.search(r"\b(STL|LDL)", text):
@@ -97,11 +67,27 @@ def spill_sites(ptx: str) -> str:
     )
 
 
+def loop_orders(ptx: str) -> str:
+    """Each key-block loop as ptxas scheduled it (sm90_sass.order), and how many of its exp2s
+    issue before its wait for P V: all of them where the softmax overlaps the P V wgmma."""
+    code, labels = sass_of(ptx)
+    lines = []
+    for s, e in key_block_loops(code, labels):
+        body = [text for address, text in code if s <= address <= e]
+        before, total = exp2_before_full_wait(body)
+        lines.append(f"  {before}/{total} exp2 before the P V wait: {order(body)}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiles", help="K=V,... constexprs of the kernel")
     parser.add_argument("--ws", action="store_true", help="the warp-specialized kernel")
     parser.add_argument("--where", action="store_true", help="where in the SASS each spill sits")
+    parser.add_argument(
+        "--order", action="store_true", help="each key-block loop's order as ptxas scheduled it"
+    )
+    parser.add_argument("--head-dim", type=int, default=128, help="64 or 128 (default 128)")
     parser.add_argument("--module", help="another copy of variants/gluon_flash.py (a patch tried)")
     args = parser.parse_args()
     module = gluon_flash
@@ -113,6 +99,8 @@ def main() -> None:
     if args.tiles:
         cfg = {k: int(v) for k, v in (kv.split("=") for kv in args.tiles.split(","))}
         configs = {args.tiles + (" ws" if args.ws else ""): {**cfg, "WS": args.ws}}
+    elif args.head_dim == 64:  # D = 64's defaults, either side of PERSISTENT_FROM_SEQ_D64
+        configs = {f"tiles(64, {seq})": module.tiles(64, seq) for seq in (512, 8192)}
     else:
         configs = {
             name: getattr(module, name)
@@ -124,8 +112,10 @@ def main() -> None:
             )
         }
     for name, tiles in configs.items():
-        ptx = _sm90_ptx_of(module, tiles)
+        ptx = _sm90_ptx_of(module, tiles, args.head_dim)
         print(f"{name}: {usage(ptx)}" + (f"; {spill_sites(ptx)}" if args.where else ""))
+        if args.order:
+            print(loop_orders(ptx))
 
 
 if __name__ == "__main__":
