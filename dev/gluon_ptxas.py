@@ -13,8 +13,9 @@ may hoist that wait above the softmax (it did, until a branch ended the softmax'
 
 Usage: python dev/gluon_ptxas.py [--tiles BLOCK_M=128,BLOCK_N=128,STAGES=3,num_warps=4 --ws]
        [--where] [--order] [--head-dim 64]
-(no --tiles: the variant's WS_TILES, PERSISTENT_TILES, PERSISTENT_TILES_D128 (D = 128's default)
-and SINGLE_TILES_D128; with --head-dim 64, tiles(64, 512) and tiles(64, 8192))
+(no --tiles: the variant's WS_TILES, PERSISTENT_TILES, PERSISTENT_TILES_D128 (D = 128's
+default), FREE_ISSUE_TILES_D128 and SINGLE_TILES_D128; with --head-dim 64, tiles(64, 512) and
+tiles(64, 8192))
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ def main() -> None:
                 "WS_TILES",
                 "PERSISTENT_TILES",
                 "PERSISTENT_TILES_D128",
+                "FREE_ISSUE_TILES_D128",
                 "SINGLE_TILES_D128",
             )
         }

@@ -75,8 +75,9 @@ def gluon_tiles(text: str) -> list[dict]:
     """'64x64x4x3,128x128x4x3xws,128x128x4x3xp,128x128x4x3xpxq2xk' -> [{"BLOCK_M": 64,
     "BLOCK_N": 64, "num_warps": 4, "STAGES": 3, "WS": False, "PERSISTENT": False}, {...,
     "WS": True, "PERSISTENT": False}, {..., "WS": True, "PERSISTENT": True, "Q_STAGES": 1,
-    "SHORT_K": False}, {..., "Q_STAGES": 2, "SHORT_K": True}]; ValueError names the item that
-    is not BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN][xk]][@L2_HEADS]; '64x64x4x3@32' adds
+    "SHORT_K": False, "PINGPONG": True}, {..., "Q_STAGES": 2, "SHORT_K": True, ...}] (xn: the
+    consumers issue freely, "PINGPONG": False); ValueError names the item that
+    is not BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN][xk][xn]][@L2_HEADS]; '64x64x4x3@32' adds
     "L2_HEADS": 32."""
     # both flags in every tile: a tile merges into gluon_flash.tiles(D, S), whose flags stay else
     kinds = {"ws": {"WS": True, "PERSISTENT": False}, "p": {"WS": True, "PERSISTENT": True}}
@@ -94,17 +95,22 @@ def gluon_tiles(text: str) -> list[dict]:
             ring = {}
             if kind["PERSISTENT"]:
                 rest = fields[5:]
+                free_issue = rest[-1:] == ["n"]  # the consumers issue freely, no turns
+                rest = rest[:-1] if free_issue else rest
                 short_k = rest[-1:] == ["k"]
                 rest = rest[:-1] if short_k else rest
                 if len(rest) > 1 or (rest and rest[0][:1] != "q"):
                     raise ValueError
-                ring = {"Q_STAGES": int(rest[0][1:]) if rest else 1, "SHORT_K": short_k}
+                ring = {
+                    "Q_STAGES": int(rest[0][1:]) if rest else 1, "SHORT_K": short_k,
+                    "PINGPONG": not free_issue,
+                }  # fmt: skip
             elif len(fields) > 5:  # a suffix left over
                 raise ValueError
         except (ValueError, KeyError, IndexError):
             raise ValueError(
                 f"--gluon-tiles {item!r} is not "
-                "BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN][xk]][@L2_HEADS] "
+                "BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN][xk][xn]][@L2_HEADS] "
                 "(e.g. 128x128x8x3, 128x128x4x3xpxq2xk or 64x64x4x3@32)"
             ) from None
         tile = {"BLOCK_M": m, "BLOCK_N": n, "num_warps": warps, "STAGES": stages}

@@ -606,7 +606,7 @@ if gl is not None:
         Out, stride_oz, stride_oh, stride_om, H, N_CTX, n_m, BH, Tiles, Starts, L2_HEADS,
         SM_SCALE: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
         BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-        Q_STAGES: gl.constexpr, SHORT_K: gl.constexpr,
+        Q_STAGES: gl.constexpr, SHORT_K: gl.constexpr, PINGPONG: gl.constexpr,
     ):  # fmt: skip
         """_ws_consumer over this program's tiles: the ring's blocks, the query buffers and
         the turns are numbered across tiles; a query buffer is released as soon as the tile's
@@ -643,10 +643,12 @@ if gl is not None:
             mbarrier.wait(q_ready.index(qb), (t_iter // Q_STAGES) & 1)
             slot = it % STAGES
             mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
-            mbarrier.wait(turn.index(c), it & 1)
+            if PINGPONG:
+                mbarrier.wait(turn.index(c), it & 1)
             k_0 = k_smem.index(_k_slot(it, STAGES, SHORT_K)).permute((1, 0))
             s = warpgroup_mma(q, k_0, zero_s, use_acc=False, is_async=True)
-            mbarrier.arrive(turn.index(1 - c))
+            if PINGPONG:
+                mbarrier.arrive(turn.index(1 - c))
             s = warpgroup_mma_wait(0, deps=(s,))
             _k_read(k_empty, it, STAGES, SHORT_K)
             if n_blocks == 1:
@@ -658,19 +660,29 @@ if gl is not None:
             for j in range(1, n_blocks):
                 slot = (it + j) % STAGES
                 mbarrier.wait(ready.index(slot), ((it + j) // STAGES) & 1)
-                mbarrier.wait(turn.index(c), (it + j) & 1)
+                if PINGPONG:
+                    mbarrier.wait(turn.index(c), (it + j) & 1)
                 k_j = k_smem.index(_k_slot(it + j, STAGES, SHORT_K)).permute((1, 0))
                 s = warpgroup_mma(q, k_j, zero_s, use_acc=False, is_async=True)
                 p_op = gl.convert_layout(p, p_layout)
                 o = warpgroup_mma(p_op, v_smem.index(prev), o, is_async=True)
-                mbarrier.arrive(turn.index(1 - c))
+                if PINGPONG:
+                    mbarrier.arrive(turn.index(1 - c))
                 s = warpgroup_mma_wait(1, deps=(s,))
                 _k_read(k_empty, it + j, STAGES, SHORT_K)
-                if j == n_blocks - 1:
-                    mbarrier.arrive(q_empty.index(qb))  # the tile's last S has read its Q
+                if PINGPONG:  # the tile's last S has read its Q
+                    if j == n_blocks - 1:
+                        mbarrier.arrive(q_empty.index(qb))
                 if j >= first_masked:
                     s = _masked(s, j, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
                 p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
+                if not PINGPONG:
+                    # Released only now: the branch ends the softmax's basic block, and ptxas
+                    # puts the wait for P V below at the top of its block. Without it ptxas
+                    # hoists that wait above the softmax, which then runs after this
+                    # warpgroup's own P V rather than beside it (dev/gluon_ptxas.py --order)
+                    if j == n_blocks - 1:
+                        mbarrier.arrive(q_empty.index(qb))
                 o, p_op = warpgroup_mma_wait(0, deps=(o, p_op))
                 mbarrier.arrive(empty.index(prev))  # block j-1's K and V: done
                 o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
@@ -701,6 +713,7 @@ if gl is not None:
         STAGES: gl.constexpr,
         Q_STAGES: gl.constexpr,
         SHORT_K: gl.constexpr,
+        PINGPONG: gl.constexpr,
         num_warps: gl.constexpr,
     ):  # fmt: skip
         gl.static_assert(num_warps == 4, "the default partition is one consumer warpgroup")
@@ -780,6 +793,7 @@ if gl is not None:
                         STAGES,
                         Q_STAGES,
                         SHORT_K,
+                        PINGPONG,
                     ),  # fmt: skip
                 ),
                 (
@@ -814,6 +828,7 @@ if gl is not None:
                         STAGES,
                         Q_STAGES,
                         SHORT_K,
+                        PINGPONG,
                     ),  # fmt: skip
                 ),
                 (
@@ -868,7 +883,9 @@ SINGLE_TILES_D128 = {
 # 2x32x4096x128 against 0.5573 for WS_TILES, 0.3431 against 0.3662 at 3x24x3072x128 and
 # 0.2573 against 0.2777 at 1x32x4096x128 GQA 32/8, and tied at 1x32x8192x128
 # (dev/results/h200/gluon_flash/bench_persistent_dealt_*)
-PERSISTENT_TILES = {**WS_TILES, "PERSISTENT": True, "Q_STAGES": 1, "SHORT_K": False}
+PERSISTENT_TILES = {
+    **WS_TILES, "PERSISTENT": True, "Q_STAGES": 1, "SHORT_K": False, "PINGPONG": True,
+}  # fmt: skip
 # D = 128's default: PERSISTENT_TILES with K's ring a slot shorter than V's, which makes room
 # for a second query buffer (224 KiB in all, as before), so the loader runs a tile ahead: on
 # the H200 0.5108 ms against 0.5243 at 2x32x4096x128, 0.3308 / 0.3450 at 3x24x3072x128,
@@ -879,6 +896,16 @@ PERSISTENT_TILES = {**WS_TILES, "PERSISTENT": True, "Q_STAGES": 1, "SHORT_K": Fa
 # a consumer's key-block loop (dev/gluon_ptxas.py --where,
 # dev/results/cpu/gluon_spill_sites_2026-12-05.txt).
 PERSISTENT_TILES_D128 = {**PERSISTENT_TILES, "Q_STAGES": 2, "SHORT_K": True}
+# D = 128's default with its consumers issuing their wgmmas freely (PINGPONG False), each running
+# block j's softmax beside its own P_{j-1} V_{j-1}, instead of taking turns on the tensor cores
+# with the softmax after its own P V (where ptxas puts it: the wait for P V hoisted above the
+# softmax; dev/gluon_ptxas.py --order). On one H100, one process: 1.9-2.8% faster at
+# 2x32x4096x128, 1x32x8192x128 and 3x24x3072x128 (0.9578 against 0.9841 ms at 1x32x8192x128);
+# turns with the softmax beside P V lost 0-2%, no turns with it after P V gained 0.5-1.5%; at
+# D = 64 (2x8x6000x64) no turns with the softmax beside P V lost 2.8%
+# (dev/results/h100/gluon_flash/bench_pingpong_2026-12-05.txt). Not yet timed on the H200 whose
+# kernel table judges the default, nor run through the GPU tests: opt-in until then.
+FREE_ISSUE_TILES_D128 = {**PERSISTENT_TILES_D128, "PINGPONG": False}
 
 
 # D = 64 runs the persistent grid from this S on: on the H200 it took 0.1762 ms against 0.1956
@@ -1037,6 +1064,7 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
     if persistent:
         consts["Q_STAGES"] = cfg.get("Q_STAGES", 1)
         consts["SHORT_K"] = cfg.get("SHORT_K", False)
+        consts["PINGPONG"] = cfg.get("PINGPONG", True)
     descs = (_descriptor(q, q_rows), _descriptor(k, kv_rows), _descriptor(v, kv_rows))
     compiled = kernel[grid](*descs, out, *tail, **consts)
     if hasattr(compiled, "run") and hasattr(compiled, "__getitem__"):

@@ -225,6 +225,27 @@ def test_sm90_schedule_overlaps_softmax_with_the_tensor_cores(gluon_flash):
     assert "S O wait 1" in steps, steps
 
 
+def test_sm90_free_issue_softmax_runs_beside_its_own_p_v_in_the_sass(gluon_flash):
+    """FREE_ISSUE_TILES_D128 (consumers without turns) as ptxas scheduled it: in each
+    consumer's key-block loop every exp2 of block j's softmax issues before the wait for
+    P_{j-1} V_{j-1}, the overlap that schedule is for. The PTX asks for that order in every
+    schedule, but ptxas hoists the wait to the top of the softmax's basic block unless a branch
+    ends that block (dev/gluon_ptxas.py --order)."""
+    from tests.variants import sm90_sass
+
+    if sm90_sass.tools() is None:
+        pytest.skip("this Triton brings no ptxas and nvdisasm")
+    ptx = _sm90_ptx_of(gluon_flash, gluon_flash.FREE_ISSUE_TILES_D128)
+    code, labels = sm90_sass.sass_of(ptx)
+    loops = sm90_sass.key_block_loops(code, labels)
+    assert len(loops) == 2  # a loop per consumer
+    for first, last in loops:
+        body = [text for address, text in code if first <= address <= last]
+        before, total = sm90_sass.exp2_before_full_wait(body)
+        assert total >= 64 and before == total, sm90_sass.order(body)
+    assert "mbarrier.try_wait" in ptx and _ptxas_spills(ptx) == 0
+
+
 def test_sm90_warp_specialized_schedule_takes_turns(gluon_flash):
     """The warp-specialized kernel: 12 warps (consumer 0, consumer 1, the loader warp padded to
     a warpgroup), registers moved from the loader to the consumers (setmaxnreg), and in each

@@ -95,7 +95,8 @@ from variants.masks import reference
 # fewer tiles than SMs; many tiles a program (causal, heaviest first); GQA, S off the tile,
 # non-causal float16; D = 64 too, its default from S = 2048 on, with one query buffer and two
 # (Q_STAGES: the loader a tile ahead), 128-row and 64-row key blocks; one-block tiles at S = 77;
-# K's ring a slot shorter than V's (SHORT_K: its slots released apart), two slots at the least
+# K's ring a slot shorter than V's (SHORT_K: its slots released apart), two slots at the least;
+# consumers taking turns on the tensor cores (PINGPONG) and issuing freely
 for b, h, kv, s, d, causal, dtype in ((1, 8, 8, 333, 128, True, torch.bfloat16),
                                       (4, 32, 8, 2048, 128, True, torch.bfloat16),
                                       (2, 3, 1, 1000, 128, False, torch.float16),
@@ -105,11 +106,14 @@ for b, h, kv, s, d, causal, dtype in ((1, 8, 8, 333, 128, True, torch.bfloat16),
                                       (3, 5, 5, 77, 64, True, torch.bfloat16)):
     q = torch.randn(b, h, s, d, device="cuda", dtype=dtype)
     k, v = (torch.randn(b, kv, s, d, device="cuda", dtype=dtype) for _ in "kv")
-    rings = (((1, 128, 3, False), (2, 128, 3, False), (2, 64, 3, False), (2, 64, 3, True),
-              (2, 128, 5, True)) if d == 64 else ((1, 128, 3, False), (2, 128, 3, True),
-                                                   (1, 128, 3, True)))
+    # (query buffers, BLOCK_N, STAGES, SHORT_K, PINGPONG: the consumers take turns)
+    rings = (((1, 128, 3, False, True), (2, 128, 3, False, True), (2, 64, 3, False, True),
+              (2, 64, 3, True, True), (2, 128, 5, True, True), (2, 128, 4, False, False))
+             if d == 64 else ((1, 128, 3, False, True), (2, 128, 3, True, True),
+                              (1, 128, 3, True, True), (2, 128, 3, True, False)))
     tile_sets = [{**gluon_flash.PERSISTENT_TILES, "Q_STAGES": q, "BLOCK_N": n, "STAGES": st,
-                  "SHORT_K": short_k} for q, n, st, short_k in rings]
+                  "SHORT_K": short_k, "PINGPONG": pingpong}
+                 for q, n, st, short_k, pingpong in rings]
     for tiles in tile_sets:
         for _ in range(2):  # the launch, then the key's fast launch
             out = gluon_flash.flash_attention(q, k, v, causal=causal, **tiles)
