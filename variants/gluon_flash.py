@@ -4,8 +4,10 @@ Gluon is Triton's lower-level language: layouts, shared memory, barriers, TMA an
 tensor-core MMA (wgmma) are the kernel's to schedule. That buys what triton-flash cannot say
 (it reached 0.83x cuDNN at D = 128): for key block j the kernel issues S_j = q kT, then the
 previous block's O += P_{j-1} V_{j-1} behind it, and waits for S_j alone, so block j's exp and
-row sums run while the tensor cores compute P_{j-1} V_{j-1} (FA3's intra-warpgroup overlap;
-Triton waits for both before every softmax). K and V stream through a ring of STAGES
+row sums may run while the tensor cores compute P_{j-1} V_{j-1} (FA3's intra-warpgroup overlap;
+Triton waits for both before every softmax). ptxas decides: it hoists the wait for P V above
+the softmax unless a branch ends the softmax's basic block, which only FREE_ISSUE_TILES_D128
+has (dev/gluon_ptxas.py --order). K and V stream through a ring of STAGES
 shared-memory slots filled by TMA, from host-side descriptors over [B, H, S, D] whose box is one
 head's rows (rows past S read as zeros, as do Q's). Descriptors built on the device per program
 cost 0.022 ms of 0.108 at 8x16x1024x64 on the H200: the host builds them.
