@@ -25,7 +25,8 @@ Usage (GPU): python dev/triton_flash_bench.py [--shapes 8x16x1024x64,...]
 `--gluon-tiles`: BLOCK_MxBLOCK_Nxnum_warpsxSTAGES each, `xws` appended for the warp-specialized
 schedule (num_warps 4: consumer 0; a loader warp and consumer 1 are added), `xp` for the same on
 a persistent grid (one program per SM), then `xq2` for two query buffers (Q_STAGES) and `xk`
-for K's ring a slot shorter than V's (SHORT_K); `@N` after any tile runs it with N (batch, head)
+for K's ring a slot shorter than V's (SHORT_K), `xn` for consumers that issue their wgmmas
+without turns (PINGPONG False: "free issue"); `@N` after any tile runs it with N (batch, head)
 rows of tiles a group (L2_HEADS: launch.l2_group_heads picks it else); a tile
 that does not fit a shape (BLOCK_N over 128 at D = 128 runs out of shared memory) is that row's
 error.
@@ -152,6 +153,7 @@ def contenders(
             name += " persistent" if t.get("PERSISTENT") else " ws" if t.get("WS") else ""
             name += f" q{t['Q_STAGES']}" if t.get("PERSISTENT") else ""
             name += " short K" if t.get("SHORT_K") else ""
+            name += " free issue" if t.get("PINGPONG") is False else ""
             name += f" L2 {t['L2_HEADS']} heads" if "L2_HEADS" in t else ""
             out[name] = functools.partial(gluon_flash.flash_attention, causal=True, **t)
         if gluon_baseline:
