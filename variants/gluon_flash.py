@@ -610,7 +610,9 @@ if gl is not None:
         BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
         Q_STAGES: gl.constexpr, SHORT_K: gl.constexpr, PINGPONG: gl.constexpr,
     ):  # fmt: skip
-        """_ws_consumer over this program's tiles: the ring's blocks, the query buffers and
+        """_ws_consumer over this program's tiles (with PINGPONG the two consumers take turns
+        issuing their wgmmas, FA3's ping-pong; without, each issues once its data is ready, its
+        softmax beside its own P V): the ring's blocks, the query buffers and
         the turns are numbered across tiles; a query buffer is released as soon as the tile's
         last S has read it, and a tile's last K/V slot once its last P V has (with SHORT_K,
         each block's K slot once its S has: _k_read)."""
@@ -901,15 +903,16 @@ PERSISTENT_TILES_D128 = {**PERSISTENT_TILES, "Q_STAGES": 2, "SHORT_K": True}
 # D = 128's default with its consumers issuing their wgmmas freely (PINGPONG False), each running
 # block j's softmax beside its own P_{j-1} V_{j-1}, instead of taking turns on the tensor cores
 # with the softmax after its own P V (where ptxas puts it: the wait for P V hoisted above the
-# softmax; dev/gluon_ptxas.py --order). On one H100, one process: 1.9-2.8% faster at
+# softmax; dev/gluon_ptxas.py --order). On an H100, one process: 1.9-2.8% faster at
 # 2x32x4096x128, 1x32x8192x128 and 3x24x3072x128 (0.9578 against 0.9841 ms at 1x32x8192x128);
-# turns with the softmax beside P V lost 0-2%, no turns with it after P V gained 0.5-1.5%; at
-# D = 64 (2x8x6000x64) no turns with the softmax beside P V lost 2.8%
-# (dev/results/h100/gluon_flash/bench_pingpong_2026-12-05.txt). On a second H100 against the
-# default: 0.9439 against 0.9663 ms at 1x32x8192x128 (583 TFLOP/s), 0.5014 / 0.5257 at
-# 2x32x4096x128, and right against float64 in the persistent GPU test (bench_free_issue_*,
-# pytest_persistent_free_issue_*). Not yet timed on the H200 whose kernel table judges the
-# default: opt-in until then, so the table stays of the code that runs.
+# no turns with the softmax after P V gained 0.5-1.5%; at D = 64 (2x8x6000x64) no turns with
+# the softmax beside P V lost 2.8% (dev/results/h100/gluon_flash/bench_pingpong_2026-12-05.txt);
+# turns with the softmax beside P V lost 0.7-2.9% at 7 of 8 shapes on another H100
+# (bench_softmax_beside_pv_with_turns_*). On a third H100 against the default: 0.9439 against
+# 0.9663 ms at 1x32x8192x128 (583 TFLOP/s), 0.5014 / 0.5257 at 2x32x4096x128, and right against
+# float64 in the persistent GPU test (bench_free_issue_*, pytest_persistent_free_issue_*).
+# Not yet timed on the H200 whose kernel table judges the default: opt-in until then, so the
+# table stays of the code that runs.
 FREE_ISSUE_TILES_D128 = {**PERSISTENT_TILES_D128, "PINGPONG": False}
 
 
