@@ -243,7 +243,6 @@ def test_sm90_free_issue_softmax_runs_beside_its_own_p_v_in_the_sass(gluon_flash
         body = [text for address, text in code if first <= address <= last]
         before, total = sm90_sass.exp2_before_full_wait(body)
         assert total >= 64 and before == total, sm90_sass.order(body)
-    assert "mbarrier.try_wait" in ptx and _ptxas_spills(ptx) == 0
 
 
 def test_sm90_warp_specialized_schedule_takes_turns(gluon_flash):
