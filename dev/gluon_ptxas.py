@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tests.variants.sm90_sass import (  # noqa: E402
     exp2_before_full_wait,
+    key_block_bodies,
     key_block_loops,
     order,
     sass_of,
@@ -71,10 +72,8 @@ def spill_sites(ptx: str) -> str:
 def loop_orders(ptx: str) -> str:
     """Each key-block loop as ptxas scheduled it (sm90_sass.order), and how many of its exp2s
     issue before its wait for P V: all of them where the softmax overlaps the P V wgmma."""
-    code, labels = sass_of(ptx)
     lines = []
-    for s, e in key_block_loops(code, labels):
-        body = [text for address, text in code if s <= address <= e]
+    for body in key_block_bodies(ptx):
         before, total = exp2_before_full_wait(body)
         lines.append(f"  {before}/{total} exp2 before the P V wait: {order(body)}")
     return "\n".join(lines)

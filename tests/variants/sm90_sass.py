@@ -14,18 +14,24 @@ import tempfile
 FULL_WAIT = re.compile(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*0x0\b")
 
 
-def tools() -> tuple[str, str] | None:
-    """(ptxas, nvdisasm) as Triton ships them, or None where this Triton brings none."""
+def ptxas() -> str | None:
+    """The path of the ptxas Triton ships for sm90, or None where this Triton brings none."""
     try:
         from triton.backends.nvidia import compiler
     except ImportError:
         return None
     try:
-        ptxas = compiler.get_ptxas(90)
+        tool = compiler.get_ptxas(90)
     except TypeError:  # Triton 3.6 takes no arch
-        ptxas = compiler.get_ptxas()
-    path = getattr(ptxas, "path", None)
-    if not path or not os.path.exists(path):
+        tool = compiler.get_ptxas()
+    path = getattr(tool, "path", None) if tool else None
+    return path if path and os.path.exists(path) else None
+
+
+def tools() -> tuple[str, str] | None:
+    """(ptxas, nvdisasm) as Triton ships them, or None where this Triton brings none."""
+    path = ptxas()
+    if path is None:
         return None
     nvdisasm = os.path.join(os.path.dirname(path), "nvdisasm")
     return (path, nvdisasm) if os.path.exists(nvdisasm) else None
@@ -33,14 +39,14 @@ def tools() -> tuple[str, str] | None:
 
 def sass_of(ptx: str) -> tuple[list[tuple[int, str]], dict[str, int]]:
     """(instructions as (address, text), label -> address) of `ptx` assembled for sm90a."""
-    ptxas, nvdisasm = tools() or (None, None)
-    if ptxas is None:
+    assembler, nvdisasm = tools() or (None, None)
+    if assembler is None:
         raise FileNotFoundError("this Triton brings no ptxas and nvdisasm")
     with tempfile.TemporaryDirectory() as folder:
         src, cubin = os.path.join(folder, "k.ptx"), os.path.join(folder, "k.cubin")
         with open(src, "w") as f:
             f.write(ptx)
-        subprocess.run([ptxas, "--gpu-name", "sm_90a", src, "-o", cubin], check=True)
+        subprocess.run([assembler, "--gpu-name", "sm_90a", src, "-o", cubin], check=True)
         sass = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True).stdout
     code, labels, pending = [], {}, []
     for line in sass.splitlines():
@@ -73,6 +79,15 @@ def key_block_loops(code: list[tuple[int, str]], labels: dict[str, int]) -> list
         (s, e) for s, e in with_mma if not any(s <= s2 and e2 <= e and (s2, e2) != (s, e)
                                                for s2, e2 in with_mma)
     ]  # fmt: skip
+
+
+def key_block_bodies(ptx: str) -> list[list[str]]:
+    """The instructions of each key-block loop (key_block_loops) of `ptx` in sm90a SASS."""
+    code, labels = sass_of(ptx)
+    return [
+        [text for address, text in code if first <= address <= last]
+        for first, last in key_block_loops(code, labels)
+    ]
 
 
 def exp2_before_full_wait(body: list[str]) -> tuple[int, int]:

@@ -127,20 +127,17 @@ def _ptxas_log(ptx: str) -> str:
     import subprocess
     import tempfile
 
-    from triton.backends.nvidia import compiler
+    from tests.variants.sm90_sass import ptxas
 
-    try:
-        tool = compiler.get_ptxas(90)
-    except TypeError:  # Triton 3.6 takes no arch
-        tool = compiler.get_ptxas()
-    if not tool or not getattr(tool, "path", None) or not os.path.exists(tool.path):
+    path = ptxas()
+    if path is None:
         pytest.skip("this Triton brings no ptxas")
     with tempfile.TemporaryDirectory() as folder:
         src = os.path.join(folder, "kernel.ptx")
         with open(src, "w") as f:
             f.write(ptx)
         done = subprocess.run(
-            [tool.path, "-v", "--gpu-name", "sm_90a", src, "-o", src + ".cubin"],
+            [path, "-v", "--gpu-name", "sm_90a", src, "-o", src + ".cubin"],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
     assert done.returncode == 0, done.stderr[-1000:]
@@ -235,12 +232,11 @@ def test_sm90_free_issue_softmax_runs_beside_its_own_p_v_in_the_sass(gluon_flash
 
     if sm90_sass.tools() is None:
         pytest.skip("this Triton brings no ptxas and nvdisasm")
-    ptx = _sm90_ptx_of(gluon_flash, gluon_flash.FREE_ISSUE_TILES_D128)
-    code, labels = sm90_sass.sass_of(ptx)
-    loops = sm90_sass.key_block_loops(code, labels)
-    assert len(loops) == 2  # a loop per consumer
-    for first, last in loops:
-        body = [text for address, text in code if first <= address <= last]
+    bodies = sm90_sass.key_block_bodies(
+        _sm90_ptx_of(gluon_flash, gluon_flash.FREE_ISSUE_TILES_D128)
+    )
+    assert len(bodies) == 2  # a loop per consumer
+    for body in bodies:
         before, total = sm90_sass.exp2_before_full_wait(body)
         assert total >= 64 and before == total, sm90_sass.order(body)
 
