@@ -17,7 +17,9 @@
 #      $OUT/<MODELS's folder name> (a report is titled by its folder's name; result, kernels and
 #      ops files per cell); N_DROP="variant ..." first removes those variants' cells from MODELS, so
 #      a carried-in sweep measures them again with the current code (results measured before
-#      cells recorded their code_sources, which --retry-changed would all run again)
+#      cells recorded their code_sources, which --retry-changed would all run again); an item
+#      may glob ("gluon-flash*__*x128" drops those variants' D = 128 cells); N_ONLY_ON=H200
+#      skips the phase on any other GPU (a table of one machine kind)
 #   R  cells into MODELS, one `compilekit run` each (R_CELLS: "variant/mode/shape ...", bf16;
 #      a cell already there is measured again; R_VERIFY=1 verifies each against a bare
 #      do_bench), then MODELS published as in N (the
@@ -120,7 +122,12 @@ for phase in ${PHASES:-S V G}; do
         -k "${GPU_TESTS:-not awkward}" > "$OUT/G_tests.txt" 2>&1
       tail -25 "$OUT/G_tests.txt" ;;
     N)
-      for v in ${N_DROP:-}; do rm -rf "${MODELS:?}/${v}__"*; done
+      gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+      if [ -n "${N_ONLY_ON:-}" ] && [[ "$gpu" != *"$N_ONLY_ON"* ]]; then
+        echo "N skipped: this GPU is $gpu, not N_ONLY_ON=$N_ONLY_ON" | tee "$OUT/N_sweep.txt"
+        continue
+      fi
+      for v in ${N_DROP:-}; do rm -rf "${MODELS:?}"/${v}__*; done  # unquoted: v may glob
       start=$(date +%s)
       timeout "$(within "${N_S:-480}")" python3 -m compilekit sweep "${MODELS_TOML:-experiments/models.toml}" --out "$MODELS" \
         --per-gpu "${PER_GPU:-4}" ${SWEEP_ARGS:-} > "$OUT/N_sweep.txt" 2>&1
