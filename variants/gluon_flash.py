@@ -911,8 +911,11 @@ PERSISTENT_TILES_D128 = {**PERSISTENT_TILES, "Q_STAGES": 2, "SHORT_K": True}
 # (bench_softmax_beside_pv_with_turns_*). On a third H100 against the default: 0.9439 against
 # 0.9663 ms at 1x32x8192x128 (583 TFLOP/s), 0.5014 / 0.5257 at 2x32x4096x128, and right against
 # float64 in the persistent GPU test (bench_free_issue_*, pytest_persistent_free_issue_*).
-# Not yet timed on the H200 whose kernel table judges the default: opt-in until then, so the
-# table stays of the code that runs.
+# Opt-in: made the default, on the H200 it was 1.4-2.7% slower at 2x32x4096x128 (0.5264
+# against 0.5192 ms), 3x24x3072x128 and 1x32g8x4096x128 GQA, level at 1x32x8192x128
+# (dev/results/h200/gluon_flash/bench_free_issue_default_2026-12-05.txt), and in 4-second loops
+# on an H100 1.5% slower at 2x32x4096x128, level at 3072, 1.8% faster at 8192: both schedules
+# hold the GPU at its 700 W limit (dev/results/h100/gluon_flash/power_4s_2026-12-05.txt).
 FREE_ISSUE_TILES_D128 = {**PERSISTENT_TILES_D128, "PINGPONG": False}
 
 
