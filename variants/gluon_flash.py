@@ -913,9 +913,9 @@ PERSISTENT_TILES_D128 = {**PERSISTENT_TILES, "Q_STAGES": 2, "SHORT_K": True}
 # float64 in the persistent GPU test (bench_free_issue_*, pytest_persistent_free_issue_*).
 # Opt-in: made the default, on the H200 it was 1.4-2.7% slower at 2x32x4096x128 (0.5264
 # against 0.5192 ms), 3x24x3072x128 and 1x32g8x4096x128 GQA, level at 1x32x8192x128
-# (dev/results/h200/gluon_flash/bench_free_issue_default_2026-12-05.txt), and in 4-second loops
-# on an H100 1.5% slower at 2x32x4096x128, level at 3072, 1.8% faster at 8192: both schedules
-# hold the GPU at its 700 W limit (dev/results/h100/gluon_flash/power_4s_2026-12-05.txt).
+# (dev/results/h200/gluon_flash/bench_free_issue_default_2026-12-05.txt), and in long loops on
+# two H100s from 1.5% slower to 1.8% faster: both schedules hold the GPU at its 700 W limit
+# (dev/results/h100/gluon_flash/power_*_2026-12-05.txt).
 FREE_ISSUE_TILES_D128 = {**PERSISTENT_TILES_D128, "PINGPONG": False}
 
 
