@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import functools
+import os
 import statistics
 import subprocess
 import tempfile
 import time
 
 import torch
-from triton_flash_bench import gluon_tiles  # dev/ is first on sys.path
+from triton_flash_bench import gluon_tile_contenders, gluon_tiles  # dev/ is first on sys.path
 
 from compilekit.compile.variant import load_variant
 from compilekit.model.spec import parse_shape
@@ -74,14 +74,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         parser.exit(2, "gluon_power.py: needs a Hopper GPU (gluon-flash runs on sm90 only)\n")
-    from variants import gluon_flash
-
     fns = {"gluon-flash default": load_variant("gluon-flash").attention}
-    for t in gluon_tiles(args.gluon_tiles):
-        name = "free issue" if t.get("PINGPONG") is False else "turns"
-        fns[f"gluon {name}"] = functools.partial(gluon_flash.flash_attention, causal=True, **t)
+    fns.update(gluon_tile_contenders(gluon_tiles(args.gluon_tiles)))
     fns["cuDNN SDPA"] = load_variant("sdpa-cudnn").attention
-    csv = args.csv or tempfile.mktemp(suffix=".csv")
+    scratch = tempfile.TemporaryDirectory()
+    csv = args.csv or os.path.join(scratch.name, "samples.csv")
     sampler = subprocess.Popen(
         ["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw", "--format=csv,noheader",
          "-lms", "50", "-f", csv]
@@ -106,7 +103,8 @@ def main(argv=None) -> int:
     samples = read_samples(csv)
     print(torch.cuda.get_device_name(), f"torch {torch.__version__}, bf16, causal, loops of "
           f"{args.seconds} s, {args.rounds} turns each, nvidia-smi every 50 ms")  # fmt: skip
-    print(f"{'shape':16} {'contender':20} {'ms':>8} {'TFLOP/s':>8} {'MHz':>6} {'W':>6} "
+    width = max(map(len, fns))
+    print(f"{'shape':16} {'contender':{width}} {'ms':>8} {'TFLOP/s':>8} {'MHz':>6} {'W':>6} "
           f"{'Mcycles':>8} {'mJ':>6}  turns (ms)")  # fmt: skip
     for shape in dict.fromkeys(s[0] for s in segments):
         flops = causal_flops(parse_shape(shape))
@@ -117,7 +115,7 @@ def main(argv=None) -> int:
             mhz = statistics.mean(x[1] for x in inside) if inside else float("nan")
             watts = statistics.mean(x[2] for x in inside) if inside else float("nan")
             turns = ", ".join(f"{s[2]:.4f}" for s in mine)
-            print(f"{shape:16} {name:20} {ms:8.4f} {flops / ms / 1e9:8.1f} {mhz:6.0f} "
+            print(f"{shape:16} {name:{width}} {ms:8.4f} {flops / ms / 1e9:8.1f} {mhz:6.0f} "
                   f"{watts:6.1f} {ms * mhz / 1e3:8.3f} {ms * watts:6.1f}  {turns}")  # fmt: skip
     return 0
 

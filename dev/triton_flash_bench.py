@@ -119,6 +119,23 @@ def gluon_tiles(text: str) -> list[dict]:
     return out
 
 
+def gluon_tile_contenders(tiles) -> dict:
+    """name -> gluon-flash eager at each tile set of gluon_tiles(), causal; the name says
+    every field that sets the tile apart."""
+    from variants import gluon_flash
+
+    out = {}
+    for t in tiles:
+        name = "gluon {BLOCK_M}x{BLOCK_N} w{num_warps} s{STAGES}".format(**t)
+        name += " persistent" if t.get("PERSISTENT") else " ws" if t.get("WS") else ""
+        name += f" q{t['Q_STAGES']}" if t.get("PERSISTENT") else ""
+        name += " short K" if t.get("SHORT_K") else ""
+        name += " free issue" if t.get("PINGPONG") is False else ""
+        name += f" L2 {t['L2_HEADS']} heads" if "L2_HEADS" in t else ""
+        out[name] = functools.partial(gluon_flash.flash_attention, causal=True, **t)
+    return out
+
+
 REDUCE_OVERHEAD = " reduce-overhead"  # a contender whose inputs are marked static
 
 
@@ -146,16 +163,7 @@ def contenders(
             out["gluon-flash compiled"] = torch.compile(gluon)
         if reduce_overhead:
             out["gluon-flash" + REDUCE_OVERHEAD] = torch.compile(gluon, mode="reduce-overhead")
-        from variants import gluon_flash
-
-        for t in tiles:
-            name = "gluon {BLOCK_M}x{BLOCK_N} w{num_warps} s{STAGES}".format(**t)
-            name += " persistent" if t.get("PERSISTENT") else " ws" if t.get("WS") else ""
-            name += f" q{t['Q_STAGES']}" if t.get("PERSISTENT") else ""
-            name += " short K" if t.get("SHORT_K") else ""
-            name += " free issue" if t.get("PINGPONG") is False else ""
-            name += f" L2 {t['L2_HEADS']} heads" if "L2_HEADS" in t else ""
-            out[name] = functools.partial(gluon_flash.flash_attention, causal=True, **t)
+        out.update(gluon_tile_contenders(tiles))
         if gluon_baseline:
             out["gluon baseline eager"] = baseline_module(gluon_baseline).attention
     out["cuDNN SDPA eager"] = load_variant("sdpa-cudnn").attention
