@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -74,6 +75,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         parser.exit(2, "gluon_power.py: needs a Hopper GPU (gluon-flash runs on sm90 only)\n")
+    if shutil.which("nvidia-smi") is None:
+        parser.exit(2, "gluon_power.py: needs nvidia-smi on PATH to read the clock and power\n")
     fns = {"gluon-flash default": load_variant("gluon-flash").attention}
     fns.update(gluon_tile_contenders(gluon_tiles(args.gluon_tiles)))
     fns["cuDNN SDPA"] = load_variant("sdpa-cudnn").attention
