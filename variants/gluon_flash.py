@@ -903,19 +903,11 @@ PERSISTENT_TILES_D128 = {**PERSISTENT_TILES, "Q_STAGES": 2, "SHORT_K": True}
 # D = 128's default with its consumers issuing their wgmmas freely (PINGPONG False), each running
 # block j's softmax beside its own P_{j-1} V_{j-1}, instead of taking turns on the tensor cores
 # with the softmax after its own P V (where ptxas puts it: the wait for P V hoisted above the
-# softmax; dev/gluon_ptxas.py --order). On an H100, one process: 1.9-2.8% faster at
-# 2x32x4096x128, 1x32x8192x128 and 3x24x3072x128 (0.9578 against 0.9841 ms at 1x32x8192x128);
-# no turns with the softmax after P V gained 0.5-1.5%; at D = 64 (2x8x6000x64) no turns with
-# the softmax beside P V lost 2.8% (dev/results/h100/gluon_flash/bench_pingpong_2026-12-05.txt);
-# turns with the softmax beside P V lost 0.7-2.9% at 7 of 8 shapes on another H100
-# (bench_softmax_beside_pv_with_turns_*). On a third H100 against the default: 0.9439 against
-# 0.9663 ms at 1x32x8192x128 (583 TFLOP/s), 0.5014 / 0.5257 at 2x32x4096x128, and right against
-# float64 in the persistent GPU test (bench_free_issue_*, pytest_persistent_free_issue_*).
-# Opt-in: made the default, on the H200 it was 1.4-2.7% slower at 2x32x4096x128 (0.5264
-# against 0.5192 ms), 3x24x3072x128 and 1x32g8x4096x128 GQA, level at 1x32x8192x128
-# (dev/results/h200/gluon_flash/bench_free_issue_default_2026-12-05.txt), and in long loops on
-# two H100s from 1.5% slower to 1.8% faster: both schedules hold the GPU at its 700 W limit
-# (dev/results/h100/gluon_flash/power_*_2026-12-05.txt).
+# softmax; dev/gluon_ptxas.py --order). Opt-in: faster on some H100s, slower on the H200 at
+# three of four D = 128 shapes, and under a long loop both schedules hold the GPU at its power
+# limit, where the clock may give back what the overlap saves (docs/variants.md, "Schedule" and
+# "Power"; the figures in dev/results/h100/gluon_flash/README.md and
+# dev/results/h200/gluon_flash/README.md).
 FREE_ISSUE_TILES_D128 = {**PERSISTENT_TILES_D128, "PINGPONG": False}
 
 
