@@ -49,6 +49,9 @@
 #      kernel's stalls by SASS opcode and instruction (dev/ncu_stalls.py, P_*_stalls.txt)
 #   F  dev/triton_flash_configs.py at F_SHAPES: every triton-flash config's autotuner timing,
 #      its own and F_EXTRA's, beside cuDNN, within F_S seconds
+#   W  dev/gluon_power.py at W_SHAPES: gluon-flash and cuDNN in loops of W_SECONDS (default 2)
+#      with nvidia-smi's clock and power, and in bursts after an idle second (FA3's benchmark
+#      method), within W_S seconds; W_ARGS passes more (--gluon-tiles ..., --rounds N)
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
 #      ragged batches against the other paths, checked, within K_S seconds
 # Every phase's limit is cut to what is left before DEADLINE seconds from the start (default
@@ -203,6 +206,11 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
         --shapes "${X_SHAPES:-8x16x1024x64,16x16x512x64,2x32x4096x128,1x32x8192x128,3x24x3072x128,2x8x6000x64}" \
         ${X_ARGS:-} > "$OUT/X_bench.txt" 2>&1
       grep -v "Warning\|^/" "$OUT/X_bench.txt" | tail -60 ;;
+    W)
+      timeout "$(within "${W_S:-300}")" python3 dev/gluon_power.py --gluon-tiles "" \
+        --shapes "${W_SHAPES:-4x16x4096x128,2x16x8192x128,1x16x16384x128,2x32x4096x128,1x32x8192x128,3x24x3072x128}" \
+        --seconds "${W_SECONDS:-2}" --csv "$OUT/W_samples.csv" ${W_ARGS:-} > "$OUT/W_power.txt" 2>&1
+      grep -v "Warning\|^/" "$OUT/W_power.txt" | tail -30 ;;
     P)
       for spec in ${P_CELLS:-gluon-flash/1x32x8192x128 sdpa-cudnn/1x32x8192x128 triton-flash/16x16x512x64 sdpa-cudnn/16x16x512x64}; do
         variant=${spec%%/*}; shape=${spec#*/}
