@@ -38,6 +38,7 @@ from triton_flash_bench import gluon_tile_contenders, gluon_tiles  # dev/ is fir
 
 from compilekit.compile.variant import load_variant
 from compilekit.model.spec import parse_shape
+from compilekit.verify.bare import bare_loop_ms
 from variants.masks import causal_flops
 
 RAMP_S = 1.0  # a segment's first second of power readings still shows the switch
@@ -53,14 +54,9 @@ def loop_ms(fn, args, seconds: float) -> tuple[float, float, float]:
     fn(*args)
     torch.cuda.synchronize()
     calls = max(10, int(seconds / max(time.perf_counter() - t, 1e-6)))
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     wall0 = time.time()
-    start.record()
-    for _ in range(calls):
-        fn(*args)
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / calls, wall0, time.time()
+    ms = bare_loop_ms(fn, args, calls, repeats=1)
+    return ms, wall0, time.time()
 
 
 def burst_ms(fn, args, calls: int) -> float:
@@ -70,13 +66,7 @@ def burst_ms(fn, args, calls: int) -> float:
     time.sleep(BURST_IDLE_S)
     for _ in range(BURST_WARMUP):
         fn(*args)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        fn(*args)
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / calls
+    return bare_loop_ms(fn, args, calls, repeats=1)
 
 
 def read_samples(path: str) -> list[tuple[float, float, float]]:
