@@ -26,11 +26,10 @@ Usage (GPU): python dev/triton_flash_bench.py [--shapes 8x16x1024x64,...]
 schedule (num_warps 4: consumer 0; a loader warp and consumer 1 are added), `xp` for the same on
 a persistent grid (one program per SM), then `xq2` for two query buffers (Q_STAGES) and `xk`
 for K's ring a slot shorter than V's (SHORT_K), `xn` for consumers that issue their wgmmas
-without turns (PINGPONG False: "free issue"), `xr` for FlashAttention-4's lazy rescale (O
-rescaled only once a row's max grew by more than 2**8: RESCALE_ABOVE 8); `@N` after any tile
-runs it with N (batch, head) rows of tiles a group (L2_HEADS: launch.l2_group_heads picks it
-else); a tile that does not fit a shape (BLOCK_N over 128 at D = 128 runs out of shared memory)
-is that row's error.
+without turns (PINGPONG False: "free issue"); `@N` after any tile runs it with N (batch, head)
+rows of tiles a group (L2_HEADS: launch.l2_group_heads picks it else); a tile
+that does not fit a shape (BLOCK_N over 128 at D = 128 runs out of shared memory) is that row's
+error.
 """
 
 from __future__ import annotations
@@ -73,17 +72,13 @@ def baseline_module(path: str):
     return module
 
 
-LAZY_RESCALE_ABOVE = 8.0  # a tile's `xr`: gluon_flash.LAZY_RESCALE_TILES_D128's threshold
-
-
 def gluon_tiles(text: str) -> list[dict]:
     """'64x64x4x3,128x128x4x3xws,128x128x4x3xp,128x128x4x3xpxq2xk' -> [{"BLOCK_M": 64,
     "BLOCK_N": 64, "num_warps": 4, "STAGES": 3, "WS": False, "PERSISTENT": False}, {...,
     "WS": True, "PERSISTENT": False}, {..., "WS": True, "PERSISTENT": True, "Q_STAGES": 1,
     "SHORT_K": False, "PINGPONG": True}, {..., "Q_STAGES": 2, "SHORT_K": True, ...}] (xn: the
-    consumers issue freely, "PINGPONG": False; xr: the lazy rescale, "RESCALE_ABOVE": 8.0);
-    ValueError names the item that is not
-    BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN][xk][xn][xr]][@L2_HEADS]; '64x64x4x3@32' adds
+    consumers issue freely, "PINGPONG": False); ValueError names the item that
+    is not BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN][xk][xn]][@L2_HEADS]; '64x64x4x3@32' adds
     "L2_HEADS": 32."""
     # both flags in every tile: a tile merges into gluon_flash.tiles(D, S), whose flags stay else
     kinds = {"ws": {"WS": True, "PERSISTENT": False}, "p": {"WS": True, "PERSISTENT": True}}
@@ -101,8 +96,6 @@ def gluon_tiles(text: str) -> list[dict]:
             ring = {}
             if kind["PERSISTENT"]:
                 rest = fields[5:]
-                lazy = rest[-1:] == ["r"]  # O rescaled only once a max grew past 2**8
-                rest = rest[:-1] if lazy else rest
                 free_issue = rest[-1:] == ["n"]  # the consumers issue freely, no turns
                 rest = rest[:-1] if free_issue else rest
                 short_k = rest[-1:] == ["k"]
@@ -112,14 +105,13 @@ def gluon_tiles(text: str) -> list[dict]:
                 ring = {
                     "Q_STAGES": int(rest[0][1:]) if rest else 1, "SHORT_K": short_k,
                     "PINGPONG": not free_issue,
-                    "RESCALE_ABOVE": LAZY_RESCALE_ABOVE if lazy else 0.0,
                 }  # fmt: skip
             elif len(fields) > 5:  # a suffix left over
                 raise ValueError
         except (ValueError, KeyError, IndexError):
             raise ValueError(
                 f"--gluon-tiles {item!r} is not "
-                "BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN][xk][xn][xr]][@L2_HEADS] "
+                "BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN][xk][xn]][@L2_HEADS] "
                 "(e.g. 128x128x8x3, 128x128x4x3xpxq2xk or 64x64x4x3@32)"
             ) from None
         tile = {"BLOCK_M": m, "BLOCK_N": n, "num_warps": warps, "STAGES": stages}
@@ -139,7 +131,6 @@ def gluon_tile_contenders(tiles) -> dict:
         name += f" q{t['Q_STAGES']}" if t.get("PERSISTENT") else ""
         name += " short K" if t.get("SHORT_K") else ""
         name += " free issue" if t.get("PINGPONG") is False else ""
-        name += " lazy rescale" if t.get("RESCALE_ABOVE") else ""
         name += f" L2 {t['L2_HEADS']} heads" if "L2_HEADS" in t else ""
         out[name] = functools.partial(gluon_flash.flash_attention, causal=True, **t)
     return out

@@ -161,20 +161,6 @@ if gl is not None:
         return p.to(dtype), m_new, l_i * alpha + gl.sum(p, 1), alpha
 
     @gluon.jit
-    def _softmax_lazy(s, m_i, l_i, qk_scale, dtype: gl.constexpr, RESCALE_ABOVE: gl.constexpr):
-        """_softmax's (p, m_new, l_new, alpha) and whether O must be rescaled: the running max
-        stays while no row of the warpgroup's grows past it by more than RESCALE_ABOVE (log2
-        units, so p stays under 2**RESCALE_ABOVE, which fp32 sums and bf16 P hold), and then
-        alpha is 1 and O's rescale may be skipped (FlashAttention-4's lazy rescale). m_i must
-        be finite: a tile's first block runs _softmax."""
-        m_blk = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
-        rescale = gl.max(m_blk - m_i, 0) > RESCALE_ABOVE  # one answer for the warpgroup
-        m_new = gl.where(rescale, m_blk, m_i)
-        p = gl.exp2(s * qk_scale - m_new[:, None])
-        alpha = gl.exp2(m_i - m_new)
-        return p.to(dtype), m_new, l_i * alpha + gl.sum(p, 1), alpha, rescale
-
-    @gluon.jit
     def _store_o(
         o, l_i, Out, off_z, off_h, stride_oz, stride_oh, stride_om, row0, N_CTX,
         ROWS: gl.constexpr, HEAD_DIM: gl.constexpr, o_layout: gl.constexpr,
@@ -623,7 +609,6 @@ if gl is not None:
         SM_SCALE: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
         BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
         Q_STAGES: gl.constexpr, SHORT_K: gl.constexpr, PINGPONG: gl.constexpr,
-        RESCALE_ABOVE: gl.constexpr,
     ):  # fmt: skip
         """_ws_consumer over this program's tiles (with PINGPONG the two consumers take turns
         issuing their wgmmas, FA3's ping-pong; without, each issues once its data is ready, its
@@ -694,12 +679,7 @@ if gl is not None:
                         mbarrier.arrive(q_empty.index(qb))
                 if j >= first_masked:
                     s = _masked(s, j, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
-                if RESCALE_ABOVE > 0:
-                    p, m_i, l_i, alpha, rescale = _softmax_lazy(
-                        s, m_i, l_i, qk_scale, dtype, RESCALE_ABOVE
-                    )
-                else:
-                    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
+                p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
                 if not PINGPONG:
                     # Released only now: the branch ends the softmax's basic block, and ptxas
                     # puts the wait for P V below at the top of its block. Without it ptxas
@@ -709,11 +689,7 @@ if gl is not None:
                         mbarrier.arrive(q_empty.index(qb))
                 o, p_op = warpgroup_mma_wait(0, deps=(o, p_op))
                 mbarrier.arrive(empty.index(prev))  # block j-1's K and V: done
-                if RESCALE_ABOVE > 0:
-                    if rescale:
-                        o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-                else:
-                    o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+                o = o * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
                 prev = slot
 
             p_op = gl.convert_layout(p, p_layout)
@@ -742,7 +718,6 @@ if gl is not None:
         Q_STAGES: gl.constexpr,
         SHORT_K: gl.constexpr,
         PINGPONG: gl.constexpr,
-        RESCALE_ABOVE: gl.constexpr,
         num_warps: gl.constexpr,
     ):  # fmt: skip
         gl.static_assert(num_warps == 4, "the default partition is one consumer warpgroup")
@@ -823,7 +798,6 @@ if gl is not None:
                         Q_STAGES,
                         SHORT_K,
                         PINGPONG,
-                        RESCALE_ABOVE,
                     ),  # fmt: skip
                 ),
                 (
@@ -859,7 +833,6 @@ if gl is not None:
                         Q_STAGES,
                         SHORT_K,
                         PINGPONG,
-                        RESCALE_ABOVE,
                     ),  # fmt: skip
                 ),
                 (
@@ -916,7 +889,6 @@ SINGLE_TILES_D128 = {
 # (dev/results/h200/gluon_flash/bench_persistent_dealt_*)
 PERSISTENT_TILES = {
     **WS_TILES, "PERSISTENT": True, "Q_STAGES": 1, "SHORT_K": False, "PINGPONG": True,
-    "RESCALE_ABOVE": 0.0,
 }  # fmt: skip
 # D = 128's default: PERSISTENT_TILES with K's ring a slot shorter than V's, which makes room
 # for a second query buffer (224 KiB in all, as before), so the loader runs a tile ahead: on
@@ -937,9 +909,6 @@ PERSISTENT_TILES_D128 = {**PERSISTENT_TILES, "Q_STAGES": 2, "SHORT_K": True}
 # "Power"; the figures in dev/results/h100/gluon_flash/README.md and
 # dev/results/h200/gluon_flash/README.md).
 FREE_ISSUE_TILES_D128 = {**PERSISTENT_TILES_D128, "PINGPONG": False}
-# D = 128's default with FlashAttention-4's lazy rescale: a consumer keeps its rows' running max,
-# and skips O's rescale, until some row's max grows past it by more than 2**8 (_softmax_lazy)
-LAZY_RESCALE_TILES_D128 = {**PERSISTENT_TILES_D128, "RESCALE_ABOVE": 8.0}
 
 
 # D = 64 runs the persistent grid from this S on: on the H200 it took 0.1762 ms against 0.1956
@@ -1099,7 +1068,6 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
         consts["Q_STAGES"] = cfg.get("Q_STAGES", 1)
         consts["SHORT_K"] = cfg.get("SHORT_K", False)
         consts["PINGPONG"] = cfg.get("PINGPONG", True)
-        consts["RESCALE_ABOVE"] = float(cfg.get("RESCALE_ABOVE", 0.0))
     descs = (_descriptor(q, q_rows), _descriptor(k, kv_rows), _descriptor(v, kv_rows))
     compiled = kernel[grid](*descs, out, *tail, **consts)
     if hasattr(compiled, "run") and hasattr(compiled, "__getitem__"):

@@ -37,7 +37,7 @@ def test_the_bench_reads_gluon_tiles_and_refuses_a_bad_one_in_one_line():
     bench, path = _bench_module()
     tiles = (
         "64x64x4x3,128x128x4x3xws,128x128x4x3xp,128x64x4x3xpxq2,128x128x4x3xpxq2xk,"
-        "128x128x4x3xpxk,64x64x4x3@32,128x128x4x3xpxq2xkxn,128x128x4x3xpxq2xkxr"
+        "128x128x4x3xpxk,64x64x4x3@32,128x128x4x3xpxq2xkxn"
     )
     assert bench.gluon_tiles(tiles) == [
         {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "STAGES": 3, "WS": False,
@@ -45,29 +45,21 @@ def test_the_bench_reads_gluon_tiles_and_refuses_a_bad_one_in_one_line():
         {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "STAGES": 3, "WS": True,
          "PERSISTENT": False},
         {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "STAGES": 3, "WS": True,
-         "PERSISTENT": True, "Q_STAGES": 1, "SHORT_K": False, "PINGPONG": True,
-         "RESCALE_ABOVE": 0.0},
+         "PERSISTENT": True, "Q_STAGES": 1, "SHORT_K": False, "PINGPONG": True},
         {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "STAGES": 3, "WS": True,
-         "PERSISTENT": True, "Q_STAGES": 2, "SHORT_K": False, "PINGPONG": True,
-         "RESCALE_ABOVE": 0.0},
+         "PERSISTENT": True, "Q_STAGES": 2, "SHORT_K": False, "PINGPONG": True},
         {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "STAGES": 3, "WS": True,
-         "PERSISTENT": True, "Q_STAGES": 2, "SHORT_K": True, "PINGPONG": True,
-         "RESCALE_ABOVE": 0.0},
+         "PERSISTENT": True, "Q_STAGES": 2, "SHORT_K": True, "PINGPONG": True},
         {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "STAGES": 3, "WS": True,
-         "PERSISTENT": True, "Q_STAGES": 1, "SHORT_K": True, "PINGPONG": True,
-         "RESCALE_ABOVE": 0.0},
+         "PERSISTENT": True, "Q_STAGES": 1, "SHORT_K": True, "PINGPONG": True},
         {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "STAGES": 3, "WS": False,
          "PERSISTENT": False, "L2_HEADS": 32},
         {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "STAGES": 3, "WS": True,
-         "PERSISTENT": True, "Q_STAGES": 2, "SHORT_K": True, "PINGPONG": False,
-         "RESCALE_ABOVE": 0.0},
-        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "STAGES": 3, "WS": True,
-         "PERSISTENT": True, "Q_STAGES": 2, "SHORT_K": True, "PINGPONG": True,
-         "RESCALE_ABOVE": 8.0},
+         "PERSISTENT": True, "Q_STAGES": 2, "SHORT_K": True, "PINGPONG": False},
     ]  # fmt: skip
     for bad in ("128x128x4x3xwsxq2", "128x128x4x3xpxq2xws", "128x128x4x3xpxqq", "64x64x4x3xk",
                 "128x128x4x3xwsxk", "128x128x4x3xpxkxq2", "128x128x4x3xpxq2xkxk", "64x64x4x3@",
-                "128x128x4x3xpxnxk", "128x128x4x3xwsxn", "128x128x4x3xpxrxn", "128x128x4x3xwsxr",
+                "128x128x4x3xpxnxk", "128x128x4x3xwsxn",
                 "64x64x4x3@0", "64x64x4x3@x"):  # fmt: skip
         with pytest.raises(ValueError, match="xqN"):
             bench.gluon_tiles(bad)
@@ -77,7 +69,7 @@ def test_the_bench_reads_gluon_tiles_and_refuses_a_bad_one_in_one_line():
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
         "triton_flash_bench: --gluon-tiles '64x64' is not "
-        "BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN][xk][xn][xr]][@L2_HEADS] (e.g. 128x128x8x3, "
+        "BLOCK_MxBLOCK_Nxwarpsxstages[xws|xp[xqN][xk][xn]][@L2_HEADS] (e.g. 128x128x8x3, "
         "128x128x4x3xpxq2xk or 64x64x4x3@32)"
     ]
 

@@ -96,8 +96,7 @@ from variants.masks import reference
 # non-causal float16; D = 64 too, its default from S = 2048 on, with one query buffer and two
 # (Q_STAGES: the loader a tile ahead), 128-row and 64-row key blocks; one-block tiles at S = 77;
 # K's ring a slot shorter than V's (SHORT_K: its slots released apart), two slots at the least;
-# consumers taking turns on the tensor cores (PINGPONG) and issuing freely; the lazy rescale
-# (RESCALE_ABOVE: O rescaled only once a row's max grew past 2**8)
+# consumers taking turns on the tensor cores (PINGPONG) and issuing freely
 for b, h, kv, s, d, causal, dtype in ((1, 8, 8, 333, 128, True, torch.bfloat16),
                                       (4, 32, 8, 2048, 128, True, torch.bfloat16),
                                       (2, 3, 1, 1000, 128, False, torch.float16),
@@ -107,34 +106,28 @@ for b, h, kv, s, d, causal, dtype in ((1, 8, 8, 333, 128, True, torch.bfloat16),
                                       (3, 5, 5, 77, 64, True, torch.bfloat16)):
     q = torch.randn(b, h, s, d, device="cuda", dtype=dtype)
     k, v = (torch.randn(b, kv, s, d, device="cuda", dtype=dtype) for _ in "kv")
-    # (query buffers, BLOCK_N, STAGES, SHORT_K, PINGPONG: the consumers take turns,
-    # RESCALE_ABOVE)
-    rings = (((1, 128, 3, False, True, 0), (2, 128, 3, False, True, 0), (2, 64, 3, False, True, 0),
-              (2, 64, 3, True, True, 0), (2, 128, 5, True, True, 0), (2, 128, 4, False, False, 0),
-              (2, 128, 4, False, True, 8))
-             if d == 64 else ((1, 128, 3, False, True, 0), (2, 128, 3, True, True, 0),
-                              (1, 128, 3, True, True, 0), (2, 128, 3, True, False, 0),
-                              (2, 128, 3, True, True, 8)))
+    # (query buffers, BLOCK_N, STAGES, SHORT_K, PINGPONG: the consumers take turns)
+    rings = (((1, 128, 3, False, True), (2, 128, 3, False, True), (2, 64, 3, False, True),
+              (2, 64, 3, True, True), (2, 128, 5, True, True), (2, 128, 4, False, False))
+             if d == 64 else ((1, 128, 3, False, True), (2, 128, 3, True, True),
+                              (1, 128, 3, True, True), (2, 128, 3, True, False)))
     tile_sets = [{**gluon_flash.PERSISTENT_TILES, "Q_STAGES": q, "BLOCK_N": n, "STAGES": st,
-                  "SHORT_K": short_k, "PINGPONG": pingpong, "RESCALE_ABOVE": float(lazy)}
-                 for q, n, st, short_k, pingpong, lazy in rings]
+                  "SHORT_K": short_k, "PINGPONG": pingpong}
+                 for q, n, st, short_k, pingpong in rings]
     for tiles in tile_sets:
         for _ in range(2):  # the launch, then the key's fast launch
             out = gluon_flash.flash_attention(q, k, v, causal=causal, **tiles)
             err = max_rel_err(out, reference(q, k, v, causal=causal))
             assert err < 3e-2, (b, h, kv, s, d, causal, tiles, err)
-# scores that grow key block after key block (K scaled up to 8x along S, Q up to 4x): rows'
-# maxima climb far past 2**8 over a tile, so the lazy rescale takes its rescale, and with
-# large scores P's rows run up to 2**8 between rescales
+# scores that grow key block after key block (K scaled up to 8x along S, Q by 4): rows' running
+# maxima climb by many powers of two over a tile, and O is rescaled again and again
 for d in (128, 64):
-    base = gluon_flash.PERSISTENT_TILES_D64 if d == 64 else gluon_flash.PERSISTENT_TILES_D128
-    tiles = {**base, "RESCALE_ABOVE": 8.0}
     ramp = torch.linspace(0.1, 8.0, 1500, device="cuda")[:, None]
     q = torch.randn(2, 4, 1500, d, device="cuda", dtype=torch.bfloat16) * 4
     k = (torch.randn(2, 4, 1500, d, device="cuda") * ramp).to(torch.bfloat16)
     v = torch.randn(2, 4, 1500, d, device="cuda", dtype=torch.bfloat16)
     for causal in (True, False):
-        out = gluon_flash.flash_attention(q, k, v, causal=causal, **tiles)
+        out = gluon_flash.flash_attention(q, k, v, causal=causal, **gluon_flash.tiles(d, 2048))
         err = max_rel_err(out, reference(q, k, v, causal=causal))
         assert err < 3e-2, ("growing scores", d, causal, err)
 print("ok")
