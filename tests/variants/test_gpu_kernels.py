@@ -138,7 +138,7 @@ def test_gluon_flash_persistent_schedule_against_float64_in_a_process_of_its_own
     """The warp-specialized schedule on a persistent grid (PERSISTENT_TILES, the default at
     D = 128 and at D = 64 from S = 2048) against float64: fewer tiles than SMs, many tiles a
     program, GQA, non-causal float16, D = 64 and 128, one query buffer and two, K's ring as
-    long as V's and a slot shorter. In a child
+    long as V's and a slot shorter, and scores that climb over a tile. In a child
     process with a time limit: a schedule whose barriers never complete hangs its kernel, and
     fails this test, not the session."""
     import os
