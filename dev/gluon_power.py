@@ -72,7 +72,9 @@ def burst_ms(fn, args, calls: int) -> float:
 def read_samples(path: str) -> list[tuple[float, float, float]]:
     """nvidia-smi's CSV lines as (epoch seconds, SM MHz, watts)."""
     out = []
-    for line in open(path):
+    with open(path) as f:
+        lines = f.readlines()
+    for line in lines:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) < 3 or "MHz" not in parts[1]:
             continue
