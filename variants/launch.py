@@ -183,8 +183,9 @@ def direct_launcher(compiled, grid: tuple):
 # PDL, the two scratch buffers, metadata, launch metadata, the two hooks): the layout
 # descriptor_launcher calls Triton's C launcher in
 _TRITON_36_BASE_ARGS = "iiiKKppOOOOOO"
-# the CUtensorMaps a descriptor launcher keeps, per base addresses (a later call of the same
-# shape, whose tensors the caching allocator hands out at addresses it used before, hits)
+# the CUtensorMaps a descriptor launcher keeps of each descriptor, per base address (a later
+# call of the same shape, whose tensors the caching allocator hands out at addresses it used
+# before, hits)
 DESCRIPTOR_MAPS_KEPT = 64
 
 
@@ -214,9 +215,10 @@ def descriptor_launcher(compiled, grid: tuple, templates: tuple, rebase):
     """launch(bases, *rest): `compiled` (a Triton CompiledKernel whose first arguments are host
     TMA descriptors) on `grid`, with the descriptors `rebase(template, base)` makes over `bases`
     (a template per base, the launch key's first call's), then `rest`. Triton encodes each
-    descriptor's CUtensorMap anew on every launch (make_tensordesc_arg); here they are encoded
-    on a set of base addresses' first call and kept (the launch key fixes everything else a map
-    holds: shape, strides, dtype), and Triton's C launcher takes them straight: gluon-flash's
+    descriptor's CUtensorMap anew on every launch (make_tensordesc_arg); here each is encoded
+    on its base address's first call and kept (the launch key fixes everything else a map
+    holds: shape, strides, dtype; each descriptor's maps apart, so a new output buffer beside
+    known inputs encodes one map), and Triton's C launcher takes them straight: gluon-flash's
     launch took 12.3 µs of host against 23.3 through Triton's path at 16x16x512x64 on the H200,
     8.4 / 14.9 at 8x16x1024x64 and 14.5 / 24.6 at 2x32x4096x128, one process
     (dev/results/h200/gluon_flash/launch_cost_kept_maps_2026-12-04.txt). Where this Triton
@@ -240,18 +242,21 @@ def descriptor_launcher(compiled, grid: tuple, templates: tuple, rebase):
         compiled.packed_metadata, None, None, None,
     )  # fmt: skip
     current_device = torch._C._cuda_getDevice
-    maps = LaunchCache(DESCRIPTOR_MAPS_KEPT)  # base addresses -> the descriptors' expansions
+    # per descriptor: its base's address -> the descriptor's expansion over that base
+    maps = tuple(LaunchCache(DESCRIPTOR_MAPS_KEPT) for _ in templates)
+    described = tuple(zip(templates, meta, maps))
 
     def launch(bases, *rest):
         if _launch_hooks_set():
             return rebased_launch(bases, *rest)
-        at = tuple(b.data_ptr() for b in bases)
-        expanded = maps.get(at)
-        if expanded is None:
-            expanded = [
-                x for t, b, m in zip(templates, bases, meta) for x in expand(rebase(t, b), m)
-            ]
-            maps.remember(at, expanded)
+        expanded = []
+        for (template, m, kept), base in zip(described, bases):
+            at = base.data_ptr()
+            one = kept.get(at)
+            if one is None:
+                one = expand(rebase(template, base), m)
+                kept.remember(at, one)
+            expanded += one
         stream = current_stream(current_device())
         return c_launch(*grid, stream, *after_stream, *expanded, *rest)
 

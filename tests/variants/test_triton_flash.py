@@ -548,11 +548,12 @@ def test_the_fast_path_launches_without_triton_runner_unless_a_hook_is_set(monke
     assert through_runner[-1] == ((4, 5, 1), ("q",)) and len(launched) == 1
 
 
-def test_descriptor_launcher_encodes_each_set_of_addresses_once(monkeypatch):
+def test_descriptor_launcher_encodes_each_descriptors_addresses_once(monkeypatch):
     """Laid out as Triton 3.6's launcher is (a wrapper over the C launcher that expands each
     host TMA descriptor, encoding its CUtensorMap, every call), a descriptor launcher calls the
-    C launcher itself with each descriptor's expansion made on its addresses' first call and
-    kept; new addresses are expanded anew; with a launch hook set, and on a launcher laid out
+    C launcher itself with each descriptor's expansion made on its base address's first call
+    and kept; a new address is expanded anew, the other descriptors' kept maps serve on (a new
+    output buffer beside known inputs); with a launch hook set, and on a launcher laid out
     otherwise, the descriptors go to Triton's own path, rebased on the new tensors."""
     import sys
     import types
@@ -616,8 +617,11 @@ def test_descriptor_launcher_encodes_each_set_of_addresses_once(monkeypatch):
     launch((Tensor(16), Tensor(32)), "out2", 7)  # the same addresses: the kept maps
     assert len(encoded) == 2 and c_calls[-1][-6:] == ("map@16", "meta-q", "map@32", "meta-k",
                                                       "out2", 7)  # fmt: skip
-    launch((Tensor(48), k), "out3", 7)  # q elsewhere: both encoded for that pair
-    assert len(encoded) == 4 and c_calls[-1][-6:-4] == ("map@48", "meta-q")
+    launch((Tensor(48), k), "out3", 7)  # q elsewhere: its map encoded, k's kept
+    assert len(encoded) == 3 and c_calls[-1][-6:] == ("map@48", "meta-q", "map@32", "meta-k",
+                                                      "out3", 7)  # fmt: skip
+    launch((q, Tensor(32)), "out4", 7)  # both addresses seen before, in another pairing
+    assert len(encoded) == 3 and c_calls[-1][-6:-4] == ("map@16", "meta-q")
     assert triton_path == []
 
     def hook(metadata):
@@ -628,13 +632,13 @@ def test_descriptor_launcher_encodes_each_set_of_addresses_once(monkeypatch):
         launch((q, k), "out", 7)
     finally:
         triton.knobs.runtime.launch_enter_hook.remove(hook)
-    assert triton_path == [(("tq", q), ("tk", k), "out", 7)] and len(c_calls) == 3
+    assert triton_path == [(("tq", q), ("tk", k), "out", 7)] and len(c_calls) == 4
     # a launcher laid out otherwise: Triton's own path, on descriptors rebased every call
     monkeypatch.setattr(driver, "_BASE_ARGS_FORMAT", "a later layout")
     other = descriptor_launcher(Compiled(), (4, 5, 1), ("tq", "tk"), lambda t, b: (t, b))
     other((q, k), "out", 7)
     assert len(triton_path) == 2 and triton_path[-1][-4:] == (("tq", q), ("tk", k), "out", 7)
-    assert len(c_calls) == 3 and not hasattr(other, "kept")
+    assert len(c_calls) == 4 and not hasattr(other, "kept")
 
 
 def test_tiles_run_in_groups_of_heads_whose_k_and_v_fit_in_l2():
