@@ -28,10 +28,10 @@ One program: BLOCK_M query rows of one (batch, head). Two schedules:
   busiest program carried 12-21% over the average by a count of key blocks, and the grid lost
   4.5% at 1x32x8192x128; dealt this way it is 4-8% faster than WS_TILES at S = 3072-4096.
 On the H200 (bf16, causal, the kernel sweep's cells: experiments/results/h200/kernel/): D = 128,
-1.04-1.10x cuDNN at 2x32x4096x128, 1x32x8192x128 (574 TFLOP/s), 3x24x3072x128 and GQA
-1x32x4096x128, 602 TFLOP/s at 4x16x16384x128; D = 64, 0.98x at 16x16x512x64 and 1.02x at
+1.08-1.16x cuDNN at 2x32x4096x128, 1x32x8192x128 (595 TFLOP/s), 3x24x3072x128 and GQA
+1x32x4096x128, 609 TFLOP/s at 4x16x16384x128; D = 64, 1.07x at 16x16x512x64 and 1.10x at
 8x16x1024x64 (64-row tiles, four programs an SM since K's ring is a slot shorter than V's,
-in L2 groups of at most 32 (batch, head) rows), 1.13x at 2x8x6000x64 (persistent).
+in L2 groups of at most 32 (batch, head) rows), 1.14x at 2x8x6000x64 (persistent).
 Supports causal and non-causal, GQA, any sequence length, D = 64 or 128, bfloat16 or float16,
 inputs whose last dim is contiguous. Anything else, and any machine but a Hopper GPU, is refused
 with the reason (the cell records `unsupported`). Under torch.compile it is an opaque op
