@@ -1042,8 +1042,10 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
         consts["SHORT_K"] = cfg.get("SHORT_K", False)
         consts["PINGPONG"] = cfg.get("PINGPONG", True)
     # O leaves through a descriptor like Q's (its rows' query buffer stages it: _store_o)
-    descs = tuple(_descriptor(t, rows) for t, rows in ((q, q_rows), (k, kv_rows), (v, kv_rows),
-                                                       (out, q_rows)))  # fmt: skip
+    descs = (
+        _descriptor(q, q_rows), _descriptor(k, kv_rows), _descriptor(v, kv_rows),
+        _descriptor(out, q_rows),
+    )  # fmt: skip
     compiled = kernel[grid](*descs, *tail, **consts)
     if hasattr(compiled, "run") and hasattr(compiled, "__getitem__"):
         # the launcher wants every argument of the signature in order, constexprs included
