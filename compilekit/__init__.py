@@ -12,9 +12,33 @@ From Python (a notebook, a script), the same as the command line:
 """
 
 import os
+import sys
 
-# Where compilekit/ and variants/ lie side by side (a checkout, or site-packages).
+# The folder holding compilekit/: a checkout (beside variants/, tests/, experiments/), or
+# site-packages.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _map_checkout_variants() -> None:
+    """Make compilekit.variants importable in a checkout that runs from PYTHONPATH without an
+    install: there the variants lie in the top-level variants/, which an install (a wheel, or
+    an editable one's finder) maps into this package as pyproject's package-dir says."""
+    name = __name__ + ".variants"
+    folder = os.path.join(ROOT, "variants")
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "variants")
+    if name in sys.modules or os.path.isdir(here) or not os.path.isdir(folder):
+        return
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(folder, "__init__.py"), submodule_search_locations=[folder]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+
+
+_map_checkout_variants()
 
 
 def _version() -> str:

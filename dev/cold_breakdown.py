@@ -21,7 +21,7 @@ t1 = time.perf_counter()
 import torch._inductor.config
 t2 = time.perf_counter()
 sys.path.insert(0, ".")
-from variants import naive
+from compilekit.variants import naive
 dev = sys.argv[1]
 cuda = dev == "cuda"
 shape = (8, 16, 1024, 64) if cuda else (1, 8, 512, 64)

@@ -116,7 +116,7 @@ def main(argv: list[str]) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("compiled_host_cost: no CUDA GPU here; use --device cpu", file=sys.stderr)
         return 2
-    from variants import VARIANTS
+    from compilekit.variants import VARIANTS
 
     if args.variant != "sdpa" and args.variant not in VARIANTS:
         print(f"compiled_host_cost: no variant {args.variant!r}; one of {', '.join(VARIANTS)}",

@@ -34,12 +34,12 @@ import tempfile
 import time
 
 import torch
+from compilekit.variants.masks import causal_flops
 from triton_flash_bench import gluon_tile_contenders, gluon_tiles  # dev/ is first on sys.path
 
 from compilekit.compile.variant import load_variant
 from compilekit.model.spec import parse_shape
 from compilekit.verify.bare import bare_loop_ms
-from variants.masks import causal_flops
 
 RAMP_S = 1.0  # a segment's first second of power readings still shows the switch
 BURST_IDLE_S = 1.0  # FA3's benchmark sleeps this long before timing each contender

@@ -28,6 +28,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from compilekit.variants import gluon_flash  # noqa: E402
+
 from tests.variants.sm90_sass import (  # noqa: E402
     exp2_before_full_wait,
     key_block_bodies,
@@ -36,7 +38,6 @@ from tests.variants.sm90_sass import (  # noqa: E402
     sass_of,
 )
 from tests.variants.test_gluon_flash import _ptxas_log, _sm90_ptx_of  # noqa: E402
-from variants import gluon_flash  # noqa: E402
 
 
 def usage(ptx: str) -> str:

@@ -41,12 +41,12 @@ import sys
 
 import cpu_speed  # dev/cpu_speed.py: a script's own folder is first on sys.path
 import torch
+from compilekit.variants.masks import causal_flops
 
 from compilekit.compile.variant import load_variant
 from compilekit.measure import timing
 from compilekit.measure.inputs import mark_static
 from compilekit.model.spec import parse_shape
-from variants.masks import causal_flops
 
 SHAPES = "8x16x1024x64,1x32x8192x128,16x16x512x64,1x32x16384x128,2x32x4096x128"
 
@@ -122,7 +122,7 @@ def gluon_tiles(text: str) -> list[dict]:
 def gluon_tile_contenders(tiles) -> dict:
     """name -> gluon-flash eager at each tile set of gluon_tiles(), causal; the name says
     every field that sets the tile apart."""
-    from variants import gluon_flash
+    from compilekit.variants import gluon_flash
 
     out = {}
     for t in tiles:
@@ -228,7 +228,9 @@ def bench_shape(shape: str, fns: dict, rounds: int = 3) -> list[dict]:
             r["ms"] = times[len(times) // 2]
             r["ms_rounds"] = per_round[r["name"]]
             r["tflops"] = flops / (r["ms"] * 1e-3) / 1e12
-    from variants import triton_flash as tf  # the config eager autotuning chose (compiled's)
+    from compilekit.variants import (
+        triton_flash as tf,  # the config eager autotuning chose (compiled's)
+    )
 
     named = {"Q": q, "S_BUCKET": 1 << (dims.seq - 1).bit_length()}
     consts = dict(HEAD_DIM=dims.head_dim, CAUSAL=True, WINDOW=0, TMA_OK=tf.tma_ok(q, k, v))
@@ -278,7 +280,7 @@ def main(argv=None) -> int:
     if args.rounds < 1:
         print(f"triton_flash_bench: --rounds {args.rounds}: give 1 or more", file=sys.stderr)
         return 2
-    from variants import launch
+    from compilekit.variants import launch
 
     if args.l2_max_rows is not None:
         if args.l2_max_rows < 0:

@@ -156,3 +156,20 @@ def test_modules_and_functions_stay_short_enough_to_read_in_one_sitting():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
                 assert lines <= 80, (module, node.name, lines)
+
+
+def test_the_wheel_lists_every_package_and_ships_the_variants_inside_compilekit():
+    """pyproject lists its packages by hand (compilekit.variants is mapped from variants/, which
+    setuptools' find cannot see): a subpackage left off that list is missing from every wheel."""
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        setuptools = tomllib.load(f)["tool"]["setuptools"]
+    folders = {
+        os.path.relpath(folder, ROOT).replace(os.sep, ".")
+        for folder, _, names in os.walk(PACKAGE)
+        if any(n.endswith((".py", ".j2")) for n in names) and "__pycache__" not in folder
+    }
+    listed = set(setuptools["packages"])
+    assert folders | {"compilekit.variants"} == listed, folders ^ listed
+    assert setuptools["package-dir"] == {"compilekit.variants": "variants"}

@@ -8,23 +8,23 @@ one the built-ins use `compilekit.measure.inputs.causal_reference`) and `DESCRIP
 
 # name -> module; a new variant is one line here and one file beside this one.
 VARIANTS = {
-    "naive": "variants.naive",
-    "naive-inline": "variants.naive_inline",
-    "inplace": "variants.inplace",
-    "sdpa": "variants.sdpa",
-    "sdpa-math": "variants.sdpa_math",
-    "sdpa-flash": "variants.sdpa_flash",
-    "sdpa-efficient": "variants.sdpa_efficient",
-    "sdpa-cudnn": "variants.sdpa_cudnn",
-    "flex": "variants.flex",
-    "triton-flash": "variants.triton_flash",
-    "triton-flash-gqa": "variants.triton_flash_gqa",
-    "triton-flash-window": "variants.triton_flash_window",
-    "gluon-flash": "variants.gluon_flash",
-    "gluon-flash-gqa": "variants.gluon_flash_gqa",
-    "sdpa-gqa": "variants.sdpa_gqa",
-    "flex-gqa": "variants.flex_gqa",
-    "flex-window": "variants.flex_window",
+    "naive": "compilekit.variants.naive",
+    "naive-inline": "compilekit.variants.naive_inline",
+    "inplace": "compilekit.variants.inplace",
+    "sdpa": "compilekit.variants.sdpa",
+    "sdpa-math": "compilekit.variants.sdpa_math",
+    "sdpa-flash": "compilekit.variants.sdpa_flash",
+    "sdpa-efficient": "compilekit.variants.sdpa_efficient",
+    "sdpa-cudnn": "compilekit.variants.sdpa_cudnn",
+    "flex": "compilekit.variants.flex",
+    "triton-flash": "compilekit.variants.triton_flash",
+    "triton-flash-gqa": "compilekit.variants.triton_flash_gqa",
+    "triton-flash-window": "compilekit.variants.triton_flash_window",
+    "gluon-flash": "compilekit.variants.gluon_flash",
+    "gluon-flash-gqa": "compilekit.variants.gluon_flash_gqa",
+    "sdpa-gqa": "compilekit.variants.sdpa_gqa",
+    "flex-gqa": "compilekit.variants.flex_gqa",
+    "flex-window": "compilekit.variants.flex_window",
 }
 
 # Variants that take queries and keys of different lengths (BxHxQxKxD: a few queries over a
@@ -46,21 +46,21 @@ ANY_KV_HEADS = {
 # name -> module of a varlen variant: a ragged batch of documents (a varlen shape,
 # compilekit/model/varlen.py), each variant in its own layout (variants/varlen.py)
 VARLEN = {
-    "sdpa-padded": "variants.sdpa_padded",
-    "sdpa-jagged": "variants.sdpa_jagged",
-    "flex-document": "variants.flex_document",
-    "varlen-attn": "variants.varlen_attn",
-    "triton-flash-varlen": "variants.triton_flash_varlen",
+    "sdpa-padded": "compilekit.variants.sdpa_padded",
+    "sdpa-jagged": "compilekit.variants.sdpa_jagged",
+    "flex-document": "compilekit.variants.flex_document",
+    "varlen-attn": "compilekit.variants.varlen_attn",
+    "triton-flash-varlen": "compilekit.variants.triton_flash_varlen",
 }
 
 # name -> module of a model workload (transformers: the `models` extra)
 # `model@attention` picks its attention: one of the model's own (its ATTENTION) or a variant above
 MODELS = {
-    "bert-base": "variants.bert_base",
-    "gpt2": "variants.gpt2",
-    "llama-block": "variants.llama_block",
-    "llama3-block": "variants.llama3_block",
+    "bert-base": "compilekit.variants.bert_base",
+    "gpt2": "compilekit.variants.gpt2",
+    "llama-block": "compilekit.variants.llama_block",
+    "llama3-block": "compilekit.variants.llama3_block",
     # causal LMs: a BxS forward, or a decode (BxP+N: compilekit/decode)
-    "llama2-7b": "variants.llama2_7b",
-    "llama3-8b": "variants.llama3_8b",
+    "llama2-7b": "compilekit.variants.llama2_7b",
+    "llama3-8b": "compilekit.variants.llama3_8b",
 }

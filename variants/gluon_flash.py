@@ -43,20 +43,20 @@ FLOPs: variants.masks.attention_flops (causal: 4·B·H·D·S(S+1)/2).
 import math
 
 import torch
-
-from compilekit.model.errors import Unsupported
-from variants.launch import (
+from compilekit.variants.launch import (
     LaunchCache,
     descriptor_launcher,
     l2_group_heads,
     persistent_schedule,
     tensor_key,
 )
-from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
-from variants.masks import (
+from compilekit.variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
+from compilekit.variants.masks import (
     check_shapes,
     reference,  # noqa: F401  (the variant's float64 truth)
 )
+
+from compilekit.model.errors import Unsupported
 
 DESCRIPTION = (
     "hand-written Gluon flash attention for Hopper (TMA ring, wgmma overlapped with softmax)"

@@ -1,9 +1,9 @@
 """gluon-flash with grouped-query attention: GQA_GROUP query heads per K/V head."""
 
-from variants.gluon_flash import flash_attention
-from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
-from variants.masks import gqa_reference as reference  # noqa: F401
-from variants.masks import shared_kv
+from compilekit.variants.gluon_flash import flash_attention
+from compilekit.variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
+from compilekit.variants.masks import gqa_reference as reference  # noqa: F401
+from compilekit.variants.masks import shared_kv
 
 DESCRIPTION = "gluon-flash, causal, 4 query heads per K/V head (GQA)"
 

@@ -3,9 +3,8 @@
 import math
 
 import torch
-
-from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
-from variants.naive import causal_mask
+from compilekit.variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
+from compilekit.variants.naive import causal_mask
 
 DESCRIPTION = "naive with in-place mul_ and masked_fill_ (the blog's 04_b)"
 

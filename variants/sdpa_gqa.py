@@ -1,10 +1,9 @@
 """SDPA with grouped-query attention (enable_gqa=True): K/V heads are not repeated in memory."""
 
 import torch.nn.functional as F
-
-from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
-from variants.masks import causal_sdpa_kwargs, shared_kv
-from variants.masks import gqa_reference as reference  # noqa: F401
+from compilekit.variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
+from compilekit.variants.masks import causal_sdpa_kwargs, shared_kv
+from compilekit.variants.masks import gqa_reference as reference  # noqa: F401
 
 DESCRIPTION = (
     "F.scaled_dot_product_attention(is_causal=True, enable_gqa=True), 4 query heads per K/V head"

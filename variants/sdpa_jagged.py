@@ -5,9 +5,8 @@ repeated in the setup (nested SDPA has no enable_gqa)."""
 
 import torch
 import torch.nn.functional as F
-
-from variants.varlen import offsets, repeated_kv
-from variants.varlen import workload as varlen_workload
+from compilekit.variants.varlen import offsets, repeated_kv
+from compilekit.variants.varlen import workload as varlen_workload
 
 DESCRIPTION = "F.scaled_dot_product_attention(is_causal=True) over nested jagged tensors"
 

@@ -5,9 +5,8 @@ enable_gqa on its memory-efficient kernel)."""
 
 import torch
 import torch.nn.functional as F
-
-from variants.varlen import repeated_kv
-from variants.varlen import workload as varlen_workload
+from compilekit.variants.varlen import repeated_kv
+from compilekit.variants.varlen import workload as varlen_workload
 
 DESCRIPTION = "F.scaled_dot_product_attention over the batch padded to its longest document"
 

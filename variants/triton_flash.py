@@ -14,10 +14,7 @@ import math
 import threading
 
 import torch
-from torch.autograd import profiler as _autograd_profiler
-
-from compilekit.model.errors import Unsupported
-from variants.launch import (
+from compilekit.variants.launch import (
     INTERPRET,
     LaunchCache,
     autotune_key,
@@ -27,11 +24,14 @@ from variants.launch import (
     outside_compile,
     tensor_key,
 )
-from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
-from variants.masks import (
+from compilekit.variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
+from compilekit.variants.masks import (
     check_shapes,
     reference,  # noqa: F401  (the variant's float64 truth)
 )
+from torch.autograd import profiler as _autograd_profiler
+
+from compilekit.model.errors import Unsupported
 
 DESCRIPTION = "hand-written Triton flash attention (online softmax, causal, GQA, sliding window)"
 
@@ -573,7 +573,7 @@ def flash_attention(q, k, v, causal: bool = True, window: int = 0):
     """
     if not INTERPRET and not torch.compiler.is_compiling():
         if q.shape[2] != k.shape[2] and not window:
-            from variants.triton_flash_decode import launch_known as decode_known
+            from compilekit.variants.triton_flash_decode import launch_known as decode_known
 
             out = decode_known(q, k, v, causal)
         else:
@@ -597,7 +597,7 @@ def cached_attention(q, k, v, kv_lens):
     Q = 1 with kv_lens the position + 1. The split-KV kernel (variants/triton_flash_decode.py),
     launched straight eagerly and through its triton_op under torch.compile, so a CUDA graph
     keeps it and reads the lengths from the device each replay."""
-    from variants import triton_flash_decode as decode
+    from compilekit.variants import triton_flash_decode as decode
 
     if not INTERPRET and not torch.compiler.is_compiling():
         out = decode.launch_known(q, k, v, True, kv_lens)
@@ -616,7 +616,7 @@ def cached_attention(q, k, v, kv_lens):
 def _decode(q, k, v, causal: bool, window: int, kv_lens=None):
     """q [B, H, Q, D] over longer k, v (variants/triton_flash_decode.py); kv_lens: each row's
     filled keys (cached_attention)."""
-    from variants import triton_flash_decode as decode
+    from compilekit.variants import triton_flash_decode as decode
 
     if window:
         raise Unsupported("triton-flash's sliding window takes queries and keys of one length")

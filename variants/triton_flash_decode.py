@@ -24,9 +24,7 @@ triton_flash.flash_attention sends q and k of different lengths here.
 import math
 
 import torch
-
-from compilekit.model.errors import Unsupported
-from variants.launch import (
+from compilekit.variants.launch import (
     INTERPRET,
     LaunchCache,
     autotune_key,
@@ -35,6 +33,8 @@ from variants.launch import (
     outside_compile,
     tensor_key,
 )
+
+from compilekit.model.errors import Unsupported
 
 try:
     import triton

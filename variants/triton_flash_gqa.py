@@ -1,9 +1,9 @@
 """triton-flash with grouped-query attention: GQA_GROUP query heads per K/V head."""
 
-from variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
-from variants.masks import gqa_reference as reference  # noqa: F401
-from variants.masks import shared_kv
-from variants.triton_flash import flash_attention
+from compilekit.variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
+from compilekit.variants.masks import gqa_reference as reference  # noqa: F401
+from compilekit.variants.masks import shared_kv
+from compilekit.variants.triton_flash import flash_attention
 
 DESCRIPTION = "triton-flash, causal, 4 query heads per K/V head (GQA)"
 

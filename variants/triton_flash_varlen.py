@@ -12,10 +12,9 @@ document. Varlen shape (compilekit/model/varlen.py).
 import math
 
 import torch
-
-from variants.launch import INTERPRET, outside_compile
-from variants.triton_flash import check_head, check_runtime
-from variants.varlen import workload as varlen_workload
+from compilekit.variants.launch import INTERPRET, outside_compile
+from compilekit.variants.triton_flash import check_head, check_runtime
+from compilekit.variants.varlen import workload as varlen_workload
 
 try:
     import triton
@@ -41,7 +40,7 @@ def _configs():
 
 
 if triton is not None:
-    from variants.triton_flash import _attn_blocks
+    from compilekit.variants.triton_flash import _attn_blocks
 
     @triton.autotune(configs=_configs(), key=["HEAD_DIM", "GROUP", "BLOCK_M"])
     @triton.jit

@@ -1,9 +1,9 @@
 """triton-flash with a causal sliding window: key blocks outside the window are never loaded."""
 
-from variants.masks import WINDOW
-from variants.masks import window_flops as flops  # noqa: F401  (FLOPs this variant does)
-from variants.masks import window_reference as reference  # noqa: F401  (its float64 truth)
-from variants.triton_flash import flash_attention
+from compilekit.variants.masks import WINDOW
+from compilekit.variants.masks import window_flops as flops  # noqa: F401  (FLOPs this variant does)
+from compilekit.variants.masks import window_reference as reference  # noqa: F401  (its float64 truth)
+from compilekit.variants.triton_flash import flash_attention
 
 DESCRIPTION = "triton-flash, causal sliding window of 256 keys"
 

@@ -5,7 +5,7 @@ a varlen variant's ragged batch."""
 from __future__ import annotations
 
 from compilekit.model.errors import UserError
-from variants import ANY_KV_HEADS, ANY_QUERY_LENGTH, VARIANTS, VARLEN
+from compilekit.variants import ANY_KV_HEADS, ANY_QUERY_LENGTH, VARIANTS, VARLEN
 
 
 def shape_kind(shape) -> str:

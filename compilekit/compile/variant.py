@@ -15,7 +15,11 @@ from collections.abc import Callable
 from compilekit import ROOT
 from compilekit.compile.modes import MODES
 from compilekit.model.errors import UserError
-from variants import MODELS, VARIANTS, VARLEN
+from compilekit.variants import MODELS, VARIANTS, VARLEN
+from compilekit.variants import __path__ as _variants_path
+
+# where the built-in variants' files lie: variants/ in a checkout, compilekit/variants installed
+VARIANTS_DIR = os.path.abspath(_variants_path[0])
 
 
 @dataclasses.dataclass
@@ -143,14 +147,22 @@ def _module_file(name: str, beside: str, util, roots: tuple) -> str | None:
     candidate = os.path.join(beside, *parts) + ".py"
     if os.path.isfile(candidate):
         return os.path.abspath(candidate)
+    # the deepest package already imported holding it: its folder may lie elsewhere than its
+    # parent's (compilekit.variants is variants/ in a checkout); else the top-level spec,
+    # found without importing anything
+    depth = next(
+        (n for n in range(len(parts) - 1, 0, -1) if ".".join(parts[:n]) in sys.modules), 0
+    )
+    package = sys.modules[".".join(parts[:depth])] if depth else None
     try:
-        top = util.find_spec(parts[0])  # a top-level spec is found without importing anything
+        top = util.find_spec(parts[0]) if package is None else package.__spec__
     except (ImportError, ValueError):
         return None
+    depth = depth or 1
     locations = list(getattr(top, "submodule_search_locations", None) or []) if top else []
     if not locations or not os.path.abspath(locations[0]).startswith(roots):
         return None
-    base = os.path.join(locations[0], *parts[1:])
+    base = os.path.join(locations[0], *parts[depth:])
     for path in (base + ".py", os.path.join(base, "__init__.py")):
         if os.path.isfile(path):
             return os.path.abspath(path)
@@ -233,7 +245,7 @@ def _attention_for(name: str, module, attention: str) -> str:
         ) from None
     if variant.factory is not None:
         raise UserError(f"{attention!r} is a model, not an attention to plug into {name!r}")
-    from variants.models import plug_in, plugged_name
+    from compilekit.variants.models import plug_in, plugged_name
 
     # over a static KV cache (decode) the variant's own cached path, where its module has one
     cached = getattr(inspect.getmodule(variant.attention), "cached_attention", None)

@@ -10,7 +10,10 @@ import os
 import sys
 import sysconfig
 
-# where installed packages live: their autotuners are not the variant's
+from compilekit.compile.variant import VARIANTS_DIR
+
+# where installed packages live: their autotuners are not the variant's (but compilekit's own
+# variants, which an install puts there too)
 _INSTALLED = tuple(
     os.path.realpath(p) + os.sep
     for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
@@ -26,7 +29,8 @@ def autotuners() -> list[tuple[str, object]]:
     found = []
     for name, module in list(sys.modules.items()):
         path = os.path.realpath(getattr(module, "__file__", None) or os.sep)
-        if path.startswith(_INSTALLED) or path == os.sep:
+        ours = path.startswith(os.path.realpath(VARIANTS_DIR) + os.sep)
+        if (path.startswith(_INSTALLED) and not ours) or path == os.sep:
             continue
         found += [
             (name, value)

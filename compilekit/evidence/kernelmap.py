@@ -13,6 +13,7 @@ import re
 
 import torch
 
+from compilekit.compile.variant import VARIANTS_DIR
 from compilekit.evidence import codecost, partial
 
 TORCH_DIR = os.path.dirname(torch.__file__)
@@ -57,10 +58,20 @@ def parse_graph_code(code: str) -> dict[str, dict]:
 
 
 def is_user_file(path: str) -> bool:
-    """A frame worth showing: not torch, not compilekit, not Python's own library."""
+    """A frame worth showing: not torch, not compilekit, not Python's own library; but
+    compilekit's own variants (installed inside compilekit), and packages installed inside
+    Python's library folder (site-packages of a Python without a virtual environment:
+    transformers' modeling files there)."""
     if path.startswith("<"):  # <frozen runpy>, <stdin>, <string>: no file to show
         return False
-    return not os.path.abspath(path).startswith((TORCH_DIR, COMPILEKIT_DIR, STDLIB_DIR))
+    path = os.path.abspath(path)
+    if path.startswith(VARIANTS_DIR + os.sep):
+        return True
+    if path.startswith((TORCH_DIR + os.sep, COMPILEKIT_DIR + os.sep)):
+        return False
+    if path.startswith(STDLIB_DIR + os.sep):
+        return os.path.relpath(path, STDLIB_DIR).startswith(("site-packages", "dist-packages"))
+    return True
 
 
 def user_frames(stack_text: str) -> list[dict]:

@@ -89,7 +89,7 @@ def expected_output(variant, args, dtype: str) -> tuple[tuple | None, torch.dtyp
 
 def causal_reference(q, k, v) -> torch.Tensor:
     """Causal softmax(q kT / sqrt(D)) v in float64, a few heads at a time (variants.masks)."""
-    from variants.masks import reference
+    from compilekit.variants.masks import reference
 
     return reference(q, k, v, causal=True)
 

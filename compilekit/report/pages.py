@@ -15,7 +15,6 @@ import os
 import sys
 from collections import defaultdict
 
-from compilekit import ROOT
 from compilekit.evidence import roofline
 from compilekit.model import result as results_mod
 from compilekit.model.errors import UserError
@@ -109,8 +108,10 @@ def _resolve_source(path: str) -> tuple[str | None, str]:
     if os.path.isfile(path):
         return path, ""
     parts = path.replace("\\", "/").split("/")
-    if "variants" in parts:
-        here = os.path.join(ROOT, *parts[parts.index("variants") :])
+    if "variants" in parts:  # variants/ in a checkout, compilekit/variants/ installed
+        from compilekit.compile.variant import VARIANTS_DIR
+
+        here = os.path.join(VARIANTS_DIR, *parts[parts.index("variants") + 1 :])
         if os.path.isfile(here):
             return here, f"read from {here} (the run's {path} is not on this machine)"
     return None, f"{path} is not on this machine: only the mapped lines are shown"

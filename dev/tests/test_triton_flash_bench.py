@@ -12,7 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 @pytest.fixture
 def gluon_flash():
-    from variants import gluon_flash
+    from compilekit.variants import gluon_flash
 
     if gluon_flash.gl is None:
         pytest.skip(f"no Gluon here: {gluon_flash._NO_GLUON}")
@@ -105,7 +105,7 @@ def test_the_bench_baseline_leaves_the_current_op_in_place(tmp_path):
     import importlib.util
 
     custom_ops = pytest.importorskip("torch._library.custom_ops")
-    from variants import triton_flash as tf
+    from compilekit.variants import triton_flash as tf
 
     if not hasattr(custom_ops, "OPDEFS") or tf.OP_NAME not in custom_ops.OPDEFS:
         pytest.skip("this torch keeps no registry of custom ops (torch._library.custom_ops)")

@@ -34,6 +34,22 @@ class GraphModule(torch.nn.Module):
 """
 
 
+def test_user_lines_are_the_users_and_the_variants_wherever_they_are_installed(monkeypatch):
+    """A wheel puts the variants inside compilekit's folder, and a Python without a virtual
+    environment keeps transformers inside its library folder: both stay lines worth mapping,
+    where compilekit's own code, torch's and the standard library's do not."""
+    import torch
+
+    installed = os.path.join(kernelmap.COMPILEKIT_DIR, "variants")
+    monkeypatch.setattr(kernelmap, "VARIANTS_DIR", installed)
+    assert kernelmap.is_user_file(os.path.join(installed, "naive.py"))
+    assert not kernelmap.is_user_file(os.path.join(kernelmap.COMPILEKIT_DIR, "evidence", "x.py"))
+    assert not kernelmap.is_user_file(torch.__file__) and not kernelmap.is_user_file(os.__file__)
+    modeling = os.path.join(kernelmap.STDLIB_DIR, "site-packages", "transformers", "bert.py")
+    assert kernelmap.is_user_file(modeling) and kernelmap.is_user_file("/home/me/attn.py")
+    assert not kernelmap.is_user_file("<frozen runpy>")
+
+
 def test_split_kernels_finds_triton_and_cpp():
     kernels = capture.split_kernels(TRITON_OUTPUT_CODE)
     assert kernels["triton_per_fused__softmax_masked_fill_mul_0"]["lang"] == "triton"

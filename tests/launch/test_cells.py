@@ -5,8 +5,7 @@ import os
 import sys
 
 import pytest
-
-from variants import VARIANTS
+from compilekit.variants import VARIANTS
 
 CONTRACT = {
     "variant",

@@ -12,7 +12,7 @@ pytest.importorskip("transformers", reason="the models extra: pip install 'compi
 
 
 def test_llama2_7b_needs_its_weights_and_its_checks_float_copy(monkeypatch):
-    from variants import llama2_7b
+    from compilekit.variants import llama2_7b
 
     monkeypatch.setattr(fits, "capacity", lambda device: (20 * fits.GIB, "this machine"))
     # a decode converts its weights in place for the check: bf16 peaks at their float32 size
@@ -33,7 +33,7 @@ def test_a_gpu_cell_whose_weights_fit_is_checked_on_the_host_where_its_copy_fits
     """llama2-7b bf16 on a 24 GiB GPU: 12.6 GiB of weights fit, their float32 copy (25.1 GiB)
     does not; a host of 64 GiB takes the copy, one of 16 GiB does not, and weights larger
     than the GPU are refused whatever the host holds."""
-    from variants import llama2_7b
+    from compilekit.variants import llama2_7b
 
     host = {"size": 64 * fits.GIB}
     sizes = {"cuda": 24 * fits.GIB}

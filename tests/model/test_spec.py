@@ -8,7 +8,7 @@ from tests.report.test_null_figures import _cli
 
 
 def test_shape_round_trip_and_flops():
-    from variants.masks import attention_flops
+    from compilekit.variants.masks import attention_flops
 
     shape = parse_shape("8x16x1024x64")
     assert str(shape) == "8x16x1024x64" and shape.keys == 1024

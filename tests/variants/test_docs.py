@@ -4,8 +4,9 @@ registry without a line saying what it is fails here."""
 import os
 import re
 
+from compilekit.variants import VARIANTS
+
 from tests.conftest import ROOT
-from variants import VARIANTS
 
 
 def test_every_variant_has_a_row_in_the_variants_page():

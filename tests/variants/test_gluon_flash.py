@@ -19,7 +19,7 @@ def _fake_cuda(*shape, dtype=torch.bfloat16):
 
 @pytest.fixture
 def gluon_flash(monkeypatch):
-    from variants import gluon_flash
+    from compilekit.variants import gluon_flash
 
     if gluon_flash.gl is None:
         pytest.skip(f"no Gluon here: {gluon_flash._NO_GLUON}")

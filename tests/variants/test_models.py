@@ -133,7 +133,7 @@ def test_each_built_in_model_matches_itself_in_float64_on_a_tiny_config(spec):
 
 PLUGGED = r"""
 import json, sys, torch
-import variants.triton_flash as tf
+import compilekit.variants.triton_flash as tf
 calls, real = [], tf.attention
 tf.attention = lambda q, k, v: (calls.append(tuple(q.shape)), real(q, k, v))[1]
 from compilekit.compile.variant import load_variant
@@ -175,7 +175,7 @@ def test_triton_flash_plugged_into_a_tiny_llama3_block_matches_its_sdpa():
 
 CACHED_DECODE = r"""
 import json, torch
-import variants.triton_flash as tf
+import compilekit.variants.triton_flash as tf
 queries, real = [], tf.cached_attention
 tf.cached_attention = lambda q, k, v, lens: (queries.append([q.shape[2], lens.tolist()]),
                                              real(q, k, v, lens))[1]

@@ -32,9 +32,9 @@ BOUND = {"float32": 1e-5, "float16": 5e-3}
 
 CHILD = r"""
 import json, sys, torch, triton
-from variants import triton_flash
-from variants.triton_flash import flash_attention
-from variants.masks import reference
+from compilekit.variants import triton_flash
+from compilekit.variants.triton_flash import flash_attention
+from compilekit.variants.masks import reference
 if sys.argv[2:] == ["tma"]:  # K and V through tensor descriptors, as a TMA config loads them
     triton_flash._attn_fwd.configs = [
         triton.Config({"BLOCK_M": 16, "BLOCK_N": 16, "TMA": True}, num_warps=1, num_stages=1)
@@ -95,8 +95,8 @@ DECODE_CASES = [
 
 DECODE_CHILD = r"""
 import json, sys, torch
-from variants.triton_flash import flash_attention
-from variants.masks import reference
+from compilekit.variants.triton_flash import flash_attention
+from compilekit.variants.masks import reference
 out = []
 for i, (b, h, hkv, nq, nk, d, dtype) in enumerate(json.loads(sys.argv[1])):
     gen = torch.Generator().manual_seed(100 + i)
@@ -129,8 +129,8 @@ def test_decode_shapes_match_the_bottom_right_reference():
 
 CACHED_CHILD = r"""
 import json, sys, torch
-from variants.triton_flash import cached_attention
-from variants.masks import reference
+from compilekit.variants.triton_flash import cached_attention
+from compilekit.variants.masks import reference
 out = []
 # (B, H, H_kv, Q, capacity, D, key counts per row): a static cache filled to each row's count
 for i, (b, h, hkv, nq, cap, d, lens) in enumerate(json.loads(sys.argv[1])):
@@ -174,7 +174,7 @@ def test_cached_attention_reads_each_rows_keys_only():
 CACHED_OP = r"""
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from variants import triton_flash_decode as decode
+from compilekit.variants import triton_flash_decode as decode
 wrapped = []
 real_wrap = torch.library.wrap_triton
 torch.library.wrap_triton = lambda kernel: wrapped.append(kernel) or real_wrap(kernel)
@@ -201,8 +201,8 @@ def test_the_cached_op_torch_compile_traces_takes_the_lengths():
 COMPILED_CHILD = r"""
 import json, torch
 from torch._dynamo.utils import counters
-from variants.masks import reference
-from variants.triton_flash import flash_attention
+from compilekit.variants.masks import reference
+from compilekit.variants.triton_flash import flash_attention
 compiled = torch.compile(flash_attention, backend="eager")
 out = []
 for i, (q_len, k_len) in enumerate([(40, 40), (1, 200)]):  # one length; a decode shape
@@ -211,8 +211,8 @@ for i, (q_len, k_len) in enumerate([(40, 40), (1, 200)]):  # one length; a decod
     k, v = (torch.randn(1, 2, k_len, 16, generator=gen) for _ in "kv")
     o = compiled(q, k, v)
     out.append(float((o.double() - reference(q, k, v, causal=True)).abs().max()))
-from variants import triton_flash_varlen as varlen
-from variants.varlen import reference as per_document
+from compilekit.variants import triton_flash_varlen as varlen
+from compilekit.variants.varlen import reference as per_document
 lengths = [5, 17, 9]  # a ragged batch, packed
 q, k, v = (torch.randn(31, 4, 16) for _ in "qkv")
 o = torch.compile(varlen.attention, backend="eager")(*varlen.prepare(q, k, v, lengths))
@@ -236,7 +236,7 @@ def test_torch_compile_on_a_cpu_runs_the_interpreted_kernel_outside_the_graph():
 def test_refuses_what_it_does_not_compute():
     code = r"""
 import torch
-from variants.triton_flash import flash_attention
+from compilekit.variants.triton_flash import flash_attention
 q = torch.randn(1, 6, 32, 16)
 for k, kwargs in [(torch.randn(1, 4, 32, 16), {}), (torch.randn(1, 6, 32, 24), {}),
                   (torch.randn(1, 6, 32, 16), {"causal": False, "window": 4}),
@@ -277,7 +277,7 @@ def test_cli_runs_it_through_the_interpreter(tmp_path, cli):
     assert result["status"] == "ok" and result["max_rel_err"] < 1e-5
     # the config its autotuner ran (the interpreter's one), on the record and in the summary
     (tuned,) = result["triton_autotuned"]
-    assert (tuned["kernel"], tuned["module"]) == ("_attn_fwd", "variants.triton_flash")
+    assert (tuned["kernel"], tuned["module"]) == ("_attn_fwd", "compilekit.variants.triton_flash")
     assert tuned["chosen"][0]["config"].startswith("BLOCK_M: ")
     assert "autotuned _attn_fwd (variants.triton_flash) at every key (one config): BLOCK_M" in (
         proc.stdout
@@ -311,7 +311,7 @@ def test_cli_without_gpu_or_interpreter_is_one_line(cli):
 LAUNCH_PATHS = r"""
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from variants import triton_flash as tf
+from compilekit.variants import triton_flash as tf
 
 wrapped = []
 real_wrap = torch.library.wrap_triton
@@ -388,8 +388,7 @@ def test_tma_configs_run_only_where_tma_can_read_k_and_v():
     tried, and the autotuner keys on the difference (its best config for one is not reused for
     the other)."""
     import torch
-
-    from variants import triton_flash as tf
+    from compilekit.variants import triton_flash as tf
 
     if tf.triton is None:
         pytest.skip("triton not installed")
@@ -428,8 +427,7 @@ def test_a_key_tuned_eagerly_gives_torch_compile_its_winner_only(monkeypatch):
     run the same kernel. Other keys, and a winner no longer among the configs, are tuned as
     before."""
     import torch
-
-    from variants import triton_flash as tf
+    from compilekit.variants import triton_flash as tf
 
     if tf.triton is None:
         pytest.skip("triton not installed")
@@ -461,8 +459,7 @@ def test_the_decode_kernel_gets_the_eager_winner_under_compile_too(monkeypatch):
     """As the prefill kernel: a split-length bucket tuned eagerly gives torch.compile's tuning
     that config alone; other buckets and dtypes, and a symbolic bucket, get every config."""
     import torch
-
-    from variants import triton_flash_decode as decode
+    from compilekit.variants import triton_flash_decode as decode
 
     if decode.triton is None:
         pytest.skip("triton not installed")
@@ -484,8 +481,7 @@ def test_launch_key_tells_apart_what_triton_specializes_on():
     that passed the same input checks: equal shapes and strides, dtypes, devices, flags and
     pointer alignment."""
     import torch
-
-    from variants.triton_flash import launch_key
+    from compilekit.variants.triton_flash import launch_key
 
     def key(q, causal=True, window=0):
         return launch_key(q, q, q, torch.empty_like(q), causal, window)
@@ -512,8 +508,7 @@ def test_the_fast_path_launches_without_triton_runner_unless_a_hook_is_set(monke
     launch hook set (a profiler) sends it through Triton's runner, so the hook sees it."""
     import torch
     import triton
-
-    from variants.launch import direct_launcher
+    from compilekit.variants.launch import direct_launcher
 
     launched, through_runner = [], []
 
@@ -560,8 +555,7 @@ def test_descriptor_launcher_encodes_each_descriptors_addresses_once(monkeypatch
 
     import torch
     import triton
-
-    from variants.launch import descriptor_launcher
+    from compilekit.variants.launch import descriptor_launcher
 
     class Tensor:  # what a descriptor's base offers the launcher
         def __init__(self, address):
@@ -645,7 +639,7 @@ def test_tiles_run_in_groups_of_heads_whose_k_and_v_fit_in_l2():
     """32 MiB of K and V a group: 2 x 4096 x 128 x 2 bytes = 2 MiB a K/V head, 16 heads; at
     3072 keys 1.5 MiB, 21 heads, rounded down to 16; GQA: each K/V head's query heads too; and
     never more than 32 rows a group, however short the heads."""
-    from variants.launch import l2_group_heads
+    from compilekit.variants.launch import l2_group_heads
 
     assert l2_group_heads(4096, 128, 2, 1) == 16
     assert l2_group_heads(8192, 128, 2, 1) == 8
@@ -662,7 +656,7 @@ def test_tiles_run_in_groups_of_heads_whose_k_and_v_fit_in_l2():
 def test_the_tile_order_takes_a_groups_query_blocks_heaviest_first_before_the_next_group():
     """Three rows of B x H in groups of two, two query blocks each, causal: the first group's
     last query blocks (most keys), then its first ones, then the short group's."""
-    from variants.launch import tile_of
+    from compilekit.variants.launch import tile_of
 
     order = [tile_of(t, bh=3, n_m=2, l2_heads=2, causal=True) for t in range(6)]
     assert order == [(0, 1), (1, 1), (0, 0), (1, 0), (2, 1), (2, 0)]
@@ -675,7 +669,7 @@ def test_a_persistent_grid_gets_every_tile_once_and_balanced_work(shape):
     tile once, each program's tiles in the kernels' order, and the most loaded program within
     3% of the average (cost: a tile's key blocks plus one), where dealing them round-robin
     leaves it 12-21% over at these shapes."""
-    from variants.launch import l2_group_heads, persistent_schedule, tile_of
+    from compilekit.variants.launch import l2_group_heads, persistent_schedule, tile_of
 
     bh, seq = shape
     n_m, l2 = -(-seq // 128), l2_group_heads(seq, 128, 2, 1)

@@ -57,7 +57,7 @@ def test_a_varlen_shape_belongs_to_the_varlen_variants(tmp_path):
 def test_flops_and_padding_waste_by_hand():
     """Documents of 100, 37 and 70 tokens: 5050 + 703 + 2485 = 8238 causal pairs; padded to
     100, three documents of 5050 pairs each are computed, 45.6% of them padding."""
-    from variants.varlen import padding_waste
+    from compilekit.variants.varlen import padding_waste
 
     assert causal_pairs([100, 37, 70]) == 8238
     assert padding_waste([100, 37, 70]) == pytest.approx(1 - 8238 / 15150)

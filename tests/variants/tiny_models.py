@@ -2,8 +2,7 @@
 could write, good and bad, for the model tests on CPU."""
 
 import torch
-
-from variants import bert_base
+from compilekit.variants import bert_base
 
 TINY_BERT = dict(
     hidden_size=64,
@@ -64,7 +63,7 @@ TINY_LLAMA_LM = dict(
 
 def llama_lm(shape, dtype, device):
     """llama2-7b's classes at a tiny size (GQA 4/2): a causal LM that decodes."""
-    from variants import llama2_7b
+    from compilekit.variants import llama2_7b
 
     return llama2_7b.workload(shape, dtype, device, **TINY_LLAMA_LM)
 
@@ -72,7 +71,7 @@ def llama_lm(shape, dtype, device):
 def llama_lm_flex(shape, dtype, device):
     """llama_lm with transformers' flex_attention: its mask function is where depyf's decompiler
     once broke the capture compile."""
-    from variants import llama2_7b
+    from compilekit.variants import llama2_7b
 
     return llama2_7b.workload(shape, dtype, device, attention="flex_attention", **TINY_LLAMA_LM)
 
@@ -80,7 +79,7 @@ def llama_lm_flex(shape, dtype, device):
 def llama_lm_triton_flash(shape, dtype, device):
     """llama_lm with triton-flash plugged in (over the static cache too), as
     `llama2-7b@triton-flash` plugs it into the full-size model."""
-    from variants import llama2_7b, models, triton_flash
+    from compilekit.variants import llama2_7b, models, triton_flash
 
     name = models.plugged_name("triton-flash")
     models.plug_in(name, triton_flash.attention, triton_flash.cached_attention)
