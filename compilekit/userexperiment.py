@@ -19,7 +19,14 @@ from compilekit.compile.knobs import check_shape as check_config_shape
 from compilekit.compile.shapekind import check_shape, fits
 from compilekit.model.errors import UserError
 from compilekit.model.experiment import SAME_MODE, Experiment, parse_baseline
-from compilekit.model.spec import Cell, check_seed, parse_device, parse_dtype, parse_shape
+from compilekit.model.spec import (
+    Cell,
+    check_seed,
+    parse_device,
+    parse_dtype,
+    parse_shape,
+    path_safe,
+)
 
 # The most cells one experiment may hold.
 MAX_CELLS = 10_000
@@ -105,11 +112,12 @@ def load_experiment(path: str, device_resolver=None) -> Experiment:
                     f"{path}: over {MAX_CELLS:,} cells (at 2-60 s a cell, days of machine "
                     "time): split it into smaller experiments"
                 )
-    name = data.get("name") or os.path.splitext(os.path.basename(path))[0]
-    if not NAME_RE.match(name):
+    # a name given is checked; one taken from the file's name is made safe
+    name = data.get("name") or path_safe(os.path.splitext(os.path.basename(path))[0])[:100]
+    if not good_name(name):
         raise UserError(
             f"{path}, {_where(text, key='name')}: name {name!r} must be letters, digits, "
-            "'_', '.' or '-' (it names the output directory)"
+            "_ . , + = @ - (not starting with '.'; it names the output directory)"
         )
     against = _against(path, data.get("against") or {}, cells)
     return Experiment(name, data.get("description", ""), cells, timeouts, path, against, limits)
@@ -278,13 +286,21 @@ def _configs(path: str, text: str, table) -> dict:
                 f"{where}: config {name!r} must be a table of Inductor options, e.g. "
                 f"{name} = {{ coordinate_descent_tuning = true }}"
             )
-        if not NAME_RE.match(name):
-            raise UserError(f"{where}: config name {name!r} must be letters, digits, _ . -")
+        if not good_name(name):
+            raise UserError(
+                f"{where}: config name {name!r} must be letters, digits, _ . , + = @ - "
+                "(not starting with '.')"
+            )
         out[name] = validate(config, where)
     return out
 
 
-NAME_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$")
+def good_name(name: str) -> bool:
+    """A name the experiment gives a folder or a label (its own, a config's): short, and
+    unchanged by the one sanitizer (spec.path_safe)."""
+    return 0 < len(name) <= 100 and path_safe(name) == name
+
+
 # What each list holds, and the checks on scalars, beyond EXPERIMENT_KEYS' container types.
 LIST_ITEMS = {"variants": str, "modes": str, "shapes": str, "passes": str}
 

@@ -16,6 +16,7 @@ import hashlib
 import re
 
 from compilekit.model.errors import UserError
+from compilekit.model.spec import path_safe
 
 # Modes a config can act on: Inductor's. eager and the cudagraphs backend do not run Inductor.
 INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -141,7 +142,7 @@ def name_of(config: dict) -> str:
     """A short, file-system-safe name for an unnamed config (`--set`): its assignments, or a
     hash of them when they are long."""
     text = "_".join(f"{k}={v}" for k, v in sorted(config.items()))
-    safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
+    safe = path_safe(text)
     if len(safe) <= 40:
         return safe
     return safe[:24] + "-" + hashlib.sha1(text.encode()).hexdigest()[:8]

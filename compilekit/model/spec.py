@@ -32,15 +32,32 @@ MAX_DIM = 1 << 20
 MAX_ELEMENTS = 1 << 34
 
 
-def pass_label(spec: str) -> str:
-    """A pass's short file-system-safe name: a shipped pass's own name, else the file's stem,
-    the factory and a hash of the file's absolute path (compile/passes.py checks the spec)."""
-    if ":" not in spec:
-        return spec
+# What a file name made of a user's words keeps; any other run of characters becomes one "_"
+UNSAFE_RE = re.compile(r"[^A-Za-z0-9_.,+=@-]+")
+
+
+def path_safe(text: str) -> str:
+    """The one sanitizer of a user's words on their way into a file name (a run directory, its
+    cache folder and lock, a sweep's folder, a config's and a pass's label): one name, never a
+    path. Letters, digits and _ . , + = @ - stay; a separator or anything else becomes "_", and
+    a leading dot too (no hidden name, no '..')."""
+    safe = UNSAFE_RE.sub("_", text)
+    return "_" + safe[1:] if safe.startswith(".") else safe
+
+
+def file_label(spec: str, digits: int = 8) -> str:
+    """`path/to/file.py:name` as a short name: the file's stem, the name and a hash of the
+    file's absolute path (two files of one stem stay apart)."""
     path, name = spec.rsplit(":", 1)
     path = os.path.abspath(path)
     stem = os.path.splitext(os.path.basename(path))[0]
-    return f"{stem}.{name}-{hashlib.sha1(path.encode()).hexdigest()[:6]}"
+    return f"{stem}.{name}-{hashlib.sha1(path.encode()).hexdigest()[:digits]}"
+
+
+def pass_label(spec: str) -> str:
+    """A pass's short name: a shipped pass's own name, else file_label (compile/passes.py
+    checks the spec; Cell.label makes it safe for a file name)."""
+    return file_label(spec, 6) if ":" in spec else spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,17 +262,17 @@ class Cell:
     def label(self) -> str:
         """A file-system-safe name for this cell's run directory, unique per cell: a user
         variant carries a hash of its file's absolute path, a non-default seed its value."""
-        variant = self.variant
+        # a user's file, alone or plugged into a model (`model@file.py:fn`), by file_label
+        model, at, variant = self.variant.rpartition("@")
         if ":" in variant and variant.split(":", 1)[0].endswith(".py"):
-            path, fn = variant.rsplit(":", 1)
-            digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:8]
-            stem = os.path.splitext(os.path.basename(path))[0]
-            variant = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{stem}.{fn}") + f"-{digest}"
+            variant = file_label(variant)
+        variant = model + at + variant
         seed = f"__seed{self.seed}" if self.seed else ""
         config = f"__cfg-{self.config_name}" if self.config else ""
         if self.passes:
             config += "__pass-" + "+".join(pass_label(spec) for spec in self.passes)
         label = f"{variant}__{self.mode}__{self.shape}__{self.dtype}__{self.device}{seed}{config}"
+        label = path_safe(label)
         if len(label) <= MAX_LABEL:
             return label
         # a file name holds 255 bytes, and the cache folder and lock add a hash and a suffix

@@ -95,19 +95,27 @@ def check_writable(directory: str, what: str, fix: str) -> None:
 
     Any failure is a UserError naming `what` and `fix` (never an OSError traceback).
     """
+    import errno
+
     from compilekit.model.errors import UserError
 
+    probe = None
     try:
         os.makedirs(directory, exist_ok=True)
         # a name of its own per check: a sweep's cells run this from threads of one process
         fd, probe = tempfile.mkstemp(prefix=".compilekit-probe-", dir=directory)
         with os.fdopen(fd, "w") as f:
             f.write("x")
-        os.remove(probe)
     except OSError as exc:
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
         raise UserError(
-            f"{what} {directory!r} is not writable ({exc.strerror or exc}): {fix}"
+            f"{what} {directory!r} is not writable ({exc.strerror or exc}): "
+            + (f"free space on its disk, or {fix}" if full else fix)
         ) from None
+    finally:
+        if probe is not None:  # a full disk fails the write, after the probe was made
+            with contextlib.suppress(OSError):
+                os.remove(probe)
     free = free_bytes(directory)
     if free < FREE_SPACE_MARGIN_BYTES:
         raise UserError(

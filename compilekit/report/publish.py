@@ -12,8 +12,14 @@ figures derived from a cell's stored kernel map (each kernel's roofline place ag
 sweep's measured ceilings, the roofline split, the CUDA-graph replay breakdown, whether
 Inductor's attention rewrite left the pattern) and the host-bound judgement are derived again
 from the same measured inputs, so a fix to how they are read reaches published results
-without a re-run; each changed cell is named. DEST is emptied first, but for its README.md
-(prose about the results).
+without a re-run; each changed cell is named.
+
+It never deletes what it did not write. DEST must be new, empty, or an earlier publication
+(marked by MARK, which lists the files that publication wrote); never the sweep itself, inside
+it, or holding it. Every argument is checked before anything is written; the publication is
+built in a staging folder beside DEST and swapped in at the end, so a failure leaves the old
+one whole. From an earlier publication the new one keeps README.md (prose about the results)
+and every file that publication did not write.
 """
 
 from __future__ import annotations
@@ -22,12 +28,20 @@ import glob
 import json
 import os
 import shutil
+import tempfile
 
 from compilekit.evidence import diagnose, kernelmap, roofline
 from compilekit.model import result as results_mod
 from compilekit.model.errors import UserError
 from compilekit.model.spec import MODEL_SHAPE_RE
-from compilekit.model.store import kept, read_json, write_json, write_json_gz
+from compilekit.model.store import (
+    CorruptFile,
+    check_writable,
+    kept,
+    read_json,
+    write_json,
+    write_json_gz,
+)
 from compilekit.report import pages, sweeppage, sweepreport
 
 CELL_FILES = (
@@ -37,6 +51,8 @@ CELL_FILES = (
 )  # fmt: skip
 CODE_FILES = ("output_code*.py", "kernels/*")
 TOP_FILES = ("env.json", "sweep.json")
+# A publication's mark: {"files": [every path it wrote, relative to it]}
+MARK = ".compilekit-publication.json"
 
 
 def copy_matching(src: str, dst: str, patterns) -> None:
@@ -105,7 +121,41 @@ def publish(
 ) -> list[str]:
     """Publish sweep_dir into dest (see the module's docstring); returns the cells whose
     derived figures changed. page_cells and code_cells: labels of cells that keep a run page,
-    and their generated code too."""
+    and their generated code too. UserError, before anything is written, for a destination it
+    may not replace and for any argument that names nothing."""
+    cells = _cells(sweep_dir, page_cells, code_cells)
+    for extra in extras:
+        if not os.path.isfile(extra):
+            raise UserError(f"--extra {extra!r} is not a file: name a file to copy beside")
+    kept_files = _kept_from_earlier(sweep_dir, dest)
+    dest = os.path.abspath(dest)
+    check_writable(os.path.dirname(dest), "the folder of DEST", "publish somewhere else")
+    # the staged folder carries DEST's own name: REPORT.md and the page are titled by it
+    staging = tempfile.mkdtemp(prefix=".publishing-", dir=os.path.dirname(dest))
+    try:
+        staged = os.path.join(staging, os.path.basename(dest))
+        changed = _write(sweep_dir, staged, cells, page_cells, code_cells, extras, log)
+        written = _files(staged)
+        clash = sorted(set(written) & set(kept_files))
+        if clash:
+            raise UserError(
+                f"{os.path.join(dest, clash[0])!r} is not the earlier publication's, and this one "
+                "writes a file by that name: move it out of DEST, then publish again"
+            )
+        for rel in kept_files:
+            target = os.path.join(staged, rel)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(os.path.join(dest, rel), target)
+        write_json(os.path.join(staged, MARK), {"files": sorted(written)})
+        _swap(staged, dest, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log(f"page: {os.path.join(dest, 'index.html')}")
+    return changed
+
+
+def _cells(sweep_dir: str, page_cells, code_cells) -> list[str]:
+    """The sweep's cells (run directories holding a result), each named cell among them."""
     found = os.listdir(sweep_dir) if os.path.isdir(sweep_dir) else []
     cells = sorted(
         d for d in found if os.path.isfile(kept(os.path.join(sweep_dir, d, "result.json")))
@@ -115,13 +165,65 @@ def publish(
     unknown = sorted((set(page_cells) | set(code_cells)) - set(cells))
     if unknown:
         raise UserError(f"no cell {unknown[0]!r} in {sweep_dir}: name a run directory there")
-    readme = os.path.join(dest, "README.md")
-    prose = open(readme).read() if os.path.isfile(readme) else None
-    shutil.rmtree(dest, ignore_errors=True)
+    return cells
+
+
+def _kept_from_earlier(sweep_dir: str, dest: str) -> list[str]:
+    """The files of an earlier publication at dest that the new one keeps (README.md and what
+    that publication did not write); UserError where dest may not be replaced."""
+    source, target = (os.path.realpath(p) for p in (sweep_dir, dest))
+    if source == target or target.startswith(source + os.sep):
+        raise UserError(
+            f"{dest!r} is the sweep or inside it, and publishing replaces it: "
+            "publish into a new folder beside the sweep"
+        )
+    if source.startswith(target + os.sep):
+        raise UserError(
+            f"{dest!r} holds the sweep {sweep_dir!r}, and publishing replaces it: "
+            "publish into a new folder"
+        )
+    if not os.path.exists(dest):
+        return []
+    if not os.path.isdir(dest):
+        raise UserError(f"{dest!r} is a file: publish into a new folder")
+    found = _files(dest)
+    if found in ([], ["README.md"]):  # prose written before the first publication
+        return found
+    try:
+        wrote = set(read_json(os.path.join(dest, MARK))["files"])
+    except (CorruptFile, KeyError, TypeError):
+        raise UserError(
+            f"{dest!r} holds files and no earlier publication: publish into a new or empty "
+            "folder (publishing replaces the folder's contents)"
+        ) from None
+    return sorted(rel for rel in found if rel not in wrote and rel != MARK)
+
+
+def _files(folder: str) -> list[str]:
+    """Every file under folder, relative to it."""
+    return [
+        os.path.relpath(os.path.join(root, name), folder)
+        for root, _, names in os.walk(folder)
+        for name in names
+    ]
+
+
+def _swap(staged: str, dest: str, staging: str) -> None:
+    """Put the staged publication at dest; the earlier one goes only once the new one is there."""
+    old = os.path.join(staging, ".earlier")
+    if os.path.isdir(dest):
+        os.rename(dest, old)
+    try:
+        os.rename(staged, dest)
+    except OSError:
+        if os.path.isdir(old):
+            os.rename(old, dest)
+        raise
+
+
+def _write(sweep_dir, dest, cells, page_cells, code_cells, extras, log) -> list[str]:
+    """The publication's files, written into dest (a new folder); the cells re-derived."""
     os.makedirs(dest)
-    if prose is not None:
-        with open(readme, "w") as f:
-            f.write(prose)
     copy_matching(sweep_dir, dest, TOP_FILES)
     for extra in extras:
         shutil.copy2(extra, dest)
@@ -144,5 +246,5 @@ def publish(
     log(sweepreport.report(dest))
     for cell in sorted(set(page_cells) | set(code_cells)):
         pages.run_page(os.path.join(dest, cell))
-    log(f"page: {sweeppage.sweep_page(dest, run_pages=False)}")
+    sweeppage.sweep_page(dest, run_pages=False)
     return changed

@@ -287,6 +287,18 @@ def test_unwritable_places_and_bad_timeouts_are_one_line(tmp_path, cli, monkeypa
     with pytest.raises(UserError, match="10 MiB free"):
         store.check_writable(str(tmp_path / "full"), "output directory", "choose another")
     assert not [f for f in os.listdir(tmp_path / "full") if "probe" in f or ".tmp" in f]
+    # a disk that fills as the probe is written: the hint is to free space, and no probe stays
+    import errno
+    import io
+
+    class Full(io.StringIO):
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store.os, "fdopen", lambda fd, mode: (os.close(fd), Full())[1])
+    with pytest.raises(UserError, match="No space left on device.*free space on its disk, or"):
+        store.check_writable(str(tmp_path / "filling"), "output directory", "choose another")
+    assert os.listdir(tmp_path / "filling") == []
 
 
 def test_exit_at_import_is_one_line(tmp_path, cli):

@@ -453,6 +453,7 @@ def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_map
     import shutil
 
     from compilekit.model import result as results_mod
+    from compilekit.report import publish
 
     _, out = small_sweep
     src = tmp_path / "sweep"
@@ -468,8 +469,7 @@ def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_map
     shutil.copytree(src / measured[0], kept, ignore=shutil.ignore_patterns("attempts"))
     dest = tmp_path / "published"
     dest.mkdir()
-    (dest / "README.md").write_text("prose about the results\n")
-    (dest / "old.txt").write_text("from an earlier publish\n")
+    (dest / "README.md").write_text("prose about the results\n")  # written before publishing
     proc = subprocess.run(
         [
             sys.executable,
@@ -489,7 +489,6 @@ def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_map
     assert proc.returncode == 0, proc.stderr
     assert f"re-derived from its kernel map: {measured[0]}" in proc.stdout
     assert (dest / "README.md").read_text() == "prose about the results\n"
-    assert not (dest / "old.txt").exists()
     assert _done(dest) == _done(src)
     republished = results_mod.load(str(dest / measured[0]))
     assert republished.roofline and "older code" not in republished.roofline
@@ -536,14 +535,25 @@ def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_map
     assert proc.returncode == 0, proc.stderr
     assert not (dest / others[0] / "index.html").exists()
     assert f'href="{others[0]}/result.json.gz"' in (dest / "index.html").read_text()
-    # a published sweep publishes again (its gzipped maps read back and rederived)
+    # a published sweep publishes again (its gzipped maps read back and rederived), over an
+    # earlier publication: what that one wrote goes, the user's own files there stay
     again = tmp_path / "again"
+    again.mkdir()
+    (again / publish.MARK).write_text('{"files": ["stale.txt", "old/cell.json"]}')
+    for name in ("stale.txt", "notes.txt", "README.md"):
+        (again / name).write_text(name)
+    (again / "old").mkdir()
+    (again / "old" / "cell.json").write_text("{}")
     proc = subprocess.run(
         [sys.executable, "-m", "compilekit", "publish", str(dest), str(again)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (again / measured[0] / "kernels.json.gz").is_file()
+    assert not (again / "stale.txt").exists() and not (again / "old").exists()
+    assert (again / "notes.txt").read_text() == "notes.txt"
+    assert (again / "README.md").read_text() == "README.md"
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".publishing")]
     # unchanged data, the same bytes: a republished folder leaves git's tree as it was
     ops = [(d / measured[0] / "ops.json.gz").read_bytes() for d in (again, dest)]
     assert ops[0] == ops[1]

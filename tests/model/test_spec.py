@@ -1,5 +1,7 @@
 """Parsing what users type: shapes, dtypes, devices, variants, modes."""
 
+import os
+
 import pytest
 
 from compilekit.cli import main
@@ -109,3 +111,36 @@ def test_every_committed_experiment_file_loads():
     for path in paths:
         cells = load_experiment(path).cells
         assert cells, path
+
+
+def test_every_name_a_user_gives_reaches_the_file_system_as_one_safe_name(tmp_path):
+    """A variant's file and function, a model's plugged attention, a pass's file and factory,
+    an Inductor option's value, a seed, a ragged shape, an experiment's and a config's name:
+    each reaches a run directory's, cache folder's or sweep's name through spec.path_safe, and
+    the name never leaves the folder it is made in ('../' once wrote a run outside --out)."""
+    from compilekit.compile.knobs import name_of
+    from compilekit.model.spec import Cell, path_safe
+    from compilekit.userexperiment import good_name
+
+    evil = "../../up/..\\x y<b>"
+    shape = parse_shape("1x2x16x8")
+    cells = [
+        Cell(f"{evil}.py:{evil}", "eager", shape, "float32", "cpu"),
+        Cell(f"bert-base@{evil}.py:{evil}", "eager", parse_shape("1x16"), "float32", "cpu"),
+        Cell("naive", "default", shape, "float32", "cpu", passes=(f"{evil}.py:{evil}",)),
+        Cell("naive", "default", shape, "float32", "cpu", passes=(evil,)),
+        Cell("naive", "default", shape, "float32", "cpu", 7, (("k", evil),), name_of({"k": evil})),
+        Cell("varlen-attn", "eager", parse_shape("100,37,512x32x128"), "float32", "cpu"),
+        Cell("naive", "eager", shape, "float32", "cpu", config=(("k", 1),), config_name=evil),
+    ]
+    for cell in cells:
+        label = cell.label()
+        out = tmp_path / "out"
+        assert os.path.dirname(os.path.normpath(out / label)) == str(out), label
+        assert "/" not in label and "\\" not in label and not label.startswith("."), label
+    assert "100,37,512x32x128" in cells[5].label()  # what was safe stays as it was
+    assert cells[0].label() != Cell(f"{evil}2.py:{evil}", "eager", shape, "float32", "cpu").label()
+    for name in ("..", ".hidden", "a/b", "a b", "", "x" * 101):
+        assert not good_name(name), name
+        assert "/" not in path_safe(name) and not path_safe(name).startswith(".")
+    assert good_name("blog_part3") and good_name("knobs-1.0")

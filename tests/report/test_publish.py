@@ -1,0 +1,107 @@
+"""compilekit publish never deletes what it did not write: the destinations it refuses, each
+before anything is written, and a failure that leaves the earlier publication whole. (What a
+publication holds: tests/launch/test_sweep.py, on a real sweep.)"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from compilekit.model.errors import UserError
+from compilekit.report import publish
+from tests.conftest import ROOT
+
+CELL = "naive__eager__1x2x16x8__float32__cpu"
+
+
+def _tree(folder) -> dict:
+    """{relative path: content} of every file under folder."""
+    return {
+        os.path.relpath(os.path.join(root, name), folder): open(os.path.join(root, name)).read()
+        for root, _, names in os.walk(folder)
+        for name in names
+    }
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    """A sweep's folder as publish first reads it: a cell holding a result, and its bulk."""
+    root = tmp_path / "sweep"
+    (root / CELL).mkdir(parents=True)
+    (root / CELL / "result.json").write_text("{}")
+    (root / CELL / "trace.json").write_text("{}")
+    (root / "sweep.json").write_text("{}")
+    return root
+
+
+def _refused(sweep, dest, match, extras=()):
+    before = _tree(sweep), _tree(dest) if os.path.isdir(dest) else None
+    with pytest.raises(UserError, match=match):
+        publish.publish(str(sweep), str(dest), extras=extras, log=lambda *_: None)
+    assert (_tree(sweep), _tree(dest) if os.path.isdir(dest) else None) == before
+
+
+def test_the_sweep_itself_a_folder_inside_it_or_holding_it_is_refused(sweep, tmp_path):
+    _refused(sweep, sweep, "is the sweep or inside it")
+    _refused(sweep, sweep / "published", "is the sweep or inside it")
+    _refused(sweep, tmp_path, "holds the sweep")
+    os.symlink(sweep, tmp_path / "link")  # the same folder by another name
+    _refused(sweep, tmp_path / "link", "is the sweep or inside it")
+
+
+def test_a_folder_of_the_users_is_refused_and_an_earlier_publication_is_not(sweep, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    _refused(sweep, mine, "holds files and no earlier publication")
+    (mine / publish.MARK).write_text("not json")
+    _refused(sweep, mine, "holds files and no earlier publication")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    _refused(sweep, a_file, "is a file")
+
+
+def test_a_bad_extra_is_refused_before_the_earlier_publication_is_touched(sweep, tmp_path):
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / publish.MARK).write_text('{"files": ["REPORT.md"]}')
+    (earlier / "REPORT.md").write_text("the old report")
+    _refused(sweep, earlier, "--extra .* is not a file", extras=[str(tmp_path / "missing.txt")])
+    with pytest.raises(UserError, match="no cell 'nope'"):
+        publish.publish(str(sweep), str(earlier), page_cells=["nope"], log=lambda *_: None)
+    assert _tree(earlier) == {
+        publish.MARK: '{"files": ["REPORT.md"]}',
+        "REPORT.md": "the old report",
+    }
+
+
+def test_a_failure_while_writing_leaves_the_earlier_publication_whole(
+    sweep, tmp_path, monkeypatch
+):
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / publish.MARK).write_text('{"files": ["REPORT.md"]}')
+    (earlier / "REPORT.md").write_text("the old report")
+    before = _tree(earlier)
+
+    def fails_halfway(sweep_dir, dest, *args):
+        os.makedirs(dest)
+        open(os.path.join(dest, "REPORT.md"), "w").write("half a report")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(publish, "_write", fails_halfway)
+    with pytest.raises(OSError):
+        publish.publish(str(sweep), str(earlier), log=lambda *_: None)
+    assert _tree(earlier) == before
+    assert sorted(os.listdir(tmp_path)) == ["earlier", "sweep"]  # no staging folder left
+
+
+def test_the_command_line_refuses_in_one_line_and_the_sweep_stays(sweep):
+    proc = subprocess.run(
+        [sys.executable, "-m", "compilekit", "publish", str(sweep), str(sweep)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "new folder" in proc.stderr
+    assert (sweep / CELL / "trace.json").is_file()
