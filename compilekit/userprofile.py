@@ -38,13 +38,50 @@ class Profile:
     # with lines=True: per source line of the block, its kernels and the time charged to it
     lines: list = dataclasses.field(default_factory=list)
     out_dir: str | None = None  # where trace.json, ops.json, kernels.json, index.html went
+    done: bool = False  # the block has ended and every field is filled
 
     def table(self, by: str = "time", top: int = 20) -> str:
         """The cost matrix as text, ranked by time or memory (compilekit ops's columns)."""
+        from compilekit.model.errors import UserError
         from compilekit.report import opsview
 
+        if not self.done:
+            raise UserError(
+                "table() inside the `with compilekit.profile()` block: the profile is filled "
+                "when the block ends; call it after the block"
+            )
         rows = opsview.rank(self.ops, by, self.device == "cuda")
         return opsview.table(rows[:top], self.device == "cuda", self.peak_memory_mb)
+
+
+def checked_device(out_dir: str | None, device: str | None, forwards) -> str:
+    """The device to profile, every argument checked before the block runs: UserError, one line
+    each, for another profiler session already running (torch runs one at a time: the outer
+    one would come back empty), a count of passes below one, a device other than cpu or cuda
+    (or cuda without a GPU), and an out_dir that cannot take the files."""
+    import torch
+
+    from compilekit.model.errors import UserError
+    from compilekit.model.store import check_writable
+
+    running = getattr(torch.autograd.profiler, "_is_profiler_enabled", False)
+    if running or torch._C._autograd._profiler_enabled():
+        raise UserError(
+            "compilekit.profile() inside another profiler session (compilekit.profile() or "
+            "torch.profiler): torch runs one at a time; profile the inner block alone"
+        )
+    if isinstance(forwards, bool) or not isinstance(forwards, int) or forwards < 1:
+        raise UserError(f"forwards={forwards!r}: give how many passes the block runs (1 or more)")
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device not in ("cpu", "cuda"):
+        raise UserError(f"device={device!r}: give 'cpu' or 'cuda'")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("device='cuda', but torch sees no CUDA GPU here: give device='cpu'")
+    if out_dir is not None and os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise UserError(f"out_dir={out_dir!r} is a file: give a folder (made if missing)")
+    if out_dir is not None:
+        check_writable(out_dir, "out_dir", "give another folder")
+    return device
 
 
 @contextlib.contextmanager
@@ -55,14 +92,15 @@ def profile(out_dir: str | None = None, device: str | None = None, forwards: int
     or "cpu", by default cuda where torch sees a GPU. lines: map each kernel to the line of
     the block's code that launched it (Profile.lines, the page's source table), by recording
     every op's call stack as it runs: eager code only (an already compiled model would be
-    compiled again, or run uncompiled, under the recorder), and host times grow by it."""
+    compiled again, or run uncompiled, under the recorder), and host times grow by it.
+    Arguments are checked before the block runs (checked_device)."""
     import torch
     from torch.profiler import record_function
 
-    from compilekit.evidence import eagerlines, opcost, profiling
+    from compilekit.evidence import eagerlines, kernelmap, opcost, profiling
     from compilekit.model.store import write_json
 
-    found = Profile(device=device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    found = Profile(device=checked_device(out_dir, device, forwards))
     cuda = found.device == "cuda"
     if cuda:
         torch.cuda.synchronize()
@@ -88,14 +126,11 @@ def profile(out_dir: str | None = None, device: str | None = None, forwards: int
     forward["forward_device_ms"] /= forwards
     found.kernels, found.forward_device_ms = forward["kernels"], forward["forward_device_ms"]
     if recorded is not None:
-        from compilekit.evidence import kernelmap
-
+        for k in found.kernels:  # each launch's own lines; the map merges a layer's repeats
+            k["source_lines"] = kernelmap.eager_site(k, recorded, {})[0]["source_lines"]
         records = kernelmap.build_map(forward, {}, {}, "", False, recorded)
         found.lines = forward["by_source_line"] = kernelmap.by_source_line(records)
-        for kernel, record in zip(found.kernels, records, strict=True):
-            kernel["source_lines"] = record["source_lines"]
     if out_dir:
-        os.makedirs(out_dir, exist_ok=True)
         prof.export_chrome_trace(os.path.join(out_dir, "trace.json"))
         write_json(os.path.join(out_dir, "ops.json"), found.ops)
         write_json(os.path.join(out_dir, "kernels.json"), forward)
@@ -103,3 +138,4 @@ def profile(out_dir: str | None = None, device: str | None = None, forwards: int
         from compilekit.report import pages
 
         pages.profile_page(found, out_dir)
+    found.done = True

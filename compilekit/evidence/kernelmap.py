@@ -245,16 +245,7 @@ def build_map(
         if found is not None:
             used.append(found)
         if found is None and not compiled:
-            frames = (eager_lines or {}).get((k["launcher"], k.get("launcher_index", 0)), [])
-            via = "call stack of the launching op (eager)"
-            if not frames and k["launcher"] == NO_OP and k["name"] in (kernel_definitions or {}):
-                frames = kernel_definitions[k["name"]]
-                via = "the kernel's definition (launched outside any torch op)"
-            found = {
-                "aten_ops": [k["launcher"]],
-                "source_lines": frames,
-                "origin_lines": origin(frames),
-            }
+            found, via = eager_site(k, eager_lines, kernel_definitions)
         records.append(
             {
                 "name": k["name"],
@@ -275,6 +266,22 @@ def build_map(
             }
         )
     return merge_repeats(records)
+
+
+def eager_site(k: dict, eager_lines: dict | None, definitions: dict | None) -> tuple[dict, str]:
+    """(its ops and lines, how they were found) for one kernel of eager code: the recorded call
+    stack of the op that launched it (eagerlines.recording), else for a kernel launched outside
+    any op, its definition (profiling.raw_kernel_definitions)."""
+    frames = (eager_lines or {}).get((k["launcher"], k.get("launcher_index", 0)), [])
+    via = "call stack of the launching op (eager)"
+    if not frames and k["launcher"] == NO_OP and k["name"] in (definitions or {}):
+        frames = definitions[k["name"]]
+        via = "the kernel's definition (launched outside any torch op)"
+    return {
+        "aten_ops": [k["launcher"]],
+        "source_lines": frames,
+        "origin_lines": origin(frames),
+    }, via
 
 
 PROFILER_BYTES_FROM = "the tensors its launching op recorded in the profile"

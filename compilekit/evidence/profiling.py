@@ -22,9 +22,10 @@ from compilekit.evidence.kernelmap import NO_OP, is_user_file
 
 WAIT, WARMUP, ACTIVE = 1, 2, 5
 # Frames torch.compile wraps around the real work; on CPU we descend through them to the kernels.
+# PythonDispatchMode: the range a Python dispatch mode (eagerlines' recorder) puts around an op.
 WRAPPER_RE = re.compile(
     r"^(Torch-Compiled Region|TorchDynamo Cache Lookup|## |AOTDispatcher|"
-    r"CompiledFunction|Pregraph|Inductor|cudagraph|CUDAGraph|## Call)"
+    r"CompiledFunction|Pregraph|Inductor|cudagraph|CUDAGraph|## Call|PythonDispatchMode$)"
 )
 CPU_KERNEL_RE = re.compile(r"^graph_\d+_(cpp_\w+)$")
 

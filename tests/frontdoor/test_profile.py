@@ -2,6 +2,7 @@
 time and memory, and the kernels, for eager and for already-compiled code."""
 
 import json
+import os
 import re
 
 import pytest
@@ -78,3 +79,76 @@ def test_lines_charge_each_kernel_to_the_line_that_launched_it(tmp_path):
     with compilekit.profile(device="cpu") as plain:
         forward(x, w)
     assert plain.lines == []
+
+
+def _tiny(name):
+    """(model, input ids) of a tiny config of transformers' own class, random weights."""
+    import transformers as tf
+
+    small = dict(vocab_size=100)
+    configs = {
+        "bert": (tf.BertModel, tf.BertConfig, dict(hidden_size=32, num_hidden_layers=2,
+                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)),
+        "gpt2": (tf.GPT2Model, tf.GPT2Config, dict(n_embd=32, n_layer=2, n_head=2, n_positions=32)),
+        "llama": (tf.LlamaModel, tf.LlamaConfig, dict(hidden_size=32, intermediate_size=64,
+                  num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1)),
+        "qwen2": (tf.Qwen2Model, tf.Qwen2Config, dict(hidden_size=32, intermediate_size=64,
+                  num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1)),
+        "t5-encoder": (tf.T5EncoderModel, tf.T5Config, dict(d_model=32, d_ff=64, d_kv=16,
+                       num_layers=2, num_heads=2)),
+    }  # fmt: skip
+    model_class, config_class, sizes = configs[name]
+    torch.manual_seed(0)
+    model = model_class(config_class(**small, **sizes)).eval()
+    return model, torch.randint(0, 100, (2, 12))
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "qwen2", "t5-encoder"])
+def test_lines_hold_on_transformers_models_with_a_range_of_the_users_inside(name, tmp_path):
+    """Layers launch the same kernels from the same lines, and a user's record_function range
+    sits inside the block: every kernel still gets its lines, the modeling file's lines carry
+    the block's time, and the files are written."""
+    import transformers
+
+    model, ids = _tiny(name)
+    with torch.no_grad(), compilekit.profile(str(tmp_path), device="cpu", lines=True) as p:
+        with torch.profiler.record_function("my forward"):
+            model(ids)
+    assert p.kernels and all("source_lines" in k for k in p.kernels)
+    assert not [k for k in p.kernels if k["name"] in ("my forward", "PythonDispatchMode")]
+    modeling = os.path.dirname(transformers.__file__)
+    charged = sum(r["attributed_ms"] for r in p.lines if r["file"].startswith(modeling))
+    assert charged > 0.5 * p.forward_device_ms, [(r["file"], r["line"]) for r in p.lines][:5]
+    assert sum(r["attributed_ms"] for r in p.lines) <= p.forward_device_ms * (1 + 1e-9)
+    assert (tmp_path / "index.html").is_file() and (tmp_path / "kernels.json").is_file()
+
+
+def test_arguments_are_checked_before_the_block_runs_and_tables_wait_for_its_end(tmp_path):
+    from compilekit.model.errors import UserError
+
+    ran = []
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    bad = [
+        (dict(forwards=0), "forwards=0"),
+        (dict(forwards=-2), "forwards=-2"),
+        (dict(forwards=1.5), "forwards=1.5"),
+        (dict(device="tpu"), "'cpu' or 'cuda'"),
+        (dict(out_dir=str(a_file)), "is a file"),
+    ]
+    if not torch.cuda.is_available():
+        bad.append((dict(device="cuda"), "no CUDA GPU"))
+    for kwargs, words in bad:
+        with pytest.raises(UserError, match=words):
+            with compilekit.profile(**kwargs):
+                ran.append(kwargs)
+    assert ran == []
+    with compilekit.profile(device="cpu") as outer:
+        torch.ones(4).sum()
+        with pytest.raises(UserError, match="inside another profiler session"):
+            with compilekit.profile(device="cpu"):
+                ran.append("inner")
+        with pytest.raises(UserError, match="after the block"):
+            outer.table()
+        torch.ones(4).mul(2)
+    assert ran == [] and "aten::mul" in outer.table()
