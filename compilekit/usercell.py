@@ -98,6 +98,7 @@ def make_cell(
     from compilekit.compile.modes import check_mode
     from compilekit.compile.shapekind import check_shape, variant_kind
     from compilekit.compile.variant import check_variant, is_user_spec
+    from compilekit.launch.reaper import started_here_ended
 
     model, at, attention = variant.rpartition("@")
     if is_user_spec(attention):  # absolute, so the cell (and its label) do not depend on the cwd
@@ -105,7 +106,8 @@ def make_cell(
         variant = f"{model}{at}{os.path.abspath(path)}:{fn}"
     if timeout_s is not None:
         check_timeout(timeout_s)
-    workload = check_variant(variant, timeout_s)
+    with started_here_ended():  # what the user's file starts as it is imported
+        workload = check_variant(variant, timeout_s)
     check_mode(mode)
     check_seed(seed)
     # None takes the device's default; an empty string is a typo, refused by the parsers
@@ -127,8 +129,9 @@ def make_cell(
         from compilekit.compile.passes import load_pass
 
         knobs.check_mode({"--pass": passes}, mode, "graph passes (--pass)")
-        for spec in passes:
-            load_pass(spec)  # the file, the factory and its interface, before anything runs
+        with started_here_ended():
+            for spec in passes:
+                load_pass(spec)  # the file, the factory and its interface, before anything runs
     return Cell(
         variant,
         mode,

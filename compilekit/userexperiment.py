@@ -217,6 +217,7 @@ def _check_names(path: str, text: str, merged: dict, timeout_s: float) -> None:
     from compilekit.compile.modes import check_mode
     from compilekit.compile.passes import load_pass
     from compilekit.compile.variant import check_variant
+    from compilekit.launch.reaper import started_here_ended
 
     workloads = merged["workloads"] = {}  # variant -> whether it is a model (BxS shapes)
 
@@ -228,11 +229,12 @@ def _check_names(path: str, text: str, merged: dict, timeout_s: float) -> None:
     # a pass's file, factory and interface, before any cell
     written = merged.get("passes", [])
     checks += [(w, _resolve(w, path), load_pass) for w in written]
-    for shown, value, check in checks:
-        try:
-            check(value)
-        except UserError as exc:
-            raise UserError(f"{path}, {_where(text, value=shown)}: {exc}") from None
+    with started_here_ended():  # what a user's file starts as it is imported
+        for shown, value, check in checks:
+            try:
+                check(value)
+            except UserError as exc:
+                raise UserError(f"{path}, {_where(text, value=shown)}: {exc}") from None
 
 
 def _cells(matrix: dict, device: str):

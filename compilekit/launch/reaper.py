@@ -59,16 +59,19 @@ def _marked(pid: int) -> bool:
         return False
 
 
+def _children() -> set[int]:
+    """This process's live children (a zombie has ended already)."""
+    me, found = os.getpid(), set()
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        stat = _stat(int(name)) if name.isdigit() else None
+        if stat and stat[0] == me and stat[1] != "Z":
+            found.add(int(name))
+    return found
+
+
 def orphans(running: set[int]) -> list[int]:
     """This process's children that are not running phase processes but carry a cell's mark."""
-    me, found = os.getpid(), []
-    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if not name.isdigit() or int(name) in running:
-            continue
-        stat = _stat(int(name))
-        if stat and stat[0] == me and stat[1] != "Z" and _marked(int(name)):
-            found.append(int(name))
-    return found
+    return sorted(pid for pid in _children() - set(running) if _marked(pid))
 
 
 def _kill(pid: int) -> None:
@@ -81,6 +84,27 @@ def _kill(pid: int) -> None:
         os.waitpid(pid, 0)  # a child of ours now: reap it
     except ChildProcessError:
         pass
+
+
+@contextlib.contextmanager
+def started_here_ended():
+    """End every process started while the block runs, whatever its session: the front doors
+    import a user's variant or pass file to check it, and a helper such a file starts at import
+    (holding the terminal's stdout, which kept `compilekit run ... | tail` waiting) would
+    otherwise outlive the command. The cell's own processes import the file again and reap
+    their helpers as every phase process's are."""
+    become_subreaper()  # what a helper starts in a session of its own comes back here
+    before = _children()
+    try:
+        yield
+    finally:
+        with LOCK:
+            for _ in range(8):  # a helper's own children become ours when it dies
+                found = _children() - before
+                if not found:
+                    break
+                for pid in found:
+                    _kill(pid)
 
 
 def end_leftovers(phase_pid: int, running) -> int:

@@ -71,3 +71,33 @@ def test_the_reaper_never_takes_a_running_phase_or_an_unmarked_child(monkeypatch
         for p in (marked, plain):
             p.kill()
             p.wait()
+
+
+def test_helpers_a_file_starts_as_the_command_line_checks_it_end_with_the_command(tmp_path):
+    """The front doors import a user's variant (or pass) file to check it: what it starts at
+    import, holding the command's stdout, once kept `compilekit run ... | tail` waiting."""
+    marker = f"compilekit-helper-{uuid.uuid4().hex}"
+    (tmp_path / "starts.py").write_text(
+        "import subprocess, sys\n"
+        "for own_session in (False, True):\n"
+        "    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', "
+        f"{marker!r}], start_new_session=own_session)\n"
+    )
+    variant = f"{tmp_path / 'starts.py'}:attention"  # no such function: refused after import
+    (tmp_path / "e.toml").write_text(
+        f'variants = ["{variant}"]\nmodes = ["eager"]\nshapes = ["1x2x16x8"]\ndevice = "cpu"\n'
+    )
+    for args in (
+        ["run", "--variant", variant, "--mode", "eager", "--device", "cpu"],
+        ["run", "--variant", "naive", "--mode", "default", "--device", "cpu", "--pass", variant],
+        ["sweep", str(tmp_path / "e.toml"), "--out", str(tmp_path / "sweep")],
+    ):
+        try:  # the pipe of its stdout ends when every process holding it has
+            proc = subprocess.run(
+                [sys.executable, "-m", "compilekit", *args],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+        finally:
+            left = _no_helper_left(marker)
+        assert proc.returncode == 2 and "attention" in proc.stderr, proc.stderr
+        assert left, f"{args[0]} left the file's helpers running"
