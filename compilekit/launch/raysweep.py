@@ -35,8 +35,36 @@ from compilekit.model.store import Busy, exclusive_lock
 MAX_RETRIES = 2
 
 
+def token_path() -> str | None:
+    """The Ray auth token this machine holds, where Ray looks for one (RAY_AUTH_TOKEN,
+    RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token), or None."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return "RAY_AUTH_TOKEN"
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
+    return path if os.path.isfile(path) else None
+
+
+def _auth_like_the_cluster() -> None:
+    """Ask for Ray's token auth where this machine holds a token and RAY_AUTH_MODE is unset: a
+    cluster started beside a token (a `ray.init()` once wrote ~/.ray/auth_token) uses it, and
+    Ray turns it on for a driver only for address "auto"; a driver with it joins a cluster
+    without auth too. Ray reads the mode as it is imported, so this comes first (or Ray is
+    told to read its config again)."""
+    if "RAY_AUTH_MODE" in os.environ or token_path() is None:
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    if "ray" in sys.modules:
+        try:
+            from ray._raylet import Config
+
+            Config.initialize("")
+        except (ImportError, AttributeError):
+            pass
+
+
 def import_ray():
     """The ray module, or the one line that says how to get it."""
+    _auth_like_the_cluster()
     try:
         import ray
     except ImportError:
@@ -48,10 +76,17 @@ def import_ray():
 
 
 def preflight(address: str) -> None:
-    """Before anything is written: Ray is installed, and a host:port address answers."""
+    """Before anything is written: the address is "auto" or host:port (Ray would take "local"
+    or a bare name as a cluster to start or look up, and wait), Ray is installed, and a
+    host:port address answers."""
+    host, _, port = address.rpartition(":")
+    if address != "auto" and not (host and port.isdigit()):
+        raise UserError(
+            f"--ray {address!r}: give 'auto' (the cluster this machine belongs to, from `ray "
+            "start`) or a cluster's host:port; to sweep on this machine alone, drop --ray"
+        )
     import_ray()
-    if address != "auto" and ":" in address:
-        host, port = address.rsplit(":", 1)
+    if address != "auto":
         try:
             socket.create_connection((host, int(port)), timeout=5).close()
         except (OSError, ValueError) as exc:
@@ -104,10 +139,14 @@ def connect(ray, address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         if exc is None
         else (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     )
-    raise UserError(
-        f"could not join a Ray cluster at {address!r}: {first} (start one with `ray start "
-        "--head`, or give its address)"
+    token = token_path()
+    fix = (
+        f"a Ray auth token is at {token} and RAY_AUTH_MODE={os.environ['RAY_AUTH_MODE']}: "
+        "start the cluster with the same token, or unset RAY_AUTH_MODE"
+        if token and os.environ.get("RAY_AUTH_MODE")
+        else "start one with `ray start --head`, or give its address"
     )
+    raise UserError(f"could not join a Ray cluster at {address!r}: {first} ({fix})")
 
 
 def task_resources(device: str, override: dict | None) -> dict:

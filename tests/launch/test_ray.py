@@ -39,9 +39,24 @@ def _ray_required(reason):
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="module")
-def cluster(cache_root):
-    """The address of a one-node Ray cluster whose workers share the session's compile cache."""
+@pytest.fixture(scope="module", autouse=True)
+def own_home(tmp_path_factory):
+    """A HOME of the module's own: what a user's ~/.ray holds (an auth token an earlier
+    `ray.init()` left) must not decide whether these tests pass."""
+    saved = {k: os.environ.get(k) for k in ("HOME", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    os.environ["HOME"] = str(tmp_path_factory.mktemp("home"))
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):
+        os.environ.pop(name, None)
+    yield os.environ["HOME"]
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def _start_cluster(env: dict, temp: str) -> str:
+    """Start a one-node cluster (2 CPUs, 2 logical GPUs) with env; its address."""
     try:
         import ray  # noqa: F401
     except ImportError:
@@ -50,12 +65,17 @@ def cluster(cache_root):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "COMPILEKIT_CACHE": cache_root}
-    temp = f"/tmp/ray-ck-{os.getpid()}"  # Ray's socket paths must stay short
     start = [ray_bin, "start", "--head", f"--port={port}", "--num-cpus=2", "--num-gpus=2",
              "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"]  # fmt: skip
     subprocess.run(start, env=env, check=True, capture_output=True, timeout=120)
-    yield f"127.0.0.1:{port}"
+    return f"127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def cluster(cache_root, own_home):
+    """The address of a one-node Ray cluster whose workers share the session's compile cache."""
+    temp = f"/tmp/ray-ck-{os.getpid()}"  # Ray's socket paths must stay short
+    yield _start_cluster({**os.environ, "COMPILEKIT_CACHE": cache_root}, temp)
     _end_cluster(temp)
 
 
@@ -224,6 +244,7 @@ def test_ray_without_ray_or_cluster_is_one_line(cli, tmp_path):
     for args, env, needle in (
         (["--ray"], {"PYTHONPATH": pythonpath}, "pip install 'compilekit[ray]'"),
         (["--ray", "127.0.0.1:1"], None, "no Ray cluster answers at 127.0.0.1:1"),
+        (["--ray", "local"], None, "give 'auto'"),
         (["--ray", "--gpus", "0"], None, "for a local sweep"),
         (["--shared-dir"], None, "go with --ray"),
     ):
@@ -268,6 +289,32 @@ def test_joining_where_no_ray_answers_is_quiet_and_bounded(capfd):
         assert "Failed to connect" not in err and "rpc_client" not in err, err
     finally:
         server.close()
+
+
+def test_a_token_left_in_home_joins_the_cluster_started_beside_it(tmp_path):
+    """An earlier `ray.init()` leaves ~/.ray/auth_token; a cluster started later beside it turns
+    token auth on, and a driver given the cluster's address once waited 15 s, then said "no
+    answer". The sweep's driver asks for token auth where a token is, and joins."""
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text("0123456789abcdef" * 4)
+    env = {**os.environ, "HOME": str(home)}
+    temp = f"/tmp/ray-tk-{os.getpid()}"
+    address = _start_cluster(env, temp)
+    try:
+        join = (
+            "from compilekit.launch import raysweep\n"
+            "ray = raysweep.import_ray()\n"
+            f"raysweep.connect(ray, {address!r})\n"
+            "print('joined', ray.cluster_resources().get('CPU'))\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", join], cwd=ROOT, env=env, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0 and "joined 2.0" in proc.stdout, proc.stderr[-2000:]
+    finally:
+        _end_cluster(temp)
 
 
 class _FakeRay:
