@@ -100,40 +100,53 @@ def validate(config: dict, where: str = "") -> dict:
 SCALARS = {"int": int, "float": float, "bool": bool, "str": str}
 
 
-def _declared_scalars(key: str) -> tuple[str, list] | None:
-    """(the option's declared type as text, the scalar types it admits), or None where torch
-    keeps no declared type for it."""
+def _declared(key: str) -> tuple[str, list, list] | None:
+    """(the option's declared type as text, the scalar types it admits, the values a Literal in
+    it admits), or None where torch keeps no declared type for it."""
+    import typing
+
     import torch._inductor.config as inductor_config
 
     entry = getattr(inductor_config, "_config", {}).get(key)
     declared = getattr(entry, "value_type", None)
     if declared is None:
         return None
-    text = declared if isinstance(declared, str) else getattr(declared, "__name__", "")
-    text = text if text and text != "UnionType" else str(declared)
-    names = re.findall(r"\b(int|float|bool|str)\b", text.replace("<class '", "").replace("'>", ""))
-    return text, [SCALARS[n] for n in dict.fromkeys(names)]
+    if isinstance(declared, str):  # a forward reference: its names say what it takes
+        names = re.findall(r"\b(int|float|bool|str)\b", declared)
+        return declared, [SCALARS[n] for n in dict.fromkeys(names)], []
+    admits, literals, todo = [], [], [declared]
+    while todo:  # through Optional[...] and unions to the scalars and literals inside
+        kind = todo.pop()
+        if typing.get_origin(kind) is typing.Literal:
+            literals += typing.get_args(kind)
+        elif typing.get_args(kind):
+            todo += typing.get_args(kind)
+        elif kind in SCALARS.values():
+            admits.append(kind)
+    text = str(declared).replace("typing.", "").replace("<class '", "").replace("'>", "")
+    return text, admits, literals
 
 
 def _check_declared(key: str, value, prefix: str) -> None:
     """An option whose default is None: a function or pass object cannot come from --set, and
-    a value must be one of the scalar types the option declares (a literal otherwise)."""
-    found = _declared_scalars(key)
-    text, admits = found if found else ("", [int, float, bool, str])
+    a value must be one of the scalar types or literal values the option declares."""
+    found = _declared(key)
+    text, admits, literals = found if found else ("", [int, float, bool, str], [])
     if "Callable" in text or re.search(r"[A-Z]\w*(Pass|Fn)\b", text):
         raise UserError(
             f"{prefix}Inductor option {key!r} takes a function or an object ({text}), which "
             "a command line cannot carry (a graph pass goes through --pass FILE.py:FACTORY)"
         )
-    fits = any(
+    fits = value in literals or any(
         isinstance(value, t)
         and not (t in (int, float) and isinstance(value, bool))
         or (t is float and isinstance(value, int) and not isinstance(value, bool))
         for t in admits
     )
     if not fits:
+        wanted = ", ".join(repr(v) for v in literals) if literals and not admits else text
         raise UserError(
-            f"{prefix}Inductor option {key!r} takes {text or 'a number, a bool or a string'}, "
+            f"{prefix}Inductor option {key!r} takes {wanted or 'a number, a bool or a string'}, "
             f"not {type(value).__name__} {value!r:.60}"
         )
 

@@ -54,6 +54,27 @@ def test_options_whose_default_is_none_are_checked_by_their_declared_type(assign
     assert knobs.validate({"fx_graph_remote_cache": False}) == {"fx_graph_remote_cache": False}
 
 
+def test_an_option_declared_as_literals_takes_each_of_them_and_names_them_otherwise():
+    """Optional[Literal['default', 'custom_ops', ...]]: a legal value was once refused, the
+    option said to take "Optional"."""
+    import typing
+
+    import torch._inductor.config as inductor_config
+
+    literal = {
+        key: typing.get_args(typing.get_args(entry.value_type)[0])
+        for key, entry in inductor_config._config.items()
+        if "Literal" in str(getattr(entry, "value_type", ""))
+        and inductor_config.get_config_copy().get(key) is None
+    }
+    if not literal:
+        pytest.skip("this torch declares no Inductor option as Optional[Literal[...]]")
+    key, values = next(iter(literal.items()))
+    assert knobs.validate({key: values[-1]}) == {key: values[-1]}
+    with pytest.raises(UserError, match=re.escape(f"takes {values[0]!r}") + ".* not str 'bogus'"):
+        knobs.validate({key: "bogus"})
+
+
 def test_compile_options_merge_the_modes_own():
     merged = knobs.compile_options({"mode": "max-autotune"}, {"max_fusion_size": 8})
     assert merged["options"]["max_autotune"] is True and merged["options"]["max_fusion_size"] == 8
