@@ -16,6 +16,7 @@ import threading
 import time
 
 from compilekit.launch import cache, locks, runner
+from compilekit.model import kernelfile
 from compilekit.model import result as results
 from compilekit.model.errors import UserError
 from compilekit.model.experiment import Experiment, against_json
@@ -92,7 +93,8 @@ class Todo:
 
 def cell_done(run_dir: str, retry=(), log=sys.stdout) -> results.CellResult | None:
     """The stored result of a finished cell, or None if it must (re)run: no result, an
-    unreadable one (said in one line), a measured one whose kernel map is missing, a failure
+    unreadable one (said in one line), a measured one whose kernel map is missing or of the
+    wrong shape, a failure
     when `retry` holds "failed", a disturbed timing when it holds "noisy"."""
     if not os.path.isdir(run_dir):
         return None
@@ -101,8 +103,15 @@ def cell_done(run_dir: str, retry=(), log=sys.stdout) -> results.CellResult | No
     except CorruptFile as exc:
         print(f"  {exc}; running the cell again", file=log, flush=True)
         return None
-    if result.measured and not os.path.isfile(kept(os.path.join(run_dir, "kernels.json"))):
+    kmap = os.path.join(run_dir, "kernels.json")
+    if result.measured and not os.path.isfile(kept(kmap)):
         print(f"  {run_dir}: kernels.json is missing; running the cell again", file=log)
+        return None
+    try:  # of the wrong shape, every command that reads it would call it corrupt
+        if result.measured:
+            kernelfile.load(kmap)
+    except CorruptFile as exc:
+        print(f"  {exc}; running the cell again", file=log, flush=True)
         return None
     if "failed" in retry and result.status == "failed":
         return None

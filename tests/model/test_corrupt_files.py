@@ -125,3 +125,21 @@ def test_a_symlinked_lock_is_refused_and_its_target_never_written(tmp_path, cli)
     with pytest.raises(UserError, match="symbolic link"):  # the sweep's CPU and GPU locks
         open_lock(str(tmp_path / "cpu.lock"))
     assert not (tmp_path / "created-through-the-link").exists()
+
+
+@pytest.mark.parametrize("case", ["kernel record a number", "device_ms a string"])
+def test_a_resumed_sweep_runs_again_a_cell_whose_kernel_map_is_of_the_wrong_shape(case, tmp_path):
+    """The commands that read it call it corrupt: a resume must not keep it as done."""
+    import io
+
+    from compilekit.launch import sweep
+
+    good = make_run(tmp_path, "good", **GOOD)
+    bad = make_run(tmp_path / "bad", "bad", **GOOD)
+    (bad / "kernels.json").write_text(json.dumps(KMAP_CASES[case]))
+    log = io.StringIO()
+    assert sweep.cell_done(str(good), (), log) is not None
+    assert sweep.cell_done(str(bad), (), log) is None
+    assert (
+        "kernels.json is corrupt" in log.getvalue() and "running the cell again" in log.getvalue()
+    )
