@@ -164,7 +164,7 @@ def parse_shape(text: str) -> Shape | Tokens:
     (e.g. lognormal512@16384x32g8x128: compilekit/model/varlen.py) into Varlen."""
     if "+" in text:
         return parse_decode(text)
-    if "," in text or re.match(r"^[a-z]+\d+@", text.strip().lower()):  # ragged documents
+    if "," in text or "@" in text:  # ragged documents: listed lengths, or a distribution
         from compilekit.model.varlen import parse_varlen
 
         return parse_varlen(text)

@@ -34,6 +34,8 @@ def test_listed_lengths_and_seeded_distributions():
         ("100,0,5x4x16", "a document of 0 tokens"),
         ("100,-5x4x16", "malformed varlen shape"),
         ("poisson512@4096x4x16", "unknown length distribution 'poisson'"),
+        ("lognormalX@4096x4x16", "malformed varlen shape"),  # not the attention shape's words
+        ("lognormal@4096x4x16", "malformed varlen shape"),
         ("fixed512@2000000x4x16", "holds 2,000,000 tokens; at most 1,048,576"),
         ("100,37x6g4x16", "K/V heads (4) must divide heads (6)"),
     ],
