@@ -39,11 +39,12 @@ def _eager_probe(variant, args, cell):
                 str(w.message).splitlines()[0]
                 for w in caught
                 if any(
-                    k in str(w.message) for k in ("kernel not used", "not supported", "requires")
+                    k in str(w.message)
+                    for k in ("kernel not used", "not supported", "require", "num_heads")
                 )
             ]
-            if ended.status == "unsupported" and why:
-                ended.reason = "; ".join([ended.reason] + why[:4])
+            if ended.status == "unsupported":
+                ended.reason = failures.refusal(ended.reason, why[:4], cell.shape)
             verb = "cannot run on" if ended.status == "unsupported" else "failed on"
             where = f"{cell.device} {cell.dtype} at {cell.shape}"
             ended.reason = f"{cell.variant!r} {verb} {where}: {ended.reason}"

@@ -28,6 +28,25 @@ REFUSALS = (
 )
 
 
+def refusal(reason: str, warned: list[str], shape) -> str:
+    """A refusal in one line: torch's reason and the warnings that explain it, without torch's
+    "(Triggered internally at ...)" and its bare "... kernel not used because:" headers, each
+    once; where the shape has fewer K/V heads than query heads and torch names the heads, one
+    sentence that says so (a pinned SDPA backend's refusal of GQA was 700 characters)."""
+    import re
+
+    texts = [re.sub(r"\s*\(Triggered internally at [^)]*\)\.?", "", t).strip() for t in warned]
+    texts = [t for t in [reason.strip(), *texts] if t and not t.endswith("because:")]
+    if getattr(shape, "kv_groups", 0) and any(
+        "num_heads" in t or "grouped query" in t.lower() or "gqa" in t.lower() for t in texts
+    ):
+        return (
+            f"this backend takes no GQA here ({shape.heads} query heads over {shape.kv_groups} "
+            "K/V heads): choose sdpa or sdpa-gqa, where SDPA picks a backend that does"
+        )
+    return "; ".join(dict.fromkeys(texts))
+
+
 def out_of_memory(exc: BaseException, shape) -> CellEnded | None:
     """The cell's end where exc is the GPU (or host) running out of memory, wherever in the
     cell it happened, else None. Every such reason starts "out of memory": a sweep that ran the

@@ -578,6 +578,36 @@ def test_out_of_memory_beside_other_processes_says_to_run_it_alone():
     assert alone.reason == "out of memory allocating 2.00 GiB at shape s: try a smaller shape"
 
 
+# torch's warnings as SDPA's efficient backend, pinned, refuses a GQA decode shape on a GPU
+SDPA_GQA_WARNINGS = [
+    "Memory efficient kernel not used because: (Triggered internally at "
+    "/pytorch/aten/src/ATen/native/transformers/cuda/sdp_utils.cpp:915.)",
+    "For dense inputs, both fused kernels require query, key and value to have the same "
+    "num_heads. Query.sizes(1): 32, Key.sizes(1): 8, Value.sizes(1): 8 instead. To broadcast "
+    "dense inputs, try using unsqueeze and expand_to before passing them into the kernel. "
+    "(Triggered internally at /pytorch/aten/src/ATen/native/transformers/sdp_utils_cpp.h:402.)",
+]
+
+
+def test_a_backends_refusal_is_one_sentence_and_of_gqa_says_so():
+    from compilekit.launch.failures import refusal
+    from compilekit.model.spec import parse_shape
+
+    gqa, dense = parse_shape("1x32g8x1x8192x128"), parse_shape("1x32x1x8192x128")
+    said = refusal("No available kernel. Aborting execution.", SDPA_GQA_WARNINGS, gqa)
+    assert said == (
+        "this backend takes no GQA here (32 query heads over 8 K/V heads): choose sdpa or "
+        "sdpa-gqa, where SDPA picks a backend that does"
+    )
+    other = ["Flash attention requires q,k,v to have the same last dimension (Triggered "
+             "internally at x.cpp:1.)"] * 2  # fmt: skip
+    said = refusal("No available kernel. Aborting execution.", other, dense)
+    assert said == (
+        "No available kernel. Aborting execution.; Flash attention requires q,k,v to have the "
+        "same last dimension"
+    )
+
+
 # the driver's own words, as torch.AcceleratorError carried them on the H200 when a cell made
 # its inputs while a neighbour's eager flex call held 128 GiB (2026-12-01)
 DRIVER_OOM = (
