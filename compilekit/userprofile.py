@@ -50,6 +50,7 @@ class Profile:
                 "table() inside the `with compilekit.profile()` block: the profile is filled "
                 "when the block ends; call it after the block"
             )
+        opsview.check_top(top)
         rows = opsview.rank(self.ops, by, self.device == "cuda")
         return opsview.table(rows[:top], self.device == "cuda", self.peak_memory_mb)
 

@@ -75,9 +75,16 @@ def _read_rows(run_dir: str) -> list[dict]:
 KINDS = ("op", "kernel")
 
 
+def check_top(top) -> None:
+    """UserError unless `top` is a count of rows to show (a negative one sliced all but some)."""
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise UserError(f"top {top!r}: give how many rows to show, 1 or more (--top N)")
+
+
 def ops_view(run_dir: str, by: str = "time", top: int = 20, only: str | None = None) -> str:
     """The cost matrix of a run as a table: the `top` ops by time or memory (`only` one kind:
     op or kernel), and the peak."""
+    check_top(top)
     if only is not None and only not in KINDS:
         raise UserError(f"show rows of kind {only!r}? choose one of {', '.join(KINDS)}")
     result = results.read_run(run_dir)

@@ -219,3 +219,9 @@ def test_a_cuda_cells_report_line_names_kernels_only_and_the_table_marks_each_ki
         ) == sorted(names)
     with pytest.raises(UserError, match="choose one of op, kernel"):
         opsview.ops_view(str(tmp_path), only="kernels")
+    # --top: that many rows, and a count below one is refused (-5 once showed all but five)
+    shown = opsview.ops_view(str(tmp_path), top=2).splitlines()[4:]
+    assert len([ln for ln in shown if ln.strip() and not ln.startswith("peak")]) == 2
+    for top in (0, -5):
+        with pytest.raises(UserError, match="1 or more"):
+            opsview.ops_view(str(tmp_path), top=top)
