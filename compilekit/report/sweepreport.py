@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from collections import defaultdict
@@ -23,11 +22,10 @@ from compilekit.report.cellview import (
     host_bound_text,
     retimed_text,
     rows,
-    setting_name,
     speedup_text,
-    variant_name,
     why_slow_lines,
 )
+from compilekit.report.plots import plot, scaling_series, series_key
 
 
 def load_results(out_dir: str, log=None) -> list[results_mod.CellResult]:
@@ -83,77 +81,6 @@ def machine_mix(results: list) -> list[str]:
     ]
 
 
-def plot(results: list[dict], out_dir: str, dpi: int = 100) -> list[str]:
-    """speedup.png (per mode, per variant) and seqlen.png (log-log latency vs S with fitted
-    exponent), at a screen's dpi: plots are most of a published sweep's bytes. Returns the files
-    written; None when matplotlib is missing."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    written = []
-    ok = [r for r in results if r.ok]
-    by_shape = defaultdict(list)
-    for r in ok:
-        by_shape[r.shape].append(r)
-    shape, cells = max(by_shape.items(), key=lambda kv: len(kv[1]), default=(None, []))
-    compiled = [r for r in cells if r.mode != "eager"]
-    if compiled:
-        modes = sorted({r.mode for r in compiled})
-        # cells that differ only in config or pass get a bar each
-        bar = lambda r: " ".join(filter(None, [variant_name(r), setting_name(r)]))  # noqa: E731
-        variants = sorted({bar(r) for r in compiled})
-        fig, ax = plt.subplots(figsize=(max(6, len(variants) * 1.3), 4))
-        width = 0.8 / len(modes)
-        for i, mode in enumerate(modes):
-            xs = [j + i * width for j, v in enumerate(variants)]
-            ys = [
-                next(
-                    (r.speedup for r in compiled if bar(r) == v and r.mode == mode),
-                    None,
-                )
-                or float("nan")  # no such cell, or one without an eager figure
-                for v in variants
-            ]
-            ax.bar(xs, ys, width, label=mode)
-        ax.axhline(1.0, color="k", lw=0.8)
-        ax.set_yscale("log")  # flex compiled is ~50x, a GEMM-bound variant ~1x: both must read
-        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(variants))], variants, rotation=30)
-        ax.set_ylabel("speedup vs eager (x)")
-        ax.set_title(f"compile speedup at {shape}")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, "speedup.png"), dpi=dpi)
-        plt.close(fig)
-        written.append("speedup.png")
-    series = scaling_series(ok)
-    if series:
-        fig, ax = plt.subplots(figsize=(7, 5))
-        for label, (xs, ys, slope) in sorted(series.items()):
-            ax.loglog(xs, ys, marker="o", label=f"{label} (slope {slope:.2f})")
-        ax.set_xlabel("sequence length S")
-        ax.set_ylabel("median latency (ms)")
-        ax.set_title("latency vs sequence length (fitted exponent in legend)")
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, "seqlen.png"), dpi=dpi)
-        plt.close(fig)
-        written.append("seqlen.png")
-    return written
-
-
-def series_key(r) -> str:
-    """The series a cell belongs to when S varies: everything but S ('naive/default B=4 H=16
-    D=64 bfloat16', then its config and pass)."""
-    shape = parse_shape(r.shape)
-    return (
-        f"{variant_name(r)}/{r.mode} B={shape.batch} H={shape.heads} D={shape.head_dim} {r.dtype}"
-    ) + (f" {setting_name(r)}" if setting_name(r) else "")
-
-
 def against_seq(results: list) -> list[str]:
     """Markdown table rows: for each compiled series measured at 2+ sequence lengths, each S's
     latency, eager latency, speedup and break-even calls (cold / warm compile): how what
@@ -171,31 +98,10 @@ def against_seq(results: list) -> list[str]:
             warm = break_even_calls(r.compile_warm_s, r)
             pays = f"{f'{cold:,}' if cold else 'never'} / {f'{warm:,}' if warm else 'never'}"
             out.append(
-                f"| {key} | {seq} | {r.compiled_ms:.4g} | {_num(r.eager_ms, '.4g')} | "
+                f"| {md_cell(key)} | {seq} | {r.compiled_ms:.4g} | {_num(r.eager_ms, '.4g')} | "
                 f"{speedup_text(r)} | {pays if r.eager_ms is not None else '-'} |"
             )
     return out
-
-
-def scaling_series(results: list) -> dict[str, tuple[list, list, float]]:
-    """{"variant/mode D=64 bfloat16": (S values, ms, fitted exponent)} for series with 3+ points.
-
-    The exponent is the least-squares slope of log(ms) against log(S).
-    """
-    groups = defaultdict(dict)
-    for r in results:
-        groups[series_key(r)][parse_shape(r.shape).seq] = r.compiled_ms
-    series = {}
-    for key, points in groups.items():
-        if len(points) < 3:
-            continue
-        xs = sorted(points)
-        ys = [points[x] for x in xs]
-        lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
-        mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
-        slope = sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
-        series[key] = (xs, ys, slope)
-    return series
 
 
 def why_slow(results: list) -> list[str]:
@@ -286,9 +192,20 @@ def _cells_section(results: list, table: list) -> list[str]:
         "where a sweep gave it one; or as much stolen by the hypervisor) says it was disturbed; a "
         "cell whose timing was taken again after such a disturbance is named below.",
         "",
-        tabulate(table, headers=headers(results), tablefmt="github"),
+        tabulate([[md_cell(c) for c in row] for row in table], headers=headers(results),
+                 tablefmt="github"),
         "",
-    ]
+    ]  # fmt: skip
+
+
+def md_cell(value):
+    """A table cell of REPORT.md as text, not markup: a user's file name may hold HTML, and a
+    '|' would end the cell."""
+    if not isinstance(value, str):
+        return value
+    for raw, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|")):
+        value = value.replace(raw, escaped)
+    return value
 
 
 def _series_sections(results: list) -> list[str]:
@@ -303,7 +220,7 @@ def _series_sections(results: list) -> list[str]:
             "|---|---|---|",
         ]
         md += [
-            f"| {k} | {xs[0]}-{xs[-1]} | {slope:.2f} |"
+            f"| {md_cell(k)} | {xs[0]}-{xs[-1]} | {slope:.2f} |"
             for k, (xs, _, slope) in sorted(scaling.items())
         ]
         md.append("")

@@ -152,7 +152,7 @@ def test_plots_skipped_with_a_note_without_matplotlib(small_sweep, monkeypatch, 
 
 def test_scaling_exponent_fit():
     from compilekit.model.result import CellResult
-    from compilekit.report.sweepreport import scaling_series
+    from compilekit.report.plots import scaling_series
 
     cells = [
         CellResult("v", "eager", f"1x1x{s}x64", "float32", "cpu", compiled_ms=1e-6 * s**2)

@@ -205,3 +205,20 @@ def test_a_diff_page_into_a_missing_folder_names_the_folder(null_sweep, tmp_path
     code, err = _cli("html", "--diff", measured, measured, "--out", str(out))
     assert code == 2 and "no folder" in err and "create it" in err, err
     assert "free space" not in err
+
+
+def test_a_file_name_with_markup_stays_text_in_reports_tables(tmp_path):
+    """A user's variant file named with HTML and a '|': REPORT.md shows the name, and its row
+    keeps its columns."""
+    from compilekit.model import result as results
+    from compilekit.report import sweepreport
+
+    run = make_run(tmp_path, "x", **NULL_CELLS["compiled_only"])
+    record = results.load(str(run))
+    record.variant = "/x/<img src=x onerror=alert(1)>|y.py:attention"
+    record.save(str(run))
+    sweepreport.report(str(tmp_path))
+    table = [ln for ln in (tmp_path / "REPORT.md").read_text().splitlines() if ln.startswith("|")]
+    header, row = table[0], table[2]
+    assert "<img" not in row and "&lt;img" in row
+    assert row.replace("\\|", "").count("|") == header.count("|")
