@@ -337,11 +337,7 @@ def _add_share(sub) -> None:
         "publish", help="a sweep without its bulk, to commit or share (result and kernel maps)"
     )
     pub.add_argument("sweep_dir")
-    pub.add_argument(
-        "dest",
-        help="a new or empty folder, or an earlier publication (replaced, keeping its README.md "
-        "and what publish did not write); never the sweep itself",
-    )
+    pub.add_argument("dest", help="a new or empty folder, or an earlier publication")
     pub.add_argument(
         "--page", action="append", default=[], metavar="CELL", help="keep this cell's run page"
     )
