@@ -96,9 +96,9 @@ def cmd_sweep(args) -> int:
         # Ray's nodes, not this machine, have the GPUs of a sweep on Ray
         gpus = sweep_gpus(args.gpus, devices)
     if args.ray:  # Ray there, the cluster answering, the resources readable: before any write
-        from compilekit.launch import raysweep
+        from compilekit.launch import rayjoin, raysweep
 
-        raysweep.preflight(args.ray)
+        rayjoin.preflight(args.ray)
         resources = raysweep.parse_resources(args.ray_resources)
     check_writable(out_dir, "output directory", "choose another with OUT=dir (--out)")
     retry = [kind for kind in sweep.RETRY if getattr(args, f"retry_{kind}")]

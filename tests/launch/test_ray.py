@@ -259,7 +259,7 @@ def test_joining_where_no_ray_answers_is_quiet_and_bounded(capfd):
     retry warnings stay off the terminal, and the wait ends at the bound with one line."""
     import threading
 
-    from compilekit.launch import raysweep
+    from compilekit.launch import rayjoin
     from compilekit.model.errors import UserError
 
     try:
@@ -284,7 +284,7 @@ def test_joining_where_no_ray_answers_is_quiet_and_bounded(capfd):
     capfd.readouterr()
     try:
         with pytest.raises(UserError, match=f"could not join a Ray cluster at '{address}'"):
-            raysweep.connect(ray, address, timeout_s=8)  # Ray warns after 5 s of this
+            rayjoin.connect(ray, address, timeout_s=8)  # Ray warns after 5 s of this
         err = capfd.readouterr().err
         assert "Failed to connect" not in err and "rpc_client" not in err, err
     finally:
@@ -303,9 +303,9 @@ def test_a_token_left_in_home_joins_the_cluster_started_beside_it(tmp_path):
     address = _start_cluster(env, temp)
     try:
         join = (
-            "from compilekit.launch import raysweep\n"
-            "ray = raysweep.import_ray()\n"
-            f"raysweep.connect(ray, {address!r})\n"
+            "from compilekit.launch import rayjoin\n"
+            "ray = rayjoin.import_ray()\n"
+            f"rayjoin.connect(ray, {address!r})\n"
             "print('joined', ray.cluster_resources().get('CPU'))\n"
         )
         proc = subprocess.run(
