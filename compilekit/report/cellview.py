@@ -1,11 +1,11 @@
 """One cell, as every view shows it: the figures derived from a record (a host-bound cell's
 speedup from a user's loop, break-even calls, the table's row) and the lines a reader must not
-miss. The terminal (report.py), REPORT.md (sweepreport.py) and the pages (pages.py) all read
-a cell through here, so they never borrow from each other."""
+miss. The terminal (cli.py's summary, sweepreport.py's table), REPORT.md (sweepreport.py) and
+the pages (pages.py) all read a cell through here, so they never borrow from each other.
+Whether compiling paid (speedup, break-even) is worth.py's."""
 
 from __future__ import annotations
 
-import math
 import os
 
 from tabulate import tabulate
@@ -13,10 +13,14 @@ from tabulate import tabulate
 from compilekit.evidence import autotuned, diagnose
 from compilekit.evidence.roofline import NONE_PLACED
 from compilekit.report import varlenview
-
-
-def _num(value, fmt):
-    return "-" if value is None else format(value, fmt)
+from compilekit.report.worth import (
+    _num,
+    break_even_calls,
+    paced,
+    paced_speedup,
+    pays_text,
+    speedup_text,
+)
 
 
 def variant_name(r) -> str:
@@ -59,55 +63,6 @@ def cell_name(r) -> str:
 def hosts(results: list) -> list[str]:
     """The machines the cells were measured on (result.json `env.host`)."""
     return sorted({r.env["host"] for r in results if r.env and r.env.get("host")})
-
-
-def paced(r) -> tuple[dict, dict]:
-    """(eager, compiled) timings that say whether compiling was worth it: a user's loop for a
-    host-bound cell, whose do_bench figures hide host time (its L2 flush lets the host run
-    ahead), over all of its loops; do_bench's otherwise."""
-    if r.paced_by_loop:
-        return r.loop_timing["eager"], r.loop_timing["compiled"]
-    # the medians from the record's own fields (a hand-made record may carry no summaries)
-    return (
-        {**(r.eager_timing or {}), "median_ms": r.eager_ms},
-        {**(r.compiled_timing or {}), "median_ms": r.compiled_ms},
-    )
-
-
-def saves_time(r) -> bool:
-    """Compiled beats eager by more than the timing spread: its p90 under eager's p10."""
-    if r.eager_ms is None:  # eager could not run (eager_note): nothing to beat
-        return False
-    eager, compiled = paced(r)
-    if "p90_ms" in compiled and "p10_ms" in eager:
-        return compiled["p90_ms"] < eager["p10_ms"]
-    return bool(compiled["median_ms"] and eager["median_ms"]) and (
-        compiled["median_ms"] < eager["median_ms"]
-    )
-
-
-def break_even_calls(compile_s: float | None, r):
-    """Calls after which compiling has paid for itself; None when it never pays (compiled is
-    not faster than eager by more than the spread of the two timings)."""
-    if not compile_s or not saves_time(r):
-        return None
-    eager, compiled = paced(r)
-    return math.ceil(compile_s / ((eager["median_ms"] - compiled["median_ms"]) / 1e3))
-
-
-def paced_speedup(r) -> float | None:
-    """eager over compiled, from the timings `paced` picks."""
-    if r.speedup is None:
-        return None
-    eager, compiled = paced(r)
-    return eager["median_ms"] / compiled["median_ms"]
-
-
-def speedup_text(r) -> str:
-    """eager over compiled; a host-bound cell's from a user's loop, marked `loop`."""
-    if r.paced_by_loop and r.speedup is not None:
-        return f"{paced_speedup(r):.2f} loop"
-    return _num(r.speedup, ".2f")
 
 
 def busy_text(r) -> str:
@@ -234,12 +189,7 @@ def cell_summary(result) -> str:
         )
     if result.measured:
         if result.mode != "eager" and result.eager_ms is not None:
-            pays = (
-                f"pays off after {row['break_even_cold']} calls (cold), "
-                f"{row['break_even_warm']} (warm)"
-                if row["break_even_warm"] != "never"
-                else "never pays off: compiled is not faster beyond the timing spread"
-            )
+            pays = pays_text(result, row["break_even_cold"], row["break_even_warm"])
             lines.append(f"compile     cold {row['cold_s']} s, warm {row['warm_s']} s; {pays}")
         lines.append(
             f"work        {row['TFLOP/s']} TFLOP/s, {row['kernels/fwd']} kernels per forward"
