@@ -210,7 +210,9 @@ def test_a_resumed_sweep_keeps_or_reruns_cells_as_asked(tmp_path):
         run_dir = tmp_path / name
         run_dir.mkdir()
         CellResult("naive", "default", "1x2x64x32", "float32", "cpu", **fields).save(str(run_dir))
-        (run_dir / "kernels.json").write_text("{}")
+        empty = {"kernels": [], "by_source_line": [], "kernels_per_forward": 0,
+                 "forward_device_ms": 0.0}  # fmt: skip
+        (run_dir / "kernels.json").write_text(json.dumps(empty))
         return str(run_dir)
 
     quiet = stored("quiet", status="ok", compiled_ms=1.0)
