@@ -106,7 +106,7 @@ def test_report_markdown_and_break_even(small_sweep):
     import dataclasses
 
     from compilekit.model.result import CellResult
-    from compilekit.report.cellview import break_even_calls
+    from compilekit.report.worth import break_even_calls
 
     faster = CellResult(
         "v",
@@ -726,7 +726,7 @@ def test_a_sweep_sums_the_seconds_its_cells_held_the_gpu_alone_in_every_process(
     their waits."""
     from types import SimpleNamespace
 
-    from compilekit.launch.sweep import summed_steps
+    from compilekit.launch.sweeprecord import summed_steps
 
     cells = [
         SimpleNamespace(steps_s={"gpu_alone_s": 1.5, "cold.gpu_alone_s": 2.0, "time": 9.0}),

@@ -877,7 +877,7 @@ def test_a_host_bound_cells_worth_comes_from_a_loop():
     import dataclasses
 
     from compilekit.model.result import CellResult
-    from compilekit.report import cellview, sweeppage
+    from compilekit.report import sweeppage, worth
     from compilekit.report.cellview import cell_summary
 
     def spread(median):
@@ -892,13 +892,13 @@ def test_a_host_bound_cells_worth_comes_from_a_loop():
         eager_loop_ms=0.050, compiled_loop_ms=0.060, gpu_busy_share=0.3, host_bound=True,
         profiled_forward_device_ms=0.018, host_ms_per_call=0.058,
     )  # fmt: skip
-    assert cellview.break_even_calls(20.0, result) is None
-    assert cellview.speedup_text(result) == "0.83 loop"
+    assert worth.break_even_calls(20.0, result) is None
+    assert worth.speedup_text(result) == "0.83 loop"
     assert "speedup 0.83x in a loop (host-bound; do_bench's 1.60x" in cell_summary(result)
     assert sweeppage.speed_class(result) == "slow1"
     device_bound = dataclasses.replace(result, host_bound=False, gpu_busy_share=0.9)
-    assert cellview.speedup_text(device_bound) == "1.60"
-    assert cellview.break_even_calls(20.0, device_bound) == 1_333_334
+    assert worth.speedup_text(device_bound) == "1.60"
+    assert worth.break_even_calls(20.0, device_bound) == 1_333_334
     assert sweeppage.speed_class(device_bound) == "fast2"
 
 
