@@ -279,8 +279,9 @@ def test_cli_runs_it_through_the_interpreter(tmp_path, cli):
     (tuned,) = result["triton_autotuned"]
     assert (tuned["kernel"], tuned["module"]) == ("_attn_fwd", "compilekit.variants.triton_flash")
     assert tuned["chosen"][0]["config"].startswith("BLOCK_M: ")
-    assert "autotuned _attn_fwd (variants.triton_flash) at every key (one config): BLOCK_M" in (
-        proc.stdout
+    assert (
+        "autotuned _attn_fwd (compilekit.variants.triton_flash) at every key (one config): BLOCK_M"
+        in (proc.stdout)
     )
 
 
