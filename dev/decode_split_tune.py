@@ -15,8 +15,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from compilekit.variants import triton_flash_decode as decode  # noqa: E402
 from decode_varlen_bench import DECODE_SHAPES, row  # noqa: E402
+
+from compilekit.variants import triton_flash_decode as decode  # noqa: E402
 
 
 def main() -> None:

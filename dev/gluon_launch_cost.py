@@ -50,9 +50,9 @@ def main(argv=None) -> int:
         print("gluon_launch_cost needs a CUDA GPU", file=sys.stderr)
         return 2
     import triton.backends.nvidia.driver as nv_driver
-    from compilekit.variants import gluon_flash, launch, triton_flash
 
     from compilekit.model.spec import parse_shape
+    from compilekit.variants import gluon_flash, launch, triton_flash
 
     launches = []  # (compiled kernel, grid, descriptor templates) of each new launch key
     keep = gluon_flash.descriptor_launcher

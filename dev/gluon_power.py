@@ -34,11 +34,11 @@ import tempfile
 import time
 
 import torch
-from compilekit.variants.masks import causal_flops
 from triton_flash_bench import gluon_tile_contenders, gluon_tiles  # dev/ is first on sys.path
 
 from compilekit.compile.variant import load_variant
 from compilekit.model.spec import parse_shape
+from compilekit.variants.masks import causal_flops
 from compilekit.verify.bare import bare_loop_ms
 
 RAMP_S = 1.0  # a segment's first second of power readings still shows the switch

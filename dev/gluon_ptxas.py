@@ -29,7 +29,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from compilekit.variants import gluon_flash  # noqa: E402
-
 from tests.variants.sm90_sass import (  # noqa: E402
     exp2_before_full_wait,
     key_block_bodies,

@@ -15,10 +15,10 @@ ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(__f
 sys.path.insert(0, os.path.abspath(ROOT))
 
 import torch  # noqa: E402
-from compilekit.variants import llama2_7b  # noqa: E402
 
 from compilekit.measure import workload  # noqa: E402
 from compilekit.model.spec import parse_shape  # noqa: E402
+from compilekit.variants import llama2_7b  # noqa: E402
 
 
 def two_layers(shape, dtype, device):

@@ -41,12 +41,12 @@ import sys
 
 import cpu_speed  # dev/cpu_speed.py: a script's own folder is first on sys.path
 import torch
-from compilekit.variants.masks import causal_flops
 
 from compilekit.compile.variant import load_variant
 from compilekit.measure import timing
 from compilekit.measure.inputs import mark_static
 from compilekit.model.spec import parse_shape
+from compilekit.variants.masks import causal_flops
 
 SHAPES = "8x16x1024x64,1x32x8192x128,16x16x512x64,1x32x16384x128,2x32x4096x128"
 

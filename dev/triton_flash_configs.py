@@ -22,11 +22,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
-from compilekit.variants.masks import causal_flops  # noqa: E402
 
 from compilekit.measure import timing  # noqa: E402
 from compilekit.model.errors import UserError  # noqa: E402
 from compilekit.model.spec import parse_shape  # noqa: E402
+from compilekit.variants.masks import causal_flops  # noqa: E402
 
 SHAPES = "1x32x8192x128,8x16x1024x64,4x16x4096x128"
 EXTRA = "128x64x8x4,128x64x8x4xtma,128x128x4x3xtma,128x64x4x3xtma,128x32x4x4xtma,64x32x4x2xtma"

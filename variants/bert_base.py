@@ -2,9 +2,9 @@
 model the write-ups behind compilekit measure torch.compile on. Shape BxS: batch x tokens."""
 
 import torch
-from compilekit.variants.models import build_inputs, config_with
 
 from compilekit.measure.workload import Workload
+from compilekit.variants.models import build_inputs, config_with
 
 DESCRIPTION = "transformers BertModel forward, BertConfig defaults (12 layers, 768 wide)"
 ATTENTION = ("sdpa", "eager")  # transformers' own implementations BertModel offers

@@ -1,7 +1,8 @@
 """FlexAttention with a causal block mask: fully masked blocks are skipped, not computed."""
 
-from compilekit.variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+from compilekit.variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 
 DESCRIPTION = "flex_attention with a causal BlockMask (fast only when compiled)"
 

@@ -3,8 +3,9 @@ keys of its own document up to itself; blocks across documents are skipped, not 
 mask is built in the setup. Eagerly flex materialises every score (T x T): run it compiled."""
 
 import torch
-from compilekit.variants.varlen import workload as varlen_workload
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+from compilekit.variants.varlen import workload as varlen_workload
 
 DESCRIPTION = "flex_attention with a document-causal BlockMask over the packed sequence"
 

@@ -1,10 +1,11 @@
 """FlexAttention with grouped-query attention and the causal block mask."""
 
+from torch.nn.attention.flex_attention import flex_attention
+
 from compilekit.variants.flex import causal_block_mask
 from compilekit.variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from compilekit.variants.masks import gqa_reference as reference  # noqa: F401
 from compilekit.variants.masks import shared_kv
-from torch.nn.attention.flex_attention import flex_attention
 
 DESCRIPTION = "flex_attention(enable_gqa=True) with a causal BlockMask, 4 query heads per K/V head"
 

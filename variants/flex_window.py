@@ -1,10 +1,11 @@
 """FlexAttention with a causal sliding-window block mask: blocks outside the window are skipped."""
 
+from torch.nn.attention.flex_attention import flex_attention
+
 from compilekit.variants.flex import block_mask
 from compilekit.variants.masks import WINDOW
 from compilekit.variants.masks import window_flops as flops  # noqa: F401  (FLOPs this variant does)
 from compilekit.variants.masks import window_reference as reference  # noqa: F401  (its float64 truth)
-from torch.nn.attention.flex_attention import flex_attention
 
 DESCRIPTION = "flex_attention with a causal sliding-window BlockMask of 256 keys"
 

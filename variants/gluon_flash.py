@@ -43,6 +43,8 @@ FLOPs: variants.masks.attention_flops (causal: 4·B·H·D·S(S+1)/2).
 import math
 
 import torch
+
+from compilekit.model.errors import Unsupported
 from compilekit.variants.launch import (
     LaunchCache,
     descriptor_launcher,
@@ -55,8 +57,6 @@ from compilekit.variants.masks import (
     check_shapes,
     reference,  # noqa: F401  (the variant's float64 truth)
 )
-
-from compilekit.model.errors import Unsupported
 
 DESCRIPTION = (
     "hand-written Gluon flash attention for Hopper (TMA ring, wgmma overlapped with softmax)"

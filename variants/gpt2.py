@@ -2,9 +2,9 @@
 causal, random weights). Shape BxS: batch x tokens (at most 1024)."""
 
 import torch
-from compilekit.variants.models import build_inputs, config_with, own_reference
 
 from compilekit.measure.workload import Workload
+from compilekit.variants.models import build_inputs, config_with, own_reference
 
 DESCRIPTION = "transformers GPT2Model forward, GPT2Config defaults (12 layers, 768 wide)"
 ATTENTION = ("sdpa", "eager", "flex_attention")

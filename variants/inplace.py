@@ -3,6 +3,7 @@
 import math
 
 import torch
+
 from compilekit.variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from compilekit.variants.naive import causal_mask
 

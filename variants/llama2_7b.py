@@ -3,9 +3,8 @@ wide, 32 heads, SwiGLU MLP 11008, 32,000-token vocabulary; random weights, 13.5 
 Shape BxS: one forward over random token ids; BxP+N: a decode of N tokens after a P-token
 prompt (compilekit/decode)."""
 
-from compilekit.variants.models import LLAMA2_7B, causal_lm
-
 from compilekit.measure.workload import Workload
+from compilekit.variants.models import LLAMA2_7B, causal_lm
 
 DESCRIPTION = "transformers LlamaForCausalLM at Llama-2-7B's dimensions (32 layers, MHA)"
 ATTENTION = ("sdpa", "eager", "flex_attention")

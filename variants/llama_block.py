@@ -4,9 +4,9 @@ mask transformers builds for its attention implementation. Shape BxS: batch x to
 input is a random [B, S, 4096] hidden state."""
 
 import torch
-from compilekit.variants.models import LLAMA2_7B, decoder_block, own_reference
 
 from compilekit.measure.workload import Workload
+from compilekit.variants.models import LLAMA2_7B, decoder_block, own_reference
 
 DESCRIPTION = "transformers LlamaDecoderLayer at Llama-2-7B's dimensions (MHA 32 heads)"
 ATTENTION = ("sdpa", "eager", "flex_attention")

@@ -3,6 +3,7 @@
 import math
 
 import torch
+
 from compilekit.variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 
 DESCRIPTION = "q@kT, scale, masked_fill with a triu mask, softmax, @v (the blog's 04_a)"

@@ -3,6 +3,7 @@
 import math
 
 import torch
+
 from compilekit.variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 
 DESCRIPTION = "naive, with its causal mask built in the call (so a compiler can see it is causal)"

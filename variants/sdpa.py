@@ -1,9 +1,10 @@
 """The blog's step 3: F.scaled_dot_product_attention, letting PyTorch pick the backend (04_c)."""
 
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
 from compilekit.variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from compilekit.variants.masks import causal_sdpa_kwargs
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 DESCRIPTION = "F.scaled_dot_product_attention(is_causal=True), backend picked by PyTorch"
 

@@ -1,9 +1,10 @@
 """SDPA pinned to the flash backend with torch.nn.attention.sdpa_kernel (the blog's
 --backend flash)."""
 
+from torch.nn.attention import SDPBackend
+
 from compilekit.variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from compilekit.variants.sdpa import pinned
-from torch.nn.attention import SDPBackend
 
 DESCRIPTION = "F.scaled_dot_product_attention pinned to SDPBackend.FLASH_ATTENTION"
 

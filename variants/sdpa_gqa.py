@@ -1,6 +1,7 @@
 """SDPA with grouped-query attention (enable_gqa=True): K/V heads are not repeated in memory."""
 
 import torch.nn.functional as F
+
 from compilekit.variants.masks import causal_flops as flops  # noqa: F401  (FLOPs this variant does)
 from compilekit.variants.masks import causal_sdpa_kwargs, shared_kv
 from compilekit.variants.masks import gqa_reference as reference  # noqa: F401

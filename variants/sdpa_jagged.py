@@ -5,6 +5,7 @@ repeated in the setup (nested SDPA has no enable_gqa)."""
 
 import torch
 import torch.nn.functional as F
+
 from compilekit.variants.varlen import offsets, repeated_kv
 from compilekit.variants.varlen import workload as varlen_workload
 

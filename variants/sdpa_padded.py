@@ -5,6 +5,7 @@ enable_gqa on its memory-efficient kernel)."""
 
 import torch
 import torch.nn.functional as F
+
 from compilekit.variants.varlen import repeated_kv
 from compilekit.variants.varlen import workload as varlen_workload
 

@@ -14,6 +14,9 @@ import math
 import threading
 
 import torch
+from torch.autograd import profiler as _autograd_profiler
+
+from compilekit.model.errors import Unsupported
 from compilekit.variants.launch import (
     INTERPRET,
     LaunchCache,
@@ -29,9 +32,6 @@ from compilekit.variants.masks import (
     check_shapes,
     reference,  # noqa: F401  (the variant's float64 truth)
 )
-from torch.autograd import profiler as _autograd_profiler
-
-from compilekit.model.errors import Unsupported
 
 DESCRIPTION = "hand-written Triton flash attention (online softmax, causal, GQA, sliding window)"
 

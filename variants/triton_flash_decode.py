@@ -24,6 +24,8 @@ triton_flash.flash_attention sends q and k of different lengths here.
 import math
 
 import torch
+
+from compilekit.model.errors import Unsupported
 from compilekit.variants.launch import (
     INTERPRET,
     LaunchCache,
@@ -33,8 +35,6 @@ from compilekit.variants.launch import (
     outside_compile,
     tensor_key,
 )
-
-from compilekit.model.errors import Unsupported
 
 try:
     import triton

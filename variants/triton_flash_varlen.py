@@ -12,6 +12,7 @@ document. Varlen shape (compilekit/model/varlen.py).
 import math
 
 import torch
+
 from compilekit.variants.launch import INTERPRET, outside_compile
 from compilekit.variants.triton_flash import check_head, check_runtime
 from compilekit.variants.varlen import workload as varlen_workload

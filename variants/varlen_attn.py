@@ -5,10 +5,10 @@ Unsupported, with the reason, where the installed torch has no such module or ca
 import inspect
 
 import torch
-from compilekit.variants.varlen import offsets, repeated_kv
-from compilekit.variants.varlen import workload as varlen_workload
 
 from compilekit.model.errors import Unsupported
+from compilekit.variants.varlen import offsets, repeated_kv
+from compilekit.variants.varlen import workload as varlen_workload
 
 try:
     from torch.nn.attention.varlen import varlen_attn

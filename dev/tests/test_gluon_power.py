@@ -35,9 +35,8 @@ def test_without_a_hopper_gpu_it_says_so_in_one_line():
 
 
 def test_the_table_sets_each_loop_beside_its_own_samples_and_bursts():
-    from compilekit.variants.masks import causal_flops
-
     from compilekit.model.spec import parse_shape
+    from compilekit.variants.masks import causal_flops
 
     fns = {"mine": None, "theirs": None}
     segments = [("1x1x256x64", "mine", 2.0, 10.0, 12.0), ("1x1x256x64", "theirs", 4.0, 20.0, 22.0)]

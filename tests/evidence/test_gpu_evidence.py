@@ -49,9 +49,8 @@ def test_sdpa_cudnn_names_its_kernel(run_cell):
 def test_an_sdpa_kernels_flops_come_from_its_op(run_cell, variant):
     """cuDNN's op launches its kernel, flash's launches it through _flash_attention_forward:
     either way the kernel's FLOPs are the SDPA call's (causal), not the variant's declared."""
-    from compilekit.variants.masks import causal_flops
-
     from compilekit.model.spec import parse_shape
+    from compilekit.variants.masks import causal_flops
 
     _, kmap = _run(run_cell, variant, "eager")
     attention = next(k for k in kmap["kernels"] if k["kind"] == "library")

@@ -175,9 +175,8 @@ def test_an_sdpa_ops_flops_follow_its_shapes_and_is_causal():
 def test_eager_cpu_ops_carry_the_flops_of_the_work_inside_them(run_cell):
     """On a CPU an eager op is the outermost of its work: aten::matmul's FLOPs are the bmm's
     inside it, and SDPA's are its attention's, so each has a place on the roofline."""
-    from compilekit.variants.masks import causal_flops
-
     from compilekit.model.spec import parse_shape
+    from compilekit.variants.masks import causal_flops
 
     shape = parse_shape("1x4x128x32")
     naive = {r["launcher"]: r for r in _kernels(run_cell("naive", "eager"))}

@@ -5,6 +5,7 @@ import os
 import sys
 
 import pytest
+
 from compilekit.variants import VARIANTS
 
 CONTRACT = {

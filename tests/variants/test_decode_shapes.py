@@ -6,11 +6,11 @@ import json
 
 import pytest
 import torch
-from compilekit.variants.masks import reference
 
 from compilekit.compile.variant import load_variant
 from compilekit.measure.inputs import make_inputs
 from compilekit.model.spec import parse_shape
+from compilekit.variants.masks import reference
 
 CPU_VARIANTS = ["sdpa", "sdpa-math", "sdpa-flash", "sdpa-gqa", "flex", "flex-gqa"]
 

@@ -5,7 +5,6 @@ import os
 import re
 
 from compilekit.variants import VARIANTS
-
 from tests.conftest import ROOT
 
 

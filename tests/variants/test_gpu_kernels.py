@@ -18,6 +18,7 @@ def flash_loads(request, monkeypatch):
     through pointers, or through TMA descriptors (whichever the autotuner would pick, both
     must be right)."""
     import triton
+
     from compilekit.variants import triton_flash as tf
 
     if request.param != "autotuned":
@@ -37,11 +38,10 @@ def flash_loads(request, monkeypatch):
 
 @pytest.mark.parametrize("shape", ["2x3x1000x64", "1x8x333x128", "3x5x77x64"])
 def test_triton_flash_bf16_awkward_shapes(shape, flash_loads):
-    from compilekit.variants.masks import reference
-    from compilekit.variants.triton_flash import flash_attention
-
     from compilekit.measure.inputs import max_rel_err
     from compilekit.model.spec import parse_shape
+    from compilekit.variants.masks import reference
+    from compilekit.variants.triton_flash import flash_attention
 
     b, h, s, d = (getattr(parse_shape(shape), f) for f in ("batch", "heads", "seq", "head_dim"))
     for kv_heads, window in ((h, 0), (1, 0), (h, 7)):
@@ -66,11 +66,10 @@ def test_gluon_flash_awkward_shapes(shape, schedule):
     warpgroups in turn), whichever of them is the default for D."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("gluon-flash runs on Hopper (sm90) only")
-    from compilekit.variants import gluon_flash
-    from compilekit.variants.masks import reference
-
     from compilekit.measure.inputs import max_rel_err
     from compilekit.model.spec import parse_shape
+    from compilekit.variants import gluon_flash
+    from compilekit.variants.masks import reference
 
     b, h, s, d = (getattr(parse_shape(shape), f) for f in ("batch", "heads", "seq", "head_dim"))
     single = gluon_flash.SINGLE_TILES_D128 if d == 128 else {"WS": False}
@@ -170,11 +169,10 @@ def test_gluon_flash_fast_launch_runs_the_known_kernel_on_fresh_inputs():
     refused (it has a key of its own, so it is checked)."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("gluon-flash runs on Hopper (sm90) only")
-    from compilekit.variants import gluon_flash
-    from compilekit.variants.masks import reference
-
     from compilekit.measure.inputs import max_rel_err
     from compilekit.model.errors import Unsupported
+    from compilekit.variants import gluon_flash
+    from compilekit.variants.masks import reference
 
     gluon_flash._FAST_LAUNCH.clear()
     for d in (64, 128):
@@ -210,12 +208,11 @@ def test_triton_flash_decode_shapes_bf16_eager_and_compiled(shape):
     """The split-KV kernel at decode shapes, GQA 4, eagerly (the autotuned launch, then the
     straight one) and under torch.compile (its triton_op), against the bottom-right float64
     reference."""
+    from compilekit.measure.inputs import max_rel_err
+    from compilekit.model.spec import parse_shape
     from compilekit.variants import triton_flash_decode as decode
     from compilekit.variants.masks import reference
     from compilekit.variants.triton_flash import flash_attention
-
-    from compilekit.measure.inputs import max_rel_err
-    from compilekit.model.spec import parse_shape
 
     s = parse_shape(shape)
     q = torch.randn(s.batch, s.heads, s.seq, s.head_dim, device="cuda", dtype=torch.bfloat16)
@@ -239,10 +236,9 @@ def test_triton_flash_over_a_static_cache_in_a_cuda_graph_reads_each_replays_len
     """cached_attention eagerly (a long cache, several splits, and a short one, one split) and
     under reduce-overhead: the lengths are a device tensor, so one graph serves every step,
     each replay attending to the keys its lengths name (empty slots hold NaN)."""
+    from compilekit.measure.inputs import max_rel_err
     from compilekit.variants.masks import reference
     from compilekit.variants.triton_flash import cached_attention
-
-    from compilekit.measure.inputs import max_rel_err
 
     def check(out, q, k, v, lens):
         for row, n in enumerate(lens.tolist()):
@@ -294,10 +290,9 @@ def test_gluon_flash_tiles_in_small_l2_groups(schedule, monkeypatch):
     test's own, so no launch remembered from another test skips the grouping."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("gluon-flash runs on Hopper (sm90) only")
+    from compilekit.measure.inputs import max_rel_err
     from compilekit.variants import gluon_flash
     from compilekit.variants.masks import reference
-
-    from compilekit.measure.inputs import max_rel_err
 
     asked = []
     monkeypatch.setattr(gluon_flash, "l2_group_heads", lambda *a: asked.append(a) or 2)

@@ -389,6 +389,7 @@ def test_tma_configs_run_only_where_tma_can_read_k_and_v():
     tried, and the autotuner keys on the difference (its best config for one is not reused for
     the other)."""
     import torch
+
     from compilekit.variants import triton_flash as tf
 
     if tf.triton is None:
@@ -428,6 +429,7 @@ def test_a_key_tuned_eagerly_gives_torch_compile_its_winner_only(monkeypatch):
     run the same kernel. Other keys, and a winner no longer among the configs, are tuned as
     before."""
     import torch
+
     from compilekit.variants import triton_flash as tf
 
     if tf.triton is None:
@@ -460,6 +462,7 @@ def test_the_decode_kernel_gets_the_eager_winner_under_compile_too(monkeypatch):
     """As the prefill kernel: a split-length bucket tuned eagerly gives torch.compile's tuning
     that config alone; other buckets and dtypes, and a symbolic bucket, get every config."""
     import torch
+
     from compilekit.variants import triton_flash_decode as decode
 
     if decode.triton is None:
@@ -482,6 +485,7 @@ def test_launch_key_tells_apart_what_triton_specializes_on():
     that passed the same input checks: equal shapes and strides, dtypes, devices, flags and
     pointer alignment."""
     import torch
+
     from compilekit.variants.triton_flash import launch_key
 
     def key(q, causal=True, window=0):
@@ -509,6 +513,7 @@ def test_the_fast_path_launches_without_triton_runner_unless_a_hook_is_set(monke
     launch hook set (a profiler) sends it through Triton's runner, so the hook sees it."""
     import torch
     import triton
+
     from compilekit.variants.launch import direct_launcher
 
     launched, through_runner = [], []
@@ -556,6 +561,7 @@ def test_descriptor_launcher_encodes_each_descriptors_addresses_once(monkeypatch
 
     import torch
     import triton
+
     from compilekit.variants.launch import descriptor_launcher
 
     class Tensor:  # what a descriptor's base offers the launcher

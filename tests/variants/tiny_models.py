@@ -2,6 +2,7 @@
 could write, good and bad, for the model tests on CPU."""
 
 import torch
+
 from compilekit.variants import bert_base
 
 TINY_BERT = dict(

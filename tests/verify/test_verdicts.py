@@ -153,6 +153,7 @@ def test_the_reference_in_chunks_matches_torch_float64_attention(
     GQA, a sliding window, non-causal."""
     import torch
     import torch.nn.functional as F
+
     from compilekit.variants import masks
 
     monkeypatch.setattr(masks, "REFERENCE_CHUNK_BYTES", 1)  # one pair per chunk
