@@ -11,7 +11,7 @@ import sys
 
 from compilekit.model.errors import UserError
 from compilekit.model.store import CorruptFile
-from compilekit.usercell import make_cell, resolve_device, run_cell, sweep_gpus
+from compilekit.usercell import make_cell, resolve_device, run_cell
 
 
 def cmd_run(args) -> int:
@@ -77,56 +77,14 @@ def cmd_view(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from compilekit.evidence import envinfo
-    from compilekit.launch import cache, sweep
-    from compilekit.model.store import check_writable, write_json
-    from compilekit.report import sweepreport
-    from compilekit.userexperiment import load_experiment
+    from compilekit.launch.sweep import RETRY
+    from compilekit.usersweep import sweep
 
-    experiment = load_experiment(args.experiment, device_resolver=resolve_device)
-    print(f"{experiment.name}: {len(experiment.cells)} cells in {args.experiment}", flush=True)
-    out_dir = args.out or os.path.join("runs", experiment.name)
-    devices = {cell.device for cell in experiment.cells}
-    gpus = None
-    if not args.ray and (args.shared_dir or args.ray_resources):
-        raise UserError("--shared-dir and --ray-resources go with --ray")
-    if args.ray and (args.gpus or args.per_gpu != 4):
-        raise UserError("--gpus and --per-gpu are for a local sweep: on Ray, Ray assigns GPUs")
-    if "cuda" in devices and not args.ray or args.gpus is not None:
-        # Ray's nodes, not this machine, have the GPUs of a sweep on Ray
-        gpus = sweep_gpus(args.gpus, devices)
-    if args.ray:  # Ray there, the cluster answering, the resources readable: before any write
-        from compilekit.launch import rayjoin, raysweep
-
-        rayjoin.preflight(args.ray)
-        resources = raysweep.parse_resources(args.ray_resources)
-    check_writable(out_dir, "output directory", "choose another with OUT=dir (--out)")
-    retry = [kind for kind in sweep.RETRY if getattr(args, f"retry_{kind}")]
-    if args.ray:
-        results = raysweep.run_ray_sweep(
-            experiment,
-            out_dir,
-            address=args.ray,
-            resources=resources,
-            shared_dir=args.shared_dir,
-            force=args.force,
-            retry=retry,
-            fresh=args.fresh,
-        )
-    else:
-        env = envinfo.environment("cuda" if "cuda" in devices else "cpu", cache.default_root())
-        write_json(os.path.join(out_dir, "env.json"), env)
-        results = sweep.run_sweep(
-            experiment,
-            out_dir,
-            gpus=gpus,
-            force=args.force,
-            retry=retry,
-            fresh=args.fresh,
-            per_gpu=args.per_gpu,
-        )
-    print(sweepreport.report(out_dir))
-    _sweep_page(out_dir)
+    retry = [kind for kind in RETRY if getattr(args, f"retry_{kind}")]
+    results = sweep(
+        args.experiment, args.out, args.gpus, args.per_gpu, args.force, retry, args.fresh,
+        args.ray, args.shared_dir, args.ray_resources,
+    )  # fmt: skip
     bad = [r for r in results if r.status in ("failed", "wrong")]
     for r in bad:
         print(f"compilekit: {r.status} {r.label}: {(r.reason or '')[:300]}", file=sys.stderr)
@@ -145,10 +103,9 @@ def cmd_verify(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from compilekit.report import sweepreport
+    from compilekit.usersweep import report_and_page
 
-    print(sweepreport.report(args.dir))
-    _sweep_page(args.dir)
+    report_and_page(args.dir)
     return 0
 
 
@@ -157,13 +114,6 @@ def cmd_publish(args) -> int:
 
     publish.publish(args.sweep_dir, args.dest, args.page, args.code, args.extra)
     return 0
-
-
-def _sweep_page(out_dir: str) -> None:
-    from compilekit.report import pages, sweeppage
-
-    if path := pages.write_quietly(sweeppage.sweep_page, out_dir):
-        print(f"page: {path}")
 
 
 def cmd_html(args) -> int:

@@ -21,7 +21,9 @@ MAY_IMPORT = {
     "report": {"model", "compile", "evidence"},
     "verify": {"model", "compile", "measure", "launch"},
 }
-FRONT_DOORS = {"cli", "usercell", "userexperiment", "userprofile", "__init__", "__main__"}
+FRONT_DOORS = {
+    "cli", "usercell", "userexperiment", "usersweep", "userprofile", "__init__", "__main__",
+}  # fmt: skip
 
 
 def modules() -> dict[str, str]:

@@ -64,3 +64,19 @@ def build(name: str, fn: Callable, config: dict | None = None) -> Callable:
 
 def uses_cudagraphs(name: str) -> bool:
     return name in CUDAGRAPH_MODES
+
+
+def grad_context(grad: str):
+    """What a cell's calls run inside, as a user's loop would (spec.GRAD_MODES): nothing
+    ("off": the model is frozen, requires_grad off, as workloads build it), torch.no_grad(), or
+    torch.inference_mode(). Entered once around a whole phase, as a user enters it once around
+    a loop: Dynamo then compiles, guards and replays CUDA graphs under it."""
+    import contextlib
+
+    import torch
+
+    return {
+        "off": contextlib.nullcontext,
+        "no-grad": torch.no_grad,
+        "inference": torch.inference_mode,
+    }[grad]()

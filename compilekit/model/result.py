@@ -43,6 +43,7 @@ class CellResult:
     config: dict = dataclasses.field(default_factory=dict)  # the cell's own Inductor options
     config_name: str = ""
     passes: list = dataclasses.field(default_factory=list)  # custom graph passes (path.py:factory)
+    grad: str = "off"  # what the calls ran inside: off, no-grad or inference (spec.GRAD_MODES)
     pass_stats: dict | None = None  # per pass: invocations, graphs_changed, matches (capture)
     label: str = ""
     schema_version: int = SCHEMA_VERSION

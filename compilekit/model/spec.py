@@ -24,6 +24,9 @@ DTYPES = {
     "float64": "float64",
 }
 DEVICES = ("auto", "cpu", "cuda")
+# How a model is called, as users call it: with nothing around it (the model frozen:
+# requires_grad off), inside torch.no_grad(), or inside torch.inference_mode()
+GRAD_MODES = ("off", "no-grad", "inference")
 SHAPE_RE = re.compile(r"^(\d+)x(\d+)(?:g(\d+))?x(\d+)(?:x(\d+))?x(\d+)$")
 
 
@@ -232,6 +235,13 @@ def parse_dtype(text: str) -> str:
         ) from None
 
 
+def parse_grad(text: str) -> str:
+    """Validate a grad mode (GRAD_MODES)."""
+    if text not in GRAD_MODES:
+        raise UserError(f"grad mode {text!r}: choose one of {', '.join(GRAD_MODES)}")
+    return text
+
+
 def parse_device(text: str) -> str:
     """Validate a device name; `auto` is resolved later, where torch is imported."""
     name = text.strip().lower()
@@ -258,6 +268,7 @@ class Cell:
     config: tuple = ()  # Inductor options, as sorted (key, value) pairs (compile/knobs.py)
     config_name: str = ""  # its name in the experiment's [configs], or made from --set
     passes: tuple = ()  # custom graph passes, `path.py:factory` each (compile/passes.py)
+    grad: str = "off"  # GRAD_MODES: what the calls run inside (compile/modes.grad_context)
 
     def label(self) -> str:
         """A file-system-safe name for this cell's run directory, unique per cell: a user
@@ -268,6 +279,7 @@ class Cell:
             variant = file_label(variant)
         variant = model + at + variant
         seed = f"__seed{self.seed}" if self.seed else ""
+        seed += f"__grad-{self.grad}" if self.grad != "off" else ""
         config = f"__cfg-{self.config_name}" if self.config else ""
         if self.passes:
             config += "__pass-" + "+".join(pass_label(spec) for spec in self.passes)
@@ -290,6 +302,7 @@ class Cell:
             "config": dict(self.config),
             "config_name": self.config_name,
             "passes": list(self.passes),
+            "grad": self.grad,
         }
 
     @classmethod
@@ -304,6 +317,7 @@ class Cell:
             tuple(sorted((data.get("config") or {}).items())),
             data.get("config_name") or "",
             tuple(data.get("passes") or ()),
+            data.get("grad") or "off",
         )
 
 

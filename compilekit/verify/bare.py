@@ -1,10 +1,10 @@
 """The bare child of `compilekit verify`: a fresh process that does what a user's own script
 would, apart from the toolkit's timing code.
 
-`python -m compilekit.verify.bare CELL_JSON LOOP_CALLS LOOP_REPEATS` loads the variant, wraps
-it in the mode, calls it once (a warm compile from the cell's cache) and times it with
-`triton.testing.do_bench` (GPU) or a perf_counter loop (CPU), and with LOOP_CALLS set, a user's
-loop of back-to-back calls too. Prints one JSON line.
+`python -m compilekit.verify.bare CELL_JSON LOOP_CALLS LOOP_REPEATS`, inside the cell's grad
+mode: loads the variant, wraps it in the mode, calls it once (a warm compile from the cell's
+cache) and times it with `triton.testing.do_bench` (GPU) or a perf_counter loop (CPU), and with
+LOOP_CALLS set, a user's loop of back-to-back calls too. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -59,12 +59,19 @@ def bare_loop_ms(fn, args, calls: int, repeats: int = LOOP_REPEATS) -> float:
 
 
 def _child(cell_json: str, loop_calls: int, loop_repeats: int = LOOP_REPEATS) -> None:
-    from compilekit.compile import modes, settings
-    from compilekit.compile.variant import load_variant
-    from compilekit.measure import inputs
+    from compilekit.compile import modes
     from compilekit.model.spec import Cell
 
     cell = Cell.from_dict(json.loads(cell_json))
+    with modes.grad_context(cell.grad):  # as the cell's processes, and a user's loop
+        _time_bare(cell, loop_calls, loop_repeats)
+
+
+def _time_bare(cell, loop_calls: int, loop_repeats: int) -> None:
+    from compilekit.compile import modes, settings
+    from compilekit.compile.variant import load_variant
+    from compilekit.measure import inputs
+
     variant = load_variant(cell.variant)
     args = inputs.cell_inputs(variant, cell)
     # the same Inductor settings as the run, so the cell's cache serves the same kernels
