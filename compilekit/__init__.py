@@ -75,18 +75,20 @@ def run(
     timeout_s: float = 1800,
     config: dict | None = None,
     passes: list[str] | None = None,
+    grad: str = "off",
 ):
     """Measure one cell (in fresh processes, as `compilekit run` does); returns its CellResult.
 
     config: Inductor options for this cell ({"coordinate_descent_tuning": True}), as --set;
-    passes: custom graph passes (["path/to/file.py:factory"]), as --pass.
+    passes: custom graph passes (["path/to/file.py:factory"]), as --pass; grad: "off",
+    "no-grad" or "inference", what the calls run inside, as --grad.
     Bad input raises compilekit.model.errors.UserError with the message the CLI would print.
     """
     from compilekit.usercell import make_cell, run_cell
 
     assignments = [f"{key}={value!r}" for key, value in (config or {}).items()]
     cell = make_cell(
-        variant, mode, shape, dtype, device, seed, assignments, passes or (), timeout_s
+        variant, mode, shape, dtype, device, seed, assignments, passes or (), timeout_s, grad
     )
     return run_cell(cell, out, fresh=fresh, timeout_s=timeout_s)
 
@@ -99,12 +101,17 @@ def load(run_dir: str):
 
 
 def profile(
-    out_dir: str | None = None, device: str | None = None, forwards: int = 1, lines: bool = False
+    out_dir: str | None = None,
+    device: str | None = None,
+    forwards: int = 1,
+    lines: bool = False,
+    grad: str = "off",
 ):
     """Profile a block of the user's code as written (compilekit/userprofile.py): `with
     compilekit.profile() as p: model(**inputs)`, then p.table(by="time" or "memory"), p.ops,
     p.kernels; `forwards=n` where the block runs n passes; `lines=True` (eager code) charges
-    each kernel to the block's line that launched it (p.lines)."""
+    each kernel to the block's line that launched it (p.lines); `grad="no-grad"` or
+    `"inference"` runs the block inside torch.no_grad() or torch.inference_mode()."""
     from compilekit.userprofile import profile as _profile
 
-    return _profile(out_dir, device, forwards, lines)
+    return _profile(out_dir, device, forwards, lines, grad)

@@ -27,6 +27,7 @@ def cmd_run(args) -> int:
         args.set,
         args.graph_pass,
         args.timeout,
+        args.grad,
     )
     result = run_cell(cell, args.out, fresh=args.fresh, timeout_s=args.timeout)
     if result.failure == "bad_input":
@@ -168,6 +169,12 @@ def _add_run(sub) -> None:
     run.add_argument("--device", default="auto", help="auto, cpu or cuda")
     run.add_argument("--out", default="runs", help="the run directory goes under this one")
     run.add_argument("--seed", type=int, default=0)
+    run.add_argument(
+        "--grad",
+        default="off",
+        help="what the calls run inside: off (the model frozen), no-grad (torch.no_grad()) or "
+        "inference (torch.inference_mode())",
+    )
     run.add_argument(
         "--wide", action="store_true", help="print the sweep report's wide table for this cell"
     )

@@ -13,6 +13,7 @@ from compilekit.model.spec import (
     check_timeout,
     parse_device,
     parse_dtype,
+    parse_grad,
     parse_shape,
 )
 
@@ -90,10 +91,11 @@ def make_cell(
     assignments: list[str] | tuple = (),
     passes: list[str] | tuple = (),
     timeout_s: float | None = None,
+    grad: str = "off",
 ) -> Cell:
     """Validate every field a user typed and fill the per-device defaults; `assignments` are
     `key=value` Inductor options (`--set`); a user's variant file must import within
-    timeout_s (the cell's)."""
+    timeout_s (the cell's); grad: what the calls run inside (spec.GRAD_MODES)."""
     from compilekit.compile import knobs
     from compilekit.compile.modes import check_mode
     from compilekit.compile.shapekind import check_shape, variant_kind
@@ -142,6 +144,7 @@ def make_cell(
         tuple(sorted(config.items())),
         knobs.name_of(config) if config else "",
         tuple(passes),
+        parse_grad(grad),
     )
 
 

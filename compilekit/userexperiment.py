@@ -24,6 +24,7 @@ from compilekit.model.spec import (
     check_seed,
     parse_device,
     parse_dtype,
+    parse_grad,
     parse_shape,
     path_safe,
 )
@@ -46,10 +47,11 @@ EXPERIMENT_KEYS = {
     "passes": list,
     "against": dict,
     "per_gpu": int,
+    "grads": list,
 }
 MATRIX_KEYS = {
     "variants", "modes", "shapes", "dtype", "device", "seed", "timeout_s", "note", "passes",
-    "per_gpu",
+    "per_gpu", "grads",
 }  # fmt: skip
 # in a [[matrix]] table, `configs` names which of the top-level [configs] it sweeps
 
@@ -151,7 +153,7 @@ def _read(path: str) -> tuple[str, dict]:
 def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs: dict) -> dict:
     """One matrix (a [[matrix]] table over the top-level values, or the top level alone),
     every value checked: {"configs", "variants", "modes", "shapes", "dtype", "device",
-    "seed", "passes", "timeout_s"}."""
+    "seed", "passes", "timeout_s", "per_gpu", "grads"}."""
     if not isinstance(group, dict):
         raise UserError(f"{path}: {place} must be a table")
     chosen = configs
@@ -187,6 +189,7 @@ def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs:
         for variant, workload in merged["workloads"].items():
             if not any(fits(variant, s, workload) for s in shapes):
                 check_shape(variant, shapes[0], workload)  # names the kind it takes
+        grads = [parse_grad(g) for g in merged.get("grads", ["off"])]  # an axis, as modes
         dtype = parse_dtype(merged.get("dtype", "float32"))
         device = parse_device(merged.get("device", "auto"))
         for config, mode in itertools.product(chosen.values(), merged["modes"]):
@@ -208,6 +211,7 @@ def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs:
         "passes": tuple(_resolve(spec, path) for spec in merged.get("passes", [])),
         "timeout_s": timeout_s,
         "per_gpu": merged.get("per_gpu"),
+        "grads": grads,
     }
 
 
@@ -240,9 +244,10 @@ def _check_names(path: str, text: str, merged: dict, timeout_s: float) -> None:
 def _cells(matrix: dict, device: str):
     """The matrix's cells: configs x variants x modes x shapes (eager and the cudagraphs
     backend run no Inductor, so they take no config and no pass)."""
-    for (config_name, config), variant, mode, shape in itertools.product(
-        matrix["configs"].items(), matrix["variants"], matrix["modes"], matrix["shapes"]
-    ):
+    for (config_name, config), variant, mode, shape, grad in itertools.product(
+        matrix["configs"].items(), matrix["variants"], matrix["modes"], matrix["shapes"],
+        matrix["grads"],
+    ):  # fmt: skip
         if not fits(variant, shape, matrix["workloads"][variant]):
             continue  # a matrix of models and attention variants: each takes its own shapes
         inductor = mode in INDUCTOR_MODES
@@ -258,6 +263,7 @@ def _cells(matrix: dict, device: str):
             tuple(sorted(config.items())),
             config_name if config else "",
             matrix["passes"] if inductor else (),
+            grad,
         )
 
 
@@ -304,7 +310,7 @@ def good_name(name: str) -> bool:
 
 
 # What each list holds, and the checks on scalars, beyond EXPERIMENT_KEYS' container types.
-LIST_ITEMS = {"variants": str, "modes": str, "shapes": str, "passes": str}
+LIST_ITEMS = {"variants": str, "modes": str, "shapes": str, "passes": str, "grads": str}
 
 
 def _check_type(path: str, text: str, key: str, value) -> None:

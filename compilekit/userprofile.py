@@ -55,7 +55,7 @@ class Profile:
         return opsview.table(rows[:top], self.device == "cuda", self.peak_memory_mb)
 
 
-def checked_device(out_dir: str | None, device: str | None, forwards) -> str:
+def checked_device(out_dir: str | None, device: str | None, forwards, grad: str = "off") -> str:
     """The device to profile, every argument checked before the block runs: UserError, one line
     each, for another profiler session already running (torch runs one at a time: the outer
     one would come back empty), a count of passes below one, a device other than cpu or cuda
@@ -63,6 +63,7 @@ def checked_device(out_dir: str | None, device: str | None, forwards) -> str:
     import torch
 
     from compilekit.model.errors import UserError
+    from compilekit.model.spec import parse_grad
     from compilekit.model.store import check_writable
 
     running = getattr(torch.autograd.profiler, "_is_profiler_enabled", False)
@@ -71,6 +72,7 @@ def checked_device(out_dir: str | None, device: str | None, forwards) -> str:
             "compilekit.profile() inside another profiler session (compilekit.profile() or "
             "torch.profiler): torch runs one at a time; profile the inner block alone"
         )
+    parse_grad(grad)
     if isinstance(forwards, bool) or not isinstance(forwards, int) or forwards < 1:
         raise UserError(f"forwards={forwards!r}: give how many passes the block runs (1 or more)")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -86,22 +88,30 @@ def checked_device(out_dir: str | None, device: str | None, forwards) -> str:
 
 
 @contextlib.contextmanager
-def profile(out_dir: str | None = None, device: str | None = None, forwards: int = 1, lines=False):
+def profile(
+    out_dir: str | None = None,
+    device: str | None = None,
+    forwards: int = 1,
+    lines: bool = False,
+    grad: str = "off",
+):
     """Profile the block; yields a Profile filled on exit. forwards: how many passes the block
     runs (a loop of the user's), every figure is per pass. out_dir (made if missing) gets
     trace.json (Perfetto), ops.json, kernels.json and index.html (both, ranked). device: "cuda"
     or "cpu", by default cuda where torch sees a GPU. lines: map each kernel to the line of
     the block's code that launched it (Profile.lines, the page's source table), by recording
     every op's call stack as it runs: eager code only (an already compiled model would be
-    compiled again, or run uncompiled, under the recorder), and host times grow by it.
+    compiled again, or run uncompiled, under the recorder), and host times grow by it. grad:
+    "no-grad" or "inference" runs the block inside torch.no_grad() or torch.inference_mode().
     Arguments are checked before the block runs (checked_device)."""
     import torch
     from torch.profiler import record_function
 
+    from compilekit.compile.modes import grad_context
     from compilekit.evidence import eagerlines, kernelmap, opcost, profiling
     from compilekit.model.store import write_json
 
-    found = Profile(device=checked_device(out_dir, device, forwards))
+    found = Profile(device=checked_device(out_dir, device, forwards, grad))
     cuda = found.device == "cuda"
     if cuda:
         torch.cuda.synchronize()
@@ -113,6 +123,7 @@ def profile(out_dir: str | None = None, device: str | None = None, forwards: int
         profile_memory=True,
     ) as prof:
         with record_function(LABEL), contextlib.ExitStack() as stack:
+            stack.enter_context(grad_context(grad))
             recorded = stack.enter_context(eagerlines.recording()) if lines else None
             yield found
         if cuda:

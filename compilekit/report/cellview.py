@@ -39,6 +39,14 @@ def _has_passes(results: list) -> bool:
     return any(r.passes for r in results)
 
 
+def _has_grads(results: list) -> bool:
+    return any(r.grad != "off" for r in results)
+
+
+# what a grad mode wraps the calls in, as a user writes it
+GRAD_CONTEXT = {"no-grad": "torch.no_grad()", "inference": "torch.inference_mode()"}
+
+
 def passes_name(r) -> str:
     """The cell's graph passes as its label names them ('naive-to-sdpa'); '-' for none."""
     from compilekit.model.spec import pass_label
@@ -47,9 +55,11 @@ def passes_name(r) -> str:
 
 
 def setting_name(r) -> str:
-    """What the cell changed in Inductor, '' when nothing: 'config cdt', 'pass naive-to-sdpa'."""
+    """What the cell changed in Inductor or around its calls, '' when nothing: 'config cdt',
+    'pass naive-to-sdpa', 'grad inference'."""
     parts = [f"config {r.config_name}"] if r.config else []
     parts += [f"pass {passes_name(r)}"] if r.passes else []
+    parts += [f"grad {r.grad}"] if r.grad != "off" else []
     return ", ".join(parts)
 
 
@@ -96,9 +106,11 @@ HEADERS = [
 
 def headers(results: list) -> list[str]:
     """The table's columns; `config` only when some cell carries Inductor options, `pass` only
-    when some cell runs a graph pass, `node` only when the cells come from more than one
-    machine."""
+    when some cell runs a graph pass, `grad` only when some cell runs inside a grad mode, `node`
+    only when the cells come from more than one machine."""
     out = list(HEADERS)
+    if _has_grads(results):
+        out.insert(2, "grad")
     if _has_passes(results):
         out.insert(2, "pass")
     if _has_configs(results):
@@ -114,6 +126,7 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
     """One row per cell, in headers(results) order."""
     with_config, with_node = _has_configs(results), len(hosts(results)) > 1
     with_passes, with_varlen = _has_passes(results), varlenview.has_varlen(results)
+    with_grad = _has_grads(results)
     out = []
     for r in results:
         # no eager figure (eager could not run): no break-even either
@@ -142,6 +155,8 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
                 busy_text(r),
             ]
         )
+        if with_grad:
+            out[-1].insert(2, r.grad)
         if with_passes:
             out[-1].insert(2, passes_name(r))
         if with_config:
@@ -149,7 +164,7 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
         if with_node:
             out[-1].append((r.env or {}).get("host") or "-")
         if with_varlen:
-            at = HEADERS.index("TFLOP/s") + 1 + with_passes + with_config  # those go before it
+            at = HEADERS.index("TFLOP/s") + 1 + with_passes + with_config + with_grad  # before
             out[-1].insert(at, varlenview.waste_text(r))
     return out
 
@@ -164,8 +179,9 @@ def cell_summary(result) -> str:
     same figures and rules as the table (rows)."""
     row = dict(zip(headers([result]), rows([result], None)[0]))
     lines = [
-        f"{result.variant} / {result.mode} / {result.shape} {result.dtype} {result.device}: "
-        + result.status
+        f"{result.variant} / {result.mode} / {result.shape} {result.dtype} {result.device}"
+        + (f" inside {GRAD_CONTEXT[result.grad]}" if result.grad in GRAD_CONTEXT else "")
+        + f": {result.status}"
         + (
             f" (max_rel_err {row['max_rel_err']} vs {result.reference})"
             if result.reference
