@@ -389,7 +389,7 @@ def test_report_says_nothing_to_plot_when_so(tmp_path):
 def test_cache_key_closure_skips_installed_packages(tmp_path, monkeypatch):
     """A virtual environment inside the project must not pull installed sources (torch's
     thousands of files) into a variant's closure: they are versioned in the key instead."""
-    from compilekit.compile import variant
+    from compilekit.compile import closure
 
     project = tmp_path / "proj"
     site = project / ".venv" / "lib" / "site-packages"
@@ -400,9 +400,9 @@ def test_cache_key_closure_skips_installed_packages(tmp_path, monkeypatch):
     mine = project / "mine.py"
     mine.write_text("import fakepkg\nimport helper\nimport torch\n")
     monkeypatch.syspath_prepend(str(site))
-    installed = variant._installed_dirs() + (str(site) + "/",)  # the real ones, and this one
-    monkeypatch.setattr(variant, "_installed_dirs", lambda: installed)
-    assert variant.import_closure(str(mine)) == sorted([str(mine), str(project / "helper.py")])
+    installed = closure._installed_dirs() + (str(site) + "/",)  # the real ones, and this one
+    monkeypatch.setattr(closure, "_installed_dirs", lambda: installed)
+    assert closure.import_closure(str(mine)) == sorted([str(mine), str(project / "helper.py")])
 
 
 def test_verify_retimes_in_fresh_processes_and_flags_a_wrong_figure(run_cell, cli, tmp_path):
