@@ -1,5 +1,5 @@
 # compilekit: `make help` lists the targets.
-# Variables: VARIANT MODE SHAPE DTYPE DEVICE OUT FRESH TIMEOUT SET PASS GRAD RUN KERNEL EXPERIMENT GPUS FORCE DIR TEST_WORKERS
+# Variables: VARIANT MODE SHAPE DTYPE DEVICE OUT FRESH TIMEOUT SET PASS GRAD WEIGHTS RUN KERNEL EXPERIMENT GPUS FORCE DIR TEST_WORKERS
 #            A B (make html-diff) RAY
 # They reach the commands through the environment ("$$VARIANT"), never spliced into the shell
 # line, so a quote or a space in a path cannot break the command.
@@ -16,6 +16,7 @@ TIMEOUT ?= 1800
 SET ?=
 PASS ?=
 GRAD ?=
+WEIGHTS ?=
 RUN ?=
 KERNEL ?=
 EXPERIMENT ?= experiments/cpu_small.toml
@@ -25,7 +26,7 @@ DIR ?=
 A ?=
 B ?=
 RAY ?=
-export VARIANT MODE DEVICE OUT SHAPE DTYPE FRESH TIMEOUT SET PASS GRAD RUN KERNEL EXPERIMENT GPUS FORCE DIR A B RAY
+export VARIANT MODE DEVICE OUT SHAPE DTYPE FRESH TIMEOUT SET PASS GRAD WEIGHTS RUN KERNEL EXPERIMENT GPUS FORCE DIR A B RAY
 
 # $(call need,VAR,example): a target's variable, named when empty (the command would see '')
 need = @[ -n "$$$(1)" ] || { echo "make $@: give $(1)=$(2)" >&2; exit 2; }
@@ -52,10 +53,11 @@ test:  ## lint, then the CPU test suite (GPU tests skip with a reason)
 test-gpu:  ## run only the GPU-marked tests (on a CUDA machine)
 	$(PYTHON) -m pytest -q -m gpu tests
 
-experiment:  ## one cell: VARIANT=naive MODE=default [SHAPE=BxHxSxD, BxS a model, BxP+N a decode, LENGTHSxHxD a ragged batch, DTYPE= DEVICE=auto OUT=runs FRESH=1 TIMEOUT=s SET="k=v k2=v2" PASS=f.py:fn GRAD=off|no-grad|inference]
+experiment:  ## one cell: VARIANT=naive (or hf:<checkpoint>) MODE=default [SHAPE=BxHxSxD, BxS a model, BxP+N a decode, LENGTHSxHxD a ragged batch, DTYPE= DEVICE=auto OUT=runs FRESH=1 TIMEOUT=s SET="k=v k2=v2" PASS=f.py:fn GRAD=off|no-grad|inference WEIGHTS=random]
 	@$(PYTHON) -m compilekit run --variant "$$VARIANT" --mode "$$MODE" --device "$$DEVICE" \
 	  --out "$$OUT" --timeout "$$TIMEOUT" $${SHAPE:+--shape "$$SHAPE"} \
 	  $${DTYPE:+--dtype "$$DTYPE"} $${FRESH:+--fresh} $${GRAD:+--grad "$$GRAD"} \
+	  $${WEIGHTS:+--weights "$$WEIGHTS"} \
 	  $$(for kv in $$SET; do echo "--set $$kv"; done) \
 	  $$(for p in $$PASS; do echo "--pass $$p"; done)
 

@@ -76,19 +76,31 @@ def run(
     config: dict | None = None,
     passes: list[str] | None = None,
     grad: str = "off",
+    weights: str = "auto",
 ):
     """Measure one cell (in fresh processes, as `compilekit run` does); returns its CellResult.
 
     config: Inductor options for this cell ({"coordinate_descent_tuning": True}), as --set;
     passes: custom graph passes (["path/to/file.py:factory"]), as --pass; grad: "off",
-    "no-grad" or "inference", what the calls run inside, as --grad.
+    "no-grad" or "inference", what the calls run inside, as --grad; weights: an hf: checkpoint's
+    ("auto" or "random"), as --weights.
     Bad input raises compilekit.model.errors.UserError with the message the CLI would print.
     """
     from compilekit.usercell import make_cell, run_cell
 
     assignments = [f"{key}={value!r}" for key, value in (config or {}).items()]
     cell = make_cell(
-        variant, mode, shape, dtype, device, seed, assignments, passes or (), timeout_s, grad
+        variant,
+        mode,
+        shape,
+        dtype,
+        device,
+        seed,
+        assignments,
+        passes or (),
+        timeout_s,
+        grad,
+        weights,
     )
     return run_cell(cell, out, fresh=fresh, timeout_s=timeout_s)
 

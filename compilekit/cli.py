@@ -28,6 +28,7 @@ def cmd_run(args) -> int:
         args.graph_pass,
         args.timeout,
         args.grad,
+        args.weights,
     )
     result = run_cell(cell, args.out, fresh=args.fresh, timeout_s=args.timeout)
     if result.failure == "bad_input":
@@ -159,7 +160,9 @@ def _add_run(sub) -> None:
     """`compilekit run`: one cell."""
     run = sub.add_parser("run", help="measure one cell: variant x mode x shape x dtype x device")
     run.add_argument(
-        "--variant", default="naive", help="registry name or path/to/file.py:callable"
+        "--variant",
+        default="naive",
+        help="registry name, path/to/file.py:callable or hf:<hub id or checkpoint folder>",
     )
     run.add_argument("--mode", default="default")
     run.add_argument(
@@ -174,6 +177,11 @@ def _add_run(sub) -> None:
         default="off",
         help="what the calls run inside: off (the model frozen), no-grad (torch.no_grad()) or "
         "inference (torch.inference_mode())",
+    )
+    run.add_argument(
+        "--weights",
+        default="auto",
+        help="an hf: checkpoint's: auto (its own where it has them) or random (from its config)",
     )
     run.add_argument(
         "--wide", action="store_true", help="print the sweep report's wide table for this cell"

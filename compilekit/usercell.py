@@ -15,6 +15,7 @@ from compilekit.model.spec import (
     parse_dtype,
     parse_grad,
     parse_shape,
+    parse_weights,
 )
 
 DEFAULT_SHAPES = {"cuda": "8x16x1024x64", "cpu": "1x8x512x64"}
@@ -81,6 +82,20 @@ def resolve_device(name: str) -> str:
     return name
 
 
+def absolute_checkpoint(variant: str, base: str | None = None) -> str:
+    """An hf: checkpoint's folder made absolute (against base, else the working folder), so
+    the cell and its label do not depend on where it was typed; a hub id as it is."""
+    from compilekit.compile.variant import HF, hf_parts
+
+    if not variant.startswith(HF):
+        return variant
+    where, attention = hf_parts(variant)
+    local = os.path.join(base or "", os.path.expanduser(where))
+    if not (os.path.exists(local) or where.startswith((".", "/", "~"))):
+        return variant  # a hub id
+    return f"{HF}{os.path.abspath(local)}" + (f"@{attention}" if attention else "")
+
+
 def make_cell(
     variant: str,
     mode: str,
@@ -92,10 +107,12 @@ def make_cell(
     passes: list[str] | tuple = (),
     timeout_s: float | None = None,
     grad: str = "off",
+    weights: str = "auto",
 ) -> Cell:
     """Validate every field a user typed and fill the per-device defaults; `assignments` are
     `key=value` Inductor options (`--set`); a user's variant file must import within
-    timeout_s (the cell's); grad: what the calls run inside (spec.GRAD_MODES)."""
+    timeout_s (the cell's); grad: what the calls run inside (spec.GRAD_MODES); weights: an hf:
+    checkpoint's own or random ones (spec.WEIGHTS)."""
     from compilekit.compile import knobs
     from compilekit.compile.modes import check_mode
     from compilekit.compile.shapekind import check_shape, variant_kind
@@ -106,6 +123,8 @@ def make_cell(
     if is_user_spec(attention):  # absolute, so the cell (and its label) do not depend on the cwd
         path, fn = attention.rsplit(":", 1)
         variant = f"{model}{at}{os.path.abspath(path)}:{fn}"
+    variant = absolute_checkpoint(variant)
+    parse_weights(weights, variant)
     if timeout_s is not None:
         check_timeout(timeout_s)
     with started_here_ended():  # what the user's file starts as it is imported
@@ -145,6 +164,7 @@ def make_cell(
         knobs.name_of(config) if config else "",
         tuple(passes),
         parse_grad(grad),
+        weights,
     )
 
 

@@ -26,6 +26,7 @@ from compilekit.model.spec import (
     parse_dtype,
     parse_grad,
     parse_shape,
+    parse_weights,
     path_safe,
 )
 
@@ -48,10 +49,11 @@ EXPERIMENT_KEYS = {
     "against": dict,
     "per_gpu": int,
     "grads": list,
+    "weights": str,
 }
 MATRIX_KEYS = {
     "variants", "modes", "shapes", "dtype", "device", "seed", "timeout_s", "note", "passes",
-    "per_gpu", "grads",
+    "per_gpu", "grads", "weights",
 }  # fmt: skip
 # in a [[matrix]] table, `configs` names which of the top-level [configs] it sweeps
 
@@ -212,6 +214,7 @@ def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs:
         "timeout_s": timeout_s,
         "per_gpu": merged.get("per_gpu"),
         "grads": grads,
+        "weights": merged.get("weights", "auto"),
     }
 
 
@@ -264,6 +267,7 @@ def _cells(matrix: dict, device: str):
             config_name if config else "",
             matrix["passes"] if inductor else (),
             grad,
+            parse_weights(matrix["weights"], variant),
         )
 
 
@@ -347,7 +351,11 @@ _EXAMPLES = {
 
 
 def _resolve(variant: str, experiment_path: str) -> str:
-    """A user variant's path, relative to the experiment file (not the working directory)."""
+    """A user variant's path, or a checkpoint's folder, relative to the experiment file (not
+    the working directory)."""
+    from compilekit.usercell import absolute_checkpoint
+
+    variant = absolute_checkpoint(variant, os.path.dirname(os.path.abspath(experiment_path)))
     if ":" in variant and variant.split(":", 1)[0].endswith(".py"):
         file, fn = variant.rsplit(":", 1)
         if not os.path.isabs(file):

@@ -53,10 +53,24 @@ class Variant:
         return import_closure(self.source_file)
 
 
+# `hf:<hub id or folder>[@attention]`: any transformers checkpoint (variants/hf.py)
+HF = "hf:"
+HF_MODULE = "compilekit.variants.hf"
+
+
+def hf_parts(spec: str) -> tuple[str, str]:
+    """(the checkpoint: a hub id or a folder, the attention after its last '@' or '')."""
+    body = spec[len(HF) :]
+    where, _, attention = body.rpartition("@") if "@" in body else (body, "", "")
+    return where, attention
+
+
 def source_file(spec: str) -> str:
     """The file that defines a variant, found without importing it (a user's file as given)."""
     if is_user_spec(spec):
         return os.path.abspath(spec.rsplit(":", 1)[0])
+    if spec.startswith(HF):
+        return os.path.abspath(importlib.util.find_spec(HF_MODULE).origin)
     name = model_name(spec)
     found = importlib.util.find_spec(MODELS[name] if name else {**VARIANTS, **VARLEN}[spec])
     return os.path.abspath(found.origin)
@@ -67,6 +81,11 @@ def source_hash(spec: str) -> str:
     cell never pays for importing torch); a model's with the attention plugged into it."""
     digest = closure_hash(source_file(spec))
     attention = spec.split("@", 1)[1] if model_name(spec) and "@" in spec else ""
+    if spec.startswith(HF):  # the checkpoint's config shapes the compile
+        where, attention = hf_parts(spec)
+        config = os.path.join(os.path.expanduser(where), "config.json")
+        text = open(config, "rb").read() if os.path.isfile(config) else where.encode()
+        digest = hashlib.sha256(digest.encode() + text).hexdigest()[:16]
     if attention in VARIANTS or is_user_spec(attention):
         digest = hashlib.sha256((digest + source_hash(attention)).encode()).hexdigest()[:16]
     return digest
@@ -79,6 +98,9 @@ def check_variant(spec: str, import_timeout_s: float | None = None) -> bool:
     (the cell's timeout) when given."""
     if is_user_spec(spec):
         return _load_user_variant(spec, import_timeout_s).factory is not None
+    if spec.startswith(HF):
+        _load_hf(spec)  # its config read: a missing folder or an unknown architecture
+        return True
     if model_name(spec) and "@" in spec:
         load_variant(spec)  # the attention named after @ must exist and fit the model
     elif spec not in VARIANTS and spec not in VARLEN and not model_name(spec):
@@ -92,10 +114,13 @@ def is_user_spec(spec: str) -> bool:
     return ":" in spec and path.endswith(".py") and "@" not in path
 
 
-def load_variant(spec: str) -> Variant:
-    """Import a variant; unknown names, missing files and missing callables raise UserError."""
+def load_variant(spec: str, weights: str = "auto") -> Variant:
+    """Import a variant; unknown names, missing files and missing callables raise UserError.
+    weights: an hf: checkpoint's ("auto": its own where it has them; "random")."""
     if is_user_spec(spec):
         return _load_user_variant(spec)
+    if spec.startswith(HF):
+        return _load_hf(spec, weights)
     if model_name(spec):
         return _load_model(spec)
     if spec in VARLEN:
@@ -139,16 +164,40 @@ def _load_model(spec: str) -> Variant:
         ) from None
     factory = module.workload
     if attention:
-        factory = functools.partial(factory, attention=_attention_for(name, module, attention))
+        causal = getattr(module, "CAUSAL", False)
+        factory = functools.partial(
+            factory, attention=_attention_for(name, module, attention, causal)
+        )
     return _workload_variant(spec, factory, module, inspect.getfile(module), True)
 
 
-def _attention_for(name: str, module, attention: str) -> str:
+def _load_hf(spec: str, weights: str = "auto") -> Variant:
+    """Any transformers checkpoint (variants/hf.py), its config read here: a missing folder, a
+    folder without config.json, an architecture transformers does not know or a hub id out of
+    reach is a UserError before anything runs."""
+    try:
+        module = importlib.import_module(HF_MODULE)
+    except ImportError as exc:
+        raise UserError(
+            f"{spec!r} needs {exc.name or 'transformers'}: pip install 'compilekit[models]'"
+        ) from None
+    where, attention = hf_parts(spec)
+    config = module.config_of(where)
+    factory = functools.partial(module.workload, where=where, weights=weights)
+    if attention:
+        plugged = _attention_for(spec, module, attention, module.causal(config))
+        factory = functools.partial(factory, attention=plugged)
+    variant = _workload_variant(spec, factory, module, inspect.getfile(module), True)
+    variant.description = f"{config.model_type} from {where}"
+    return variant
+
+
+def _attention_for(name: str, module, attention: str, causal: bool) -> str:
     """The attention implementation to give the model's config: transformers' own name, or a
     compilekit variant registered under `compilekit:<variant>`."""
     if attention in module.ATTENTION:
         return attention
-    if not getattr(module, "CAUSAL", False):
+    if not causal:
         raise UserError(
             f"{name!r} attends both ways, and compilekit's attention variants are causal: "
             f"choose one of its own ({', '.join(module.ATTENTION)})"
@@ -292,9 +341,11 @@ def known_limits(module, where: str) -> dict:
 
 def describe_all() -> list[tuple[str, str]]:
     """(name, description) for every registered variant."""
-    return [(name, load_variant(name).description) for name in VARIANTS] + [
-        (name, _model_description(name)) for name in (*VARLEN, *MODELS)
-    ]
+    return (
+        [(name, load_variant(name).description) for name in VARIANTS]
+        + [(name, _model_description(name)) for name in (*VARLEN, *MODELS)]
+        + [(f"{HF}<checkpoint>", _model_description(HF))]
+    )
 
 
 def _model_description(name: str) -> str:

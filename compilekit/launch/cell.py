@@ -152,6 +152,7 @@ def _first_calls(cell, variant, result):
             raise failures.CellEnded("unsupported", reason)
     with result.step("inputs"):
         args = inputs.cell_inputs(variant, cell)
+        result.workload_note = getattr(variant.workload, "note", None)  # a checkpoint's weights
         if getattr(variant.workload, "varlen", None):  # a ragged batch: what was drawn
             result.varlen = {**cell.shape.describe(cell.seed), **variant.workload.varlen}
         eager_out, result.eager_note = calls.eager_first(variant, args, cell)

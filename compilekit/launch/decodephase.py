@@ -105,6 +105,7 @@ def _prepare(cell, variant, cache_dir: str, result):
     with result.step("inputs"):  # the model, its prompt, the cache filled by an eager prefill
         args = inputs.cell_inputs(variant, cell)
         session = variant.session
+        result.workload_note = getattr(variant.workload, "note", None)
     with result.step("eager_generation"):
         eager = _probe(cell, lambda: run_loop(session, session.prefill, session.step))
     fns = {"eager": (session.prefill, session.step, None), "compile_s": {}}

@@ -97,7 +97,7 @@ def cell_variant(cell):
     if cell.variant not in _LOADED:
         from compilekit.compile.variant import load_variant
 
-        _LOADED[cell.variant] = load_variant(cell.variant)
+        _LOADED[cell.variant] = load_variant(cell.variant, cell.weights)
     return _LOADED[cell.variant]
 
 

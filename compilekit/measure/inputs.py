@@ -48,7 +48,7 @@ def mark_static(args) -> None:
 def _built_inputs(variant, cell) -> tuple:
     if variant.factory is None:
         return make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
-    from compilekit.compile.variant import model_name
+    from compilekit.compile.variant import HF, model_name
     from compilekit.measure import fits, workload
     from compilekit.model.spec import Decode
     from compilekit.model.varlen import Varlen
@@ -56,7 +56,7 @@ def _built_inputs(variant, cell) -> tuple:
     shape = cell.shape
     if isinstance(shape, Varlen):  # the factory sees the lengths the cell's seed drew
         shape = dataclasses.replace(shape, lengths=tuple(shape.draw(cell.seed)))
-    if model_name(variant.name):  # a built-in's weights can be tens of GB: do they fit?
+    if model_name(variant.name) or variant.name.startswith(HF):  # tens of GB: do they fit?
         fits.check(variant.factory, variant.name, shape, cell.dtype, cell.device)
     made = workload.build(variant.factory, variant.name, shape, cell.dtype, cell.device, cell.seed)
     variant.attention, variant.workload = made.fn, made

@@ -39,6 +39,8 @@ class Workload:
     unpack: Callable | None = None
     # a ragged batch's setup time and padding waste (variants/varlen.py)
     varlen: dict | None = None
+    # one line the cell's summary shows: where a checkpoint's weights came from (variants/hf.py)
+    note: str | None = None
     # set by build(): what the factory gave, and the names of its keyword inputs
     model: Callable | None = dataclasses.field(default=None, init=False)
     input_names: list | None = dataclasses.field(default=None, init=False)

@@ -44,6 +44,8 @@ class CellResult:
     config_name: str = ""
     passes: list = dataclasses.field(default_factory=list)  # custom graph passes (path.py:factory)
     grad: str = "off"  # what the calls ran inside: off, no-grad or inference (spec.GRAD_MODES)
+    weights: str = "auto"  # an hf: checkpoint's: its own where it has them, or random
+    workload_note: str | None = None  # a workload's own line: where its weights came from
     pass_stats: dict | None = None  # per pass: invocations, graphs_changed, matches (capture)
     label: str = ""
     schema_version: int = SCHEMA_VERSION

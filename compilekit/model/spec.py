@@ -27,6 +27,8 @@ DEVICES = ("auto", "cpu", "cuda")
 # How a model is called, as users call it: with nothing around it (the model frozen:
 # requires_grad off), inside torch.no_grad(), or inside torch.inference_mode()
 GRAD_MODES = ("off", "no-grad", "inference")
+# An hf: checkpoint's weights: its own where it has them (else random), or random from its config
+WEIGHTS = ("auto", "random")
 SHAPE_RE = re.compile(r"^(\d+)x(\d+)(?:g(\d+))?x(\d+)(?:x(\d+))?x(\d+)$")
 
 
@@ -242,6 +244,18 @@ def parse_grad(text: str) -> str:
     return text
 
 
+def parse_weights(text: str, variant: str) -> str:
+    """Validate a cell's weights (WEIGHTS): another than "auto" goes with an hf: checkpoint."""
+    if text not in WEIGHTS:
+        raise UserError(f"weights {text!r}: choose one of {', '.join(WEIGHTS)}")
+    if text != "auto" and not variant.startswith("hf:"):
+        raise UserError(
+            f"--weights {text} goes with a checkpoint (hf:<hub id or folder>), not {variant!r}: "
+            "the built-in models and factories build random weights already"
+        )
+    return text
+
+
 def parse_device(text: str) -> str:
     """Validate a device name; `auto` is resolved later, where torch is imported."""
     name = text.strip().lower()
@@ -269,6 +283,7 @@ class Cell:
     config_name: str = ""  # its name in the experiment's [configs], or made from --set
     passes: tuple = ()  # custom graph passes, `path.py:factory` each (compile/passes.py)
     grad: str = "off"  # GRAD_MODES: what the calls run inside (compile/modes.grad_context)
+    weights: str = "auto"  # WEIGHTS: an hf: checkpoint's own, or random from its config
 
     def label(self) -> str:
         """A file-system-safe name for this cell's run directory, unique per cell: a user
@@ -278,8 +293,13 @@ class Cell:
         if ":" in variant and variant.split(":", 1)[0].endswith(".py"):
             variant = file_label(variant)
         variant = model + at + variant
+        if variant.startswith("hf:"):  # a checkpoint: its folder's or id's last part, hashed
+            where, at, attention = variant[3:].partition("@")
+            digest = hashlib.sha1(where.encode()).hexdigest()[:8]
+            variant = f"hf-{os.path.basename(where.rstrip('/'))}-{digest}{at}{attention}"
         seed = f"__seed{self.seed}" if self.seed else ""
         seed += f"__grad-{self.grad}" if self.grad != "off" else ""
+        seed += f"__{self.weights}-weights" if self.weights != "auto" else ""
         config = f"__cfg-{self.config_name}" if self.config else ""
         if self.passes:
             config += "__pass-" + "+".join(pass_label(spec) for spec in self.passes)
@@ -303,6 +323,7 @@ class Cell:
             "config_name": self.config_name,
             "passes": list(self.passes),
             "grad": self.grad,
+            "weights": self.weights,
         }
 
     @classmethod
@@ -318,6 +339,7 @@ class Cell:
             data.get("config_name") or "",
             tuple(data.get("passes") or ()),
             data.get("grad") or "off",
+            data.get("weights") or "auto",
         )
 
 

@@ -255,7 +255,7 @@ def host_bound_text(result) -> str:
 def cell_notes(result) -> list[str]:
     """The lines a reader must not miss: the verdict's reason, host-bound calls, disturbed
     timings, skipped CUDA graphs, the backend that ran, graph breaks and recompiles."""
-    notes = []
+    notes = [result.workload_note] if result.workload_note else []  # a checkpoint's weights
     if result.config:
         notes.append(f"Inductor options ({result.config_name}): {result.config}")
     for spec, stats in (result.pass_stats or {}).items():

@@ -72,7 +72,7 @@ def _time_bare(cell, loop_calls: int, loop_repeats: int) -> None:
     from compilekit.compile.variant import load_variant
     from compilekit.measure import inputs
 
-    variant = load_variant(cell.variant)
+    variant = load_variant(cell.variant, cell.weights)
     args = inputs.cell_inputs(variant, cell)
     # the same Inductor settings as the run, so the cell's cache serves the same kernels
     graph_pass = None
