@@ -38,6 +38,9 @@ class Profile:
     # with lines=True: per source line of the block, its kernels and the time charged to it
     lines: list = dataclasses.field(default_factory=list)
     out_dir: str | None = None  # where trace.json, ops.json, kernels.json, index.html went
+    # the block's device time by part: attention, matmuls, norms_activations, other (shares),
+    # from its kernels (and with lines=True, the code around each line: evidence/shares.py)
+    shares: dict | None = None
     done: bool = False  # the block has ended and every field is filled
 
     def table(self, by: str = "time", top: int = 20) -> str:
@@ -51,8 +54,11 @@ class Profile:
                 "when the block ends; call it after the block"
             )
         opsview.check_top(top)
+        from compilekit.evidence.shares import shares_line
+
         rows = opsview.rank(self.ops, by, self.device == "cuda")
-        return opsview.table(rows[:top], self.device == "cuda", self.peak_memory_mb)
+        text = opsview.table(rows[:top], self.device == "cuda", self.peak_memory_mb)
+        return text + (f"\n{shares_line(self.shares)}" if self.shares else "")
 
 
 def checked_device(out_dir: str | None, device: str | None, forwards, grad: str = "off") -> str:
@@ -108,7 +114,7 @@ def profile(
     from torch.profiler import record_function
 
     from compilekit.compile.modes import grad_context
-    from compilekit.evidence import eagerlines, kernelmap, opcost, profiling
+    from compilekit.evidence import eagerlines, kernelmap, opcost, profiling, shares
     from compilekit.model.store import write_json
 
     found = Profile(device=checked_device(out_dir, device, forwards, grad))
@@ -137,10 +143,11 @@ def profile(
     forward["kernels_per_forward"] /= forwards
     forward["forward_device_ms"] /= forwards
     found.kernels, found.forward_device_ms = forward["kernels"], forward["forward_device_ms"]
+    records = kernelmap.build_map(forward, {}, {}, "", False, recorded)
+    found.shares = shares.shares(records)
     if recorded is not None:
         for k in found.kernels:  # each launch's own lines; the map merges a layer's repeats
             k["source_lines"] = kernelmap.eager_site(k, recorded, {})[0]["source_lines"]
-        records = kernelmap.build_map(forward, {}, {}, "", False, recorded)
         found.lines = forward["by_source_line"] = kernelmap.by_source_line(records)
     if out_dir:
         prof.export_chrome_trace(os.path.join(out_dir, "trace.json"))

@@ -7,7 +7,7 @@ import os
 import shutil
 
 from compilekit.model.errors import first_line
-from compilekit.model.spec import Shape
+from compilekit.model.spec import Shape, Tokens
 
 
 def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> None:
@@ -104,6 +104,10 @@ def _diagnose(cell, forward: dict, records: list, op_rows: list, result) -> None
     result.profiled_forward_host_ms = forward["forward_host_ms"]
     diagnose.judge_host_bound(result)
     result.sdpa_backend = diagnose.sdpa_backend(records, [row["name"] for row in op_rows])
+    if isinstance(cell.shape, Tokens):  # a model (a forward, or a decode's step)
+        from compilekit.evidence import shares
+
+        result.time_shares = shares.shares(records)
     if cell.mode != "eager":
         result.dynamo = diagnose.dynamo_counters()
     diagnose.judge_attention_rewrite(result, records)

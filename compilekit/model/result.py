@@ -46,6 +46,9 @@ class CellResult:
     grad: str = "off"  # what the calls ran inside: off, no-grad or inference (spec.GRAD_MODES)
     weights: str = "auto"  # an hf: checkpoint's: its own where it has them, or random
     workload_note: str | None = None  # a workload's own line: where its weights came from
+    # a model's device time by part: attention, matmuls, norms_activations, other (shares that
+    # sum to 1) and device_ms, from the kernel map (compilekit/evidence/shares.py)
+    time_shares: dict | None = None
     pass_stats: dict | None = None  # per pass: invocations, graphs_changed, matches (capture)
     label: str = ""
     schema_version: int = SCHEMA_VERSION

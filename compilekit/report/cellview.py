@@ -12,6 +12,7 @@ from tabulate import tabulate
 
 from compilekit.evidence import autotuned, diagnose
 from compilekit.evidence.roofline import NONE_PLACED
+from compilekit.evidence.shares import shares_line
 from compilekit.report import varlenview
 from compilekit.report.worth import (
     _num,
@@ -106,8 +107,9 @@ HEADERS = [
 
 def headers(results: list) -> list[str]:
     """The table's columns; `config` only when some cell carries Inductor options, `pass` only
-    when some cell runs a graph pass, `grad` only when some cell runs inside a grad mode, `node`
-    only when the cells come from more than one machine."""
+    when some cell runs a graph pass, `grad` only when some cell runs inside a grad mode,
+    `attention` (its share of a model's device time) only where some cell has it, `node` only
+    when the cells come from more than one machine."""
     out = list(HEADERS)
     if _has_grads(results):
         out.insert(2, "grad")
@@ -115,6 +117,8 @@ def headers(results: list) -> list[str]:
         out.insert(2, "pass")
     if _has_configs(results):
         out.insert(2, "config")
+    if any(r.time_shares for r in results):  # models: attention's share of the device time
+        out.append("attention")
     if len(hosts(results)) > 1:
         out.append("node")
     if varlenview.has_varlen(results):
@@ -126,7 +130,7 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
     """One row per cell, in headers(results) order."""
     with_config, with_node = _has_configs(results), len(hosts(results)) > 1
     with_passes, with_varlen = _has_passes(results), varlenview.has_varlen(results)
-    with_grad = _has_grads(results)
+    with_grad, with_shares = _has_grads(results), any(r.time_shares for r in results)
     out = []
     for r in results:
         # no eager figure (eager could not run): no break-even either
@@ -161,6 +165,8 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
             out[-1].insert(2, passes_name(r))
         if with_config:
             out[-1].insert(2, r.config_name or "base")
+        if with_shares:
+            out[-1].append(_num((r.time_shares or {}).get("attention"), ".0%"))
         if with_node:
             out[-1].append((r.env or {}).get("host") or "-")
         if with_varlen:
@@ -256,6 +262,7 @@ def cell_notes(result) -> list[str]:
     """The lines a reader must not miss: the verdict's reason, host-bound calls, disturbed
     timings, skipped CUDA graphs, the backend that ran, graph breaks and recompiles."""
     notes = [result.workload_note] if result.workload_note else []  # a checkpoint's weights
+    notes += [shares_line(result.time_shares)] if result.time_shares else []
     if result.config:
         notes.append(f"Inductor options ({result.config_name}): {result.config}")
     for spec, stats in (result.pass_stats or {}).items():

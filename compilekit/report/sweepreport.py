@@ -190,12 +190,20 @@ def _cells_section(results: list, table: list) -> list[str]:
         " spread, the machine's load or other processes' CPU use while it was timed (a core or a "
         "quarter of the machine's, whichever is more; a quarter of the timing thread's own core "
         "where a sweep gave it one; or as much stolen by the hypervisor) says it was disturbed; a "
-        "cell whose timing was taken again after such a disturbance is named below.",
+        "cell whose timing was taken again after such a disturbance is named below."
+        + (SHARES_WORDS if any(r.time_shares for r in results) else ""),
         "",
         tabulate([[md_cell(c) for c in row] for row in table], headers=headers(results),
                  tablefmt="github"),
         "",
     ]  # fmt: skip
+
+
+SHARES_WORDS = (
+    " `attention`: a model's share of its profiled device time spent in attention (its "
+    "kernels, and the ops its attention code launched), from the kernel map; the summary of "
+    "each cell splits the rest into matmuls, norms and activations, and other."
+)
 
 
 def md_cell(value):

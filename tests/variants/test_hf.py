@@ -118,6 +118,7 @@ def test_the_command_line_measures_a_checkpoint_and_decodes_a_causal_one(checkpo
     assert decode.returncode == 0, decode.stderr[-2000:]
     lines = decode.stdout.splitlines()
     assert "weights: random, from the config" in lines
+    assert any(ln.startswith("attention ") and "of the device time (matmuls" in ln for ln in lines)
     for path in ("loop", "generate"):
         row = next(ln for ln in lines if ln.startswith(path))
         assert row.rstrip().endswith("4/4"), row  # its tokens are eager's

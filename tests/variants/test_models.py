@@ -93,6 +93,12 @@ def test_tiny_bert_compiled_is_checked_against_itself_in_float64_and_mapped_to_i
     assert by_memory[0] > 0 and by_memory == sorted(by_memory, reverse=True)
     view = opsview.ops_view(result.run_dir, "memory")
     assert "ops ranked by memory, per forward" in view and "allocated MiB" in view
+    # attention's share of the compiled forward, read from the same map's lines
+    from compilekit.evidence import shares
+
+    found = result.time_shares
+    assert found["by"] == "code" and sum(found[p] for p in shares.PARTS) == pytest.approx(1)
+    assert 0.05 < found["attention"] < 0.95 and found["matmuls"] > 0
 
 
 def test_an_experiment_pairs_each_variant_with_shapes_of_its_kind(tmp_path):

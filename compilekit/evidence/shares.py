@@ -1,0 +1,116 @@
+"""What share of a model's device time attention takes, and the rest split into matmuls, norms
+and activations, and other: from the kernel map, so eager and compiled cells (and
+compilekit.profile()) are read alike.
+
+A kernel's time is split evenly between its origin lines (the innermost line of each op fused
+into it), as the kernel map's per-line view splits it. A line is attention's when the class or
+function around it in its file is named for attention (`BertSelfAttention`, `LlamaAttention`,
+`eager_attention_forward`, `sdpa_attention_forward`, a compilekit variant's `attention`) or for
+the rotary positions it applies (`apply_rotary_pos_emb`, `rotate_half`); a norm's or an
+activation's likewise (`LlamaRMSNorm`, `GELUActivation`). Any other line goes by the kernel:
+attention where it is an attention kernel (SDPA's, flash, cuDNN's, flex, ours) or where its
+only op was called from attention code, matmuls where its ops or name are a GEMM's, norms and
+activations where its ops are, else other.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+
+PARTS = ("attention", "matmuls", "norms_activations", "other")
+PART_WORDS = {
+    "attention": "attention",
+    "matmuls": "matmuls",
+    "norms_activations": "norms and activations",
+    "other": "other",
+}
+ATTENTION_SCOPE = re.compile(r"attention|attn|rotary|rotate|rope", re.IGNORECASE)
+NORM_ACT_SCOPE = re.compile(r"norm|activation|gelu|silu|swiglu|act_fn", re.IGNORECASE)
+ATTENTION_KERNEL = re.compile(
+    r"scaled_dot_product|flash|fmha|cudnn_attention|efficient_attention|flex_attention|"
+    r"_attn_fwd|sdpa",
+    re.IGNORECASE,
+)
+MATMUL = re.compile(
+    r"(^|[.:_])(addmm|mm|bmm|baddbmm|matmul|linear|addmv|mv)($|[._])|gemm|gemv|nvjet|cutlass|"
+    r"xmma|cublas|splitkreduce",
+    re.IGNORECASE,
+)
+NORM_ACT_OPS = re.compile(
+    r"norm|gelu|silu|relu|tanh|sigmoid|softmax|erf|rsqrt|hardswish|mish", re.IGNORECASE
+)
+
+
+@functools.lru_cache(maxsize=64)
+def _scopes(path: str) -> tuple:
+    """(first line, last line, name) of every class and function in a file, innermost last
+    where they nest; () where the file cannot be read (a run from another machine)."""
+    try:
+        with open(path) as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    kinds = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    found = [(n.lineno, n.end_lineno, n.name) for n in ast.walk(tree) if isinstance(n, kinds)]
+    return tuple(sorted(found))
+
+
+def names_around(path: str, line: int) -> list[str]:
+    """The names of the classes and functions a line sits in, outermost first."""
+    return [name for first, last, name in _scopes(path) if first <= line <= last]
+
+
+def line_part(line: dict) -> str | None:
+    """attention, norms_activations, or None where the code around the line says neither."""
+    names = " ".join(names_around(line["file"], line["line"]))
+    if ATTENTION_SCOPE.search(names):
+        return "attention"
+    if NORM_ACT_SCOPE.search(names):
+        return "norms_activations"
+    return None
+
+
+def kernel_part(record: dict) -> str:
+    """A kernel's part by what it is: its name, its ATen ops, and for a kernel of one op, the
+    code that called the op."""
+    words = " ".join([record["name"], record.get("launcher") or "", *record["aten_ops"]])
+    if ATTENTION_KERNEL.search(words):
+        return "attention"
+    origins = record.get("origin_lines") or []
+    if len(origins) <= 1 and any(line_part(f) == "attention" for f in record["source_lines"]):
+        return "attention"
+    if MATMUL.search(words):
+        return "matmuls"
+    if NORM_ACT_OPS.search(" ".join(record["aten_ops"]) or record["name"]):
+        return "norms_activations"
+    return "other"
+
+
+def shares(records: list[dict]) -> dict | None:
+    """{part: share of the device time} over PARTS (they sum to 1), "device_ms" (per forward,
+    what was shared out) and "by": "code" where the map gave source lines, "kernels" where it
+    gave none (compilekit.profile() without lines: attention is then its kernels alone, a
+    projection a matmul); None where no kernel took time."""
+    per = dict.fromkeys(PARTS, 0.0)
+    by = "code" if any(rec["source_lines"] for rec in records) else "kernels"
+    for rec in records:
+        ms = rec["device_ms"] * rec["calls_per_forward"]
+        origins = rec.get("origin_lines") or rec["source_lines"][:1]
+        parts = [line_part(ln) or kernel_part(rec) for ln in origins] or [kernel_part(rec)]
+        for part in parts:
+            per[part] += ms / len(parts)
+    total = sum(per.values())
+    if not total:
+        return None
+    return {part: ms / total for part, ms in per.items()} | {"device_ms": total, "by": by}
+
+
+def shares_line(found: dict | None) -> str | None:
+    """'attention 41% of the device time (matmuls 38%, norms and activations 9%, other 12%)'."""
+    if not found:
+        return None
+    rest = ", ".join(f"{PART_WORDS[p]} {found[p]:.0%}" for p in PARTS[1:])
+    alone = "; by kernel alone: no source lines" if found.get("by") == "kernels" else ""
+    return f"attention {found['attention']:.0%} of the device time ({rest}{alone})"

@@ -1,0 +1,73 @@
+"""Attention's share of a model's device time, against a hand count: kernels of a small
+modeling file whose code says which part each line is."""
+
+import pytest
+
+from compilekit.evidence import shares
+
+MODELING = """class TinyAttention:
+    def forward(self, x):
+        q = self.q_proj(x)
+        return sdpa(q)
+
+def rotate_half(x):
+    return x
+
+class TinyMLP:
+    def forward(self, x):
+        return self.down_proj(x)
+
+class TinyRMSNorm:
+    def forward(self, x):
+        return x * x
+
+def embed(ids):
+    return ids
+"""
+
+
+def _kernel(name, ops, ms, origins, stack=None, calls=1.0):
+    return {"name": name, "launcher": ops[0] if ops else "", "aten_ops": ops, "device_ms": ms,
+            "calls_per_forward": calls, "origin_lines": origins, "source_lines": stack or origins}  # fmt: skip
+
+
+def test_each_kernels_time_goes_to_the_part_its_code_or_its_ops_say(tmp_path):
+    path = str(tmp_path / "modeling_tiny.py")
+    with open(path, "w") as f:
+        f.write(MODELING)
+
+    def at(line):
+        return {"file": path, "line": line, "code": MODELING.splitlines()[line - 1].strip()}
+
+    records = [
+        _kernel("nvjet_q_proj", ["aten.addmm"], 2.0, [at(3)]),  # a projection in attention code
+        _kernel("cudnn_generated_fort_native_sdpa", ["aten._cudnn_attention"], 1.5, [at(4)],
+                calls=2.0),  # two launches a forward: 3 ms
+        _kernel("triton_poi_fused_mul", ["aten.mul"], 1.0, [at(7)]),  # rotary
+        _kernel("nvjet_down_proj", ["aten.mm"], 4.0, [at(11)]),  # the MLP's matmul
+        _kernel("triton_red_fused_mean_pow", ["aten.pow", "aten.mean"], 1.0, [at(15)]),  # norm
+        # fused across a norm line and the embedding's: half each
+        _kernel("triton_poi_fused_add_embedding", ["aten.add", "aten.embedding"], 2.0,
+                [at(15), at(18)]),
+        # one op whose own line says nothing, called from attention code
+        _kernel("cat_kernel", ["aten.cat"], 1.0, [at(18)], stack=[at(18), at(3)]),
+    ]  # fmt: skip
+    found = shares.shares(records)
+    # by hand, of 14 ms: attention 2 + 3 + 1 + 1, matmuls 4, norms 1 + 1, other 1
+    assert found["device_ms"] == pytest.approx(14.0)
+    assert found["attention"] == pytest.approx(7 / 14)
+    assert found["matmuls"] == pytest.approx(4 / 14)
+    assert found["norms_activations"] == pytest.approx(2 / 14)
+    assert found["other"] == pytest.approx(1 / 14)
+    assert sum(found[p] for p in shares.PARTS) == pytest.approx(1.0) and found["by"] == "code"
+    assert shares.shares_line(found) == (
+        "attention 50% of the device time (matmuls 29%, norms and activations 14%, other 7%)"
+    )
+    # no source lines (compiled code under compilekit.profile()): its kernels alone say
+    bare = [{**r, "origin_lines": [], "source_lines": []} for r in records]
+    alone = shares.shares(bare)
+    assert alone["by"] == "kernels" and alone["attention"] == pytest.approx(3 / 14)
+    assert alone["matmuls"] == pytest.approx(6 / 14) and "by kernel alone" in (
+        shares.shares_line(alone)
+    )
+    assert shares.shares([]) is None
