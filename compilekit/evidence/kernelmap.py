@@ -15,6 +15,7 @@ import torch
 
 from compilekit.compile.variant import VARIANTS_DIR
 from compilekit.evidence import codecost, partial
+from compilekit.evidence.shares import library_class
 
 TORCH_DIR = os.path.dirname(torch.__file__)
 COMPILEKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -133,7 +134,8 @@ def provenance_index(graph: dict) -> dict[str, list[dict]]:
     index: dict[str, list] = {}
     by_number = lambda key: int(key.rsplit(":", 1)[1]) if key.rsplit(":", 1)[-1].isdigit() else 0  # noqa: E731
     for key in sorted(set(stacks) | set(code_to_post), key=by_number):
-        rec = {"aten_ops": [], "source_lines": [], "order": by_number(key), **costs.get(key, {})}
+        rec = {"aten_ops": [], "source_lines": [], "order": by_number(key), "site": _key_base(key)}
+        rec.update(costs.get(key, {}))
         index.setdefault(_key_base(key), []).append(rec)
         for node in code_to_post.get(key, []):
             target = post_nodes.get(node, {}).get("target")
@@ -240,7 +242,7 @@ def build_map(
         found, via = _compiled_site(k, by_provenance, by_comments) if compiled else (None, "none")
         kind = classify(k["name"], k["launcher"], sources.get(k["name"]), compiled)
         if found is None and compiled and kind in ("extern", "library"):
-            found = next((rec for rec in extern_sites if not any(rec is u for u in used)), None)
+            found = _replayed_site(k, extern_sites, used)
             via = "inductor provenance (by launch order in a CUDA-graph replay)" if found else via
         if found is not None:
             used.append(found)
@@ -266,6 +268,26 @@ def build_map(
             }
         )
     return merge_repeats(records)
+
+
+def _replayed_site(k: dict, sites: list, used: list) -> dict | None:
+    """A replayed library kernel's call site: the next unused one of its class (an attention
+    kernel an attention op's, a GEMM a matmul's), so a kernel without a site of its own (the
+    input copies launched before a CUDA-graph replay, a library's helper kernel) takes none
+    and shifts no later kernel onto another's line. Kernels an op launched outright (aten::...)
+    are not replayed: they take none."""
+    if k["launcher"].startswith("aten::"):
+        return None
+    kind = library_class(k["name"])
+    return next(
+        (
+            rec
+            for rec in sites
+            if not any(rec is u for u in used)
+            and library_class(" ".join([rec["site"], *rec["aten_ops"]])) == kind
+        ),
+        None,
+    )
 
 
 def eager_site(k: dict, eager_lines: dict | None, definitions: dict | None) -> tuple[dict, str]:

@@ -28,16 +28,24 @@ PART_WORDS = {
 }
 ATTENTION_SCOPE = re.compile(r"attention|attn|rotary|rotate|rope", re.IGNORECASE)
 NORM_ACT_SCOPE = re.compile(r"norm|activation|gelu|silu|swiglu|act_fn", re.IGNORECASE)
-ATTENTION_KERNEL = re.compile(
-    r"scaled_dot_product|flash|fmha|cudnn_attention|efficient_attention|flex_attention|"
-    r"_attn_fwd|sdpa",
-    re.IGNORECASE,
-)
-MATMUL = re.compile(
+# an attention kernel (SDPA's backends, flex, ours) or an attention op
+ATTENTION_KERNEL = re.compile(r"attention|scaled_dot_product|flash|fmha|sdpa|_attn_fwd", re.I)
+# a GEMM's kernel (cuBLAS, cuBLASLt's nvjet, CUTLASS) or a matmul op
+GEMM_RE = re.compile(
     r"(^|[.:_])(addmm|mm|bmm|baddbmm|matmul|linear|addmv|mv)($|[._])|gemm|gemv|nvjet|cutlass|"
     r"xmma|cublas|splitkreduce",
     re.IGNORECASE,
 )
+
+
+def library_class(text: str) -> str:
+    """attention, gemm or other: what a library kernel's name, or a call site's ops, are
+    (kernelmap matches a CUDA-graph replay's kernels to call sites of their class)."""
+    if ATTENTION_KERNEL.search(text):
+        return "attention"
+    return "gemm" if GEMM_RE.search(text) else "other"
+
+
 NORM_ACT_OPS = re.compile(
     r"norm|gelu|silu|relu|tanh|sigmoid|softmax|erf|rsqrt|hardswish|mish", re.IGNORECASE
 )
@@ -81,7 +89,7 @@ def kernel_part(record: dict) -> str:
     origins = record.get("origin_lines") or []
     if len(origins) <= 1 and any(line_part(f) == "attention" for f in record["source_lines"]):
         return "attention"
-    if MATMUL.search(words):
+    if GEMM_RE.search(words):
         return "matmuls"
     if NORM_ACT_OPS.search(" ".join(record["aten_ops"]) or record["name"]):
         return "norms_activations"

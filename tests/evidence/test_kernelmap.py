@@ -373,6 +373,31 @@ def test_each_bmm_maps_to_its_own_line(launchers, tmp_path):
     ]
 
 
+def test_a_replays_kernels_take_call_sites_of_their_own_class_only(tmp_path):
+    """Under a CUDA-graph replay the n-th library kernel took the n-th unused call site: the
+    input copies launched before the replay, and a library's helper kernel, took a GEMM's
+    site, and every later GEMM its neighbour's line (a BERT's MLP GEMMs then sat on the
+    attention's projections)."""
+    replay = "## Call CompiledFxGraph abc"
+    kernel = lambda name, launcher: {"name": name, "launcher": launcher, "launcher_index": 0,  # noqa: E731
+                                     "calls_per_forward": 1, "device_ms": 1.0}  # fmt: skip
+    forward = {
+        "forward_device_ms": 5.0,
+        "kernels": [
+            kernel("void at::native::multi_tensor_apply_kernel", "aten::_foreach_copy_"),
+            kernel("nvjet_gemm_A", replay),
+            kernel("void cub::DeviceReduceKernel", replay),
+            kernel("triton_per_fused_softmax_0", replay),
+            kernel("nvjet_gemm_B", replay),
+        ],
+    }
+    records = kernelmap.build_map(forward, {"0/0": GRAPH_WITH_PROVENANCE}, {}, str(tmp_path), True)
+    lines = {r["name"]: [ln["line"] for ln in r["source_lines"]] for r in records}
+    assert lines["nvjet_gemm_A"] == [5] and lines["nvjet_gemm_B"] == [7]
+    assert lines["void at::native::multi_tensor_apply_kernel"] == []
+    assert lines["void cub::DeviceReduceKernel"] == []
+
+
 # the graph's wrapper: q, k, v [128, 1024, 64] and the scores [128, 1024, 1024], bf16
 REPLAYED_CODE = """
 def call(args):
