@@ -83,24 +83,11 @@ def test_lines_charge_each_kernel_to_the_line_that_launched_it(tmp_path):
 
 def _tiny(name):
     """(model, input ids) of a tiny config of transformers' own class, random weights."""
-    import transformers as tf
+    from tests.variants.tiny_models import tiny_transformers
 
-    small = dict(vocab_size=100)
-    configs = {
-        "bert": (tf.BertModel, tf.BertConfig, dict(hidden_size=32, num_hidden_layers=2,
-                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)),
-        "gpt2": (tf.GPT2Model, tf.GPT2Config, dict(n_embd=32, n_layer=2, n_head=2, n_positions=32)),
-        "llama": (tf.LlamaModel, tf.LlamaConfig, dict(hidden_size=32, intermediate_size=64,
-                  num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1)),
-        "qwen2": (tf.Qwen2Model, tf.Qwen2Config, dict(hidden_size=32, intermediate_size=64,
-                  num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1)),
-        "t5-encoder": (tf.T5EncoderModel, tf.T5Config, dict(d_model=32, d_ff=64, d_kv=16,
-                       num_layers=2, num_heads=2)),
-    }  # fmt: skip
-    model_class, config_class, sizes = configs[name]
+    model_class, config = tiny_transformers()[name]
     torch.manual_seed(0)
-    model = model_class(config_class(**small, **sizes)).eval()
-    return model, torch.randint(0, 100, (2, 12))
+    return model_class(config).eval(), torch.randint(0, 100, (2, 12))
 
 
 @pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "qwen2", "t5-encoder"])

@@ -14,24 +14,11 @@ from compilekit.measure import workload
 from compilekit.model.errors import UserError
 from compilekit.model.spec import parse_shape
 from tests.conftest import ROOT
+from tests.variants.tiny_models import tiny_transformers
 
-tf = pytest.importorskip("transformers")
+pytest.importorskip("transformers")  # the models extra
 
-SMALL = dict(vocab_size=100)
-TINY = {
-    "bert": (tf.BertModel, tf.BertConfig, dict(hidden_size=32, num_hidden_layers=2,
-             num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)),
-    "gpt2": (tf.GPT2Model, tf.GPT2Config, dict(n_embd=32, n_layer=2, n_head=2, n_positions=64)),
-    "llama": (tf.LlamaForCausalLM, tf.LlamaConfig, dict(hidden_size=32, intermediate_size=64,
-              num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-              max_position_embeddings=64)),
-    "qwen2": (tf.Qwen2Model, tf.Qwen2Config, dict(hidden_size=32, intermediate_size=64,
-              num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)),
-    "t5-encoder": (tf.T5EncoderModel, tf.T5Config, dict(d_model=32, d_ff=64, d_kv=16,
-                   num_layers=1, num_heads=2)),
-    "t5": (tf.T5ForConditionalGeneration, tf.T5Config, dict(d_model=32, d_ff=64, d_kv=16,
-           num_layers=1, num_heads=2)),  # an encoder-decoder: fed decoder ids too
-}  # fmt: skip
+TINY = tiny_transformers()
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +26,9 @@ def checkpoints(tmp_path_factory):
     """{name: (folder with weights, folder of config.json alone, the model saved)}."""
     root = tmp_path_factory.mktemp("checkpoints")
     made = {}
-    for name, (model_class, config_class, sizes) in TINY.items():
+    for name, (model_class, config) in TINY.items():
         torch.manual_seed(0)
-        model = model_class(config_class(**SMALL, **sizes)).eval()
+        model = model_class(config).eval()
         model.save_pretrained(root / name)
         model.config.save_pretrained(root / f"{name}-config")
         made[name] = (str(root / name), str(root / f"{name}-config"), model)

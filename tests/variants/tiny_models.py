@@ -85,3 +85,26 @@ def llama_lm_triton_flash(shape, dtype, device):
     name = models.plugged_name("triton-flash")
     models.plug_in(name, triton_flash.attention, triton_flash.cached_attention)
     return llama2_7b.workload(shape, dtype, device, attention=name, **TINY_LLAMA_LM)
+
+
+def tiny_transformers() -> dict:
+    """{name: (model class, config)}: tiny configs (two layers, a vocabulary of 100, 64
+    positions) of transformers' own classes, an encoder, decoders with and without GQA, T5's
+    encoder and T5 whole; what the profile and hf: tests run."""
+    import transformers as tf
+
+    common = dict(vocab_size=100)
+    decoder = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)  # fmt: skip
+    t5 = tf.T5Config(d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2, **common)
+    return {
+        "bert": (tf.BertModel, tf.BertConfig(hidden_size=32, num_hidden_layers=2,
+                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+                 **common)),
+        "gpt2": (tf.GPT2Model, tf.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=64,
+                 **common)),
+        "llama": (tf.LlamaForCausalLM, tf.LlamaConfig(**decoder, **common)),
+        "qwen2": (tf.Qwen2Model, tf.Qwen2Config(**decoder, **common)),
+        "t5-encoder": (tf.T5EncoderModel, t5),
+        "t5": (tf.T5ForConditionalGeneration, t5),  # an encoder-decoder: fed decoder ids too
+    }  # fmt: skip
