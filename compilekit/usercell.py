@@ -8,9 +8,11 @@ import os
 
 from compilekit.model.errors import UserError
 from compilekit.model.spec import (
+    HF,
     Cell,
     check_seed,
     check_timeout,
+    hf_parts,
     parse_device,
     parse_dtype,
     parse_grad,
@@ -85,8 +87,6 @@ def resolve_device(name: str) -> str:
 def absolute_checkpoint(variant: str, base: str | None = None) -> str:
     """An hf: checkpoint's folder made absolute (against base, else the working folder), so
     the cell and its label do not depend on where it was typed; a hub id as it is."""
-    from compilekit.compile.variant import HF, hf_parts
-
     if not variant.startswith(HF):
         return variant
     where, attention = hf_parts(variant)

@@ -192,6 +192,9 @@ def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs:
             if not any(fits(variant, s, workload) for s in shapes):
                 check_shape(variant, shapes[0], workload)  # names the kind it takes
         grads = [parse_grad(g) for g in merged.get("grads", ["off"])]  # an axis, as modes
+        weights = merged.get("weights", "auto")
+        for variant in merged["variants"]:
+            parse_weights(weights, variant)
         dtype = parse_dtype(merged.get("dtype", "float32"))
         device = parse_device(merged.get("device", "auto"))
         for config, mode in itertools.product(chosen.values(), merged["modes"]):
@@ -214,7 +217,7 @@ def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs:
         "timeout_s": timeout_s,
         "per_gpu": merged.get("per_gpu"),
         "grads": grads,
-        "weights": merged.get("weights", "auto"),
+        "weights": weights,
     }
 
 
@@ -267,7 +270,7 @@ def _cells(matrix: dict, device: str):
             config_name if config else "",
             matrix["passes"] if inductor else (),
             grad,
-            parse_weights(matrix["weights"], variant),
+            matrix["weights"],
         )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from compilekit.compile.closure import closure_hash, import_closure
 from compilekit.compile.modes import MODES
 from compilekit.model.errors import UserError
+from compilekit.model.spec import HF, hf_parts
 from compilekit.variants import MODELS, VARIANTS, VARLEN
 from compilekit.variants import __path__ as _variants_path
 
@@ -53,16 +54,7 @@ class Variant:
         return import_closure(self.source_file)
 
 
-# `hf:<hub id or folder>[@attention]`: any transformers checkpoint (variants/hf.py)
-HF = "hf:"
-HF_MODULE = "compilekit.variants.hf"
-
-
-def hf_parts(spec: str) -> tuple[str, str]:
-    """(the checkpoint: a hub id or a folder, the attention after its last '@' or '')."""
-    body = spec[len(HF) :]
-    where, _, attention = body.rpartition("@") if "@" in body else (body, "", "")
-    return where, attention
+HF_MODULE = "compilekit.variants.hf"  # hf:<checkpoint> (model/spec.py's HF, hf_parts)
 
 
 def source_file(spec: str) -> str:

@@ -162,18 +162,10 @@ def _first_calls(cell, variant, result):
     return eager_out, args, expected
 
 
-def _grad(grad: str):
-    """The cell's grad mode (compile/modes.grad_context); nothing imported for "off"."""
-    if grad == "off":
-        return contextlib.nullcontext()
-    from compilekit.compile.modes import grad_context
-
-    return grad_context(grad)
-
-
 def main(argv: list[str]) -> int:
     phase, cell_json, stage_dir, cache_dir, timeout_s = argv
     reaper.die_with_parent_and_on_timeout(float(timeout_s), stage_dir)
+    from compilekit.compile import modes
     from compilekit.launch import locks
     from compilekit.model.errors import Unsupported, UserError
     from compilekit.model.result import for_cell
@@ -186,7 +178,7 @@ def main(argv: list[str]) -> int:
     if spawned_at:  # interpreter start and compilekit's imports, before this line ran
         result.steps_s["process_start"] = round(time.time() - float(spawned_at), 3)
     try:
-        with _grad(cell.grad):  # every call of every phase, as a user's whole loop runs
+        with modes.grad_context(cell.grad):  # every call of every phase, as a user's loop
             if phase == "cold":
                 coldphase.run_cold(cell, cache_dir, result)
             elif phase == "capture":

@@ -48,9 +48,9 @@ def mark_static(args) -> None:
 def _built_inputs(variant, cell) -> tuple:
     if variant.factory is None:
         return make_inputs(cell.shape, cell.dtype, cell.device, cell.seed)
-    from compilekit.compile.variant import HF, model_name
+    from compilekit.compile.variant import model_name
     from compilekit.measure import fits, workload
-    from compilekit.model.spec import Decode
+    from compilekit.model.spec import HF, Decode
     from compilekit.model.varlen import Varlen
 
     shape = cell.shape

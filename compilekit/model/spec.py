@@ -37,6 +37,17 @@ MAX_DIM = 1 << 20
 MAX_ELEMENTS = 1 << 34
 
 
+# `hf:<hub id or folder>[@attention]`: any transformers checkpoint (variants/hf.py)
+HF = "hf:"
+
+
+def hf_parts(spec: str) -> tuple[str, str]:
+    """(the checkpoint: a hub id or a folder, the attention after its last '@' or '')."""
+    body = spec[len(HF) :]
+    where, _, attention = body.rpartition("@") if "@" in body else (body, "", "")
+    return where, attention
+
+
 # What a file name made of a user's words keeps; any other run of characters becomes one "_"
 UNSAFE_RE = re.compile(r"[^A-Za-z0-9_.,+=@-]+")
 
@@ -248,7 +259,7 @@ def parse_weights(text: str, variant: str) -> str:
     """Validate a cell's weights (WEIGHTS): another than "auto" goes with an hf: checkpoint."""
     if text not in WEIGHTS:
         raise UserError(f"weights {text!r}: choose one of {', '.join(WEIGHTS)}")
-    if text != "auto" and not variant.startswith("hf:"):
+    if text != "auto" and not variant.startswith(HF):
         raise UserError(
             f"--weights {text} goes with a checkpoint (hf:<hub id or folder>), not {variant!r}: "
             "the built-in models and factories build random weights already"
@@ -293,10 +304,11 @@ class Cell:
         if ":" in variant and variant.split(":", 1)[0].endswith(".py"):
             variant = file_label(variant)
         variant = model + at + variant
-        if variant.startswith("hf:"):  # a checkpoint: its folder's or id's last part, hashed
-            where, at, attention = variant[3:].partition("@")
+        if variant.startswith(HF):  # a checkpoint: its folder's or id's last part, hashed
+            where, attention = hf_parts(variant)
             digest = hashlib.sha1(where.encode()).hexdigest()[:8]
-            variant = f"hf-{os.path.basename(where.rstrip('/'))}-{digest}{at}{attention}"
+            variant = f"hf-{os.path.basename(where.rstrip('/'))}-{digest}"
+            variant += f"@{attention}" if attention else ""
         seed = f"__seed{self.seed}" if self.seed else ""
         seed += f"__grad-{self.grad}" if self.grad != "off" else ""
         seed += f"__{self.weights}-weights" if self.weights != "auto" else ""

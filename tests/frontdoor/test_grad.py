@@ -84,6 +84,10 @@ def test_grads_is_an_axis_of_an_experiment_and_a_bad_one_is_one_line(tmp_path):
     toml.write_text(toml.read_text().replace('"inference"]', '"training"]'))
     with pytest.raises(UserError, match="grad mode 'training': choose one of"):
         load_experiment(str(toml))
+    # weights = "random" goes with checkpoints: refused in a matrix of built-ins, with its place
+    toml.write_text(toml.read_text().replace('"training"]', '"inference"]\nweights = "random"'))
+    with pytest.raises(UserError, match=r"g\.toml, top level: --weights random goes with"):
+        load_experiment(str(toml))
 
 
 def test_profile_runs_the_block_inside_the_grad_mode():
