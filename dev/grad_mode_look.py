@@ -11,7 +11,7 @@ profiled call (after the timed loops). Case "switch" compiles under no context a
 calls the same compiled model inside inference_mode (a user who warms up outside the mode).
 The recompile reasons torch logs (TORCH_LOGS=recompiles) are kept per case.
 
-Usage (GPU): python3 dev/grad_mode_look.py [--shape 8x128] [--json FILE]
+Usage (GPU): python3 dev/grad_mode_look.py [--shape 8x128] [--cases off,switch] [--json FILE]
 """
 
 from __future__ import annotations
@@ -133,6 +133,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", default="8x128")
     parser.add_argument("--json")
+    parser.add_argument("--cases", default=",".join(CASES), help="a comma list of CASES")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # the child's one case
     args = parser.parse_args()
     if args.case:
@@ -140,7 +141,7 @@ def main() -> int:
         return 0
     found = {}
     env = dict(os.environ, TORCH_LOGS="recompiles")
-    for name in CASES:
+    for name in args.cases.split(","):
         proc = subprocess.run(
             [sys.executable, __file__, "--case", name, "--shape", args.shape],
             capture_output=True, text=True, env=env, timeout=600,

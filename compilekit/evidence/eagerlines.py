@@ -44,6 +44,15 @@ def recording(dispatches: bool = True):
 
     class Dispatches(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            # Inside torch.inference_mode() a composite op (aten::linear) reaches the mode
+            # whole, where autograd would have split it: split it here, under the mode, so
+            # its parts (aten::addmm, the op the kernel's launch names) are recorded as
+            # outside the mode
+            if composite(func):
+                with self:
+                    out = func.decompose(*args, **(kwargs or {}))
+                if out is not NotImplemented:
+                    return out
             record(f"aten::{func.overloadpacket.__name__}")
             return func(*args, **(kwargs or {}))
 
@@ -52,6 +61,15 @@ def recording(dispatches: bool = True):
         if dispatches:
             stack.enter_context(Dispatches())
         yield lines
+
+
+def composite(func) -> bool:
+    """Whether an ATen op is CompositeImplicitAutograd (made of other ops, no kernel)."""
+    import torch
+
+    return torch._C._dispatch_has_kernel_for_dispatch_key(
+        func.name(), torch._C.DispatchKey.CompositeImplicitAutograd
+    )
 
 
 def eager_source_lines(fn, args) -> dict[tuple[str, int], list[dict]]:

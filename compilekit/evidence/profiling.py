@@ -202,17 +202,20 @@ def _step_launches(step, device: str) -> list[tuple[str, object, float]]:
     return [(k.name, e, k.duration / 1e3) for e in ops for k in e.kernels]
 
 
-def _unattached(events, label: str, attached: dict[str, int]) -> dict[str, list[float]]:
-    """{kernel: [ms, ...]} of the kernels that ran inside the GPU-side ranges of the `label`
-    steps beyond those an op claimed (`attached`: launches per kernel name in those steps).
+def _unattached(events, label: str, attached: dict[str, int], n_steps: int) -> dict:
+    """{(kernel, n): [ms, ...]}: the kernels that ran inside the GPU-side ranges of the `label`
+    steps beyond those an op claimed (`attached`: launches per kernel name in those steps),
+    the n-th launch of a name in a step apart from its others, in launch order.
 
     The profiler links a kernel to the CPU op that launched it; a raw Triton launch
-    (`kernel[grid](...)`, or a compiled kernel's runner) goes through no torch op, so no op lists
-    it, and the map and the GPU-busy share would miss it. The step's `record_function` still
-    gets a GPU-side range spanning the kernels launched inside it: what ran there is counted.
+    (`kernel[grid](...)`, or a compiled kernel's runner) goes through no torch op, nor does a
+    kernel a CUDA graph replays, so no op lists it, and the map and the GPU-busy share would
+    miss it. The step's `record_function` still gets a GPU-side range spanning the kernels
+    launched inside it: what ran there is counted. Each launch keeps its place, so the map can
+    give a replay's n-th GEMM the graph's n-th GEMM call site (kernelmap._replayed_site).
     """
     windows = [e.time_range for e in events if e.name == label and e.device_type != DeviceType.CPU]
-    seen: dict[str, list[float]] = {}
+    per_window: list[list] = [[] for _ in windows]
     for e in events:
         if (
             e.device_type == DeviceType.CPU
@@ -223,13 +226,25 @@ def _unattached(events, label: str, attached: dict[str, int]) -> dict[str, list[
         ):
             continue
         start, end = e.time_range.start, e.time_range.end
-        if any(w.start <= start and end <= w.end for w in windows):
-            seen.setdefault(e.name, []).append((end - start) / 1e3)
-    # which of a name's launches no op claimed cannot be told, only how many
+        for launches, w in zip(per_window, windows):
+            if w.start <= start and end <= w.end:
+                launches.append((start, e.name, (end - start) / 1e3))
+                break
+    out: dict[tuple[str, int], list[float]] = {}
+    for launches in per_window:
+        counts: dict[str, int] = {}
+        for _, name, ms in sorted(launches, key=lambda x: x[0]):
+            counts[name] = counts.get(name, 0) + 1
+            out.setdefault((name, counts[name] - 1), []).append(ms)
+    # which of a name's launches an op claimed cannot be told, only how many: the last go
+    per_step = {name: round(n / n_steps) for name, n in attached.items()}
+    last = {}
+    for name, n in out:
+        last[name] = max(last.get(name, -1), n)
     return {
-        name: ms[: len(ms) - attached.get(name, 0)]
-        for name, ms in seen.items()
-        if len(ms) > attached.get(name, 0)
+        (name, n): ms
+        for (name, n), ms in out.items()
+        if n <= last[name] - per_step.get(name, 0)
     }
 
 
@@ -348,11 +363,11 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
         attached: dict[str, int] = {}
         for (name, _, _), rec in per_key.items():
             attached[name] = attached.get(name, 0) + len(rec["samples_ms"])
-        for name, samples in _unattached(events, label, attached).items():
-            per_key[(name, NO_OP, 0)] = {
+        for (name, index), samples in _unattached(events, label, attached, n_steps).items():
+            per_key[(name, NO_OP, index)] = {
                 "name": name,
                 "launcher": NO_OP,
-                "launcher_index": 0,
+                "launcher_index": index,
                 "samples_ms": samples,
                 "bytes": None,
                 "flops": None,

@@ -189,9 +189,10 @@ def run_ray_sweep(
     retry=(),
     cache_root: str | None = None,
     fresh: bool = False,
-    log=sys.stdout,
+    log=None,
 ) -> list[results.CellResult]:
     """Run every missing cell of the experiment as a Ray task; returns every cell's result."""
+    log = log or sys.stdout  # the stdout of the call, not of the import
     ray = import_ray()
     os.makedirs(out_dir, exist_ok=True)
     try:

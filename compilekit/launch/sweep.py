@@ -92,11 +92,12 @@ class Todo:
             self._changed.notify_all()
 
 
-def cell_done(run_dir: str, retry=(), log=sys.stdout) -> results.CellResult | None:
+def cell_done(run_dir: str, retry=(), log=None) -> results.CellResult | None:
     """The stored result of a finished cell, or None if it must (re)run: no result, an
     unreadable one (said in one line), a measured one whose kernel map is missing or of the
     wrong shape, a failure
     when `retry` holds "failed", a disturbed timing when it holds "noisy"."""
+    log = log or sys.stdout  # the stdout of the call, not of the import
     if not os.path.isdir(run_dir):
         return None
     try:
@@ -198,7 +199,7 @@ def run_sweep(
     cache_root: str | None = None,
     fresh: bool = False,
     per_gpu: int = 4,
-    log=sys.stdout,
+    log=None,
 ) -> list[results.CellResult]:
     """Run every missing cell of the experiment into out_dir; returns every cell's result.
 
@@ -207,6 +208,7 @@ def run_sweep(
     and on the CPU's timed phase (compilekit/launch/locks.py), so every timing has both to itself.
     A second sweep into the same out_dir is refused (UserError naming the holder's PID).
     """
+    log = log or sys.stdout  # the stdout of the call, not of the import
     if per_gpu < 1:
         raise UserError(f"--per-gpu must be at least 1, not {per_gpu}")
     os.makedirs(out_dir, exist_ok=True)
