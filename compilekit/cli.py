@@ -12,6 +12,7 @@ import sys
 from compilekit.model.errors import UserError
 from compilekit.model.store import CorruptFile
 from compilekit.usercell import make_cell, resolve_device, run_cell
+from compilekit.usercheck import add_gate_commands
 
 
 def cmd_run(args) -> int:
@@ -104,38 +105,6 @@ def cmd_verify(args) -> int:
     return 1 if unverified else 0
 
 
-def cmd_compare(args) -> int:
-    from compilekit.report.gates import share
-    from compilekit.usercheck import compare_dirs
-
-    floor = share(args.noise_floor, "--noise-floor") if args.noise_floor else None
-    print(compare_dirs(args.base, args.new, args.format, floor))
-    return 0
-
-
-def cmd_check(args) -> int:
-    from compilekit.report.gates import Gates, count, share
-    from compilekit.usercheck import check
-
-    gate = Gates(
-        max_slowdown=share(args.max_slowdown, "--max-slowdown") if args.max_slowdown else None,
-        max_graph_breaks=count(args.max_graph_breaks, "--max-graph-breaks")
-        if args.max_graph_breaks is not None else None,
-        max_recompiles=count(args.max_recompiles, "--max-recompiles")
-        if args.max_recompiles is not None else None,
-        no_new_kernels=args.no_new_kernels,
-        max_peak_memory_growth=share(args.max_peak_memory_growth, "--max-peak-memory-growth")
-        if args.max_peak_memory_growth else None,
-        gate_host_bound=args.gate_host_bound,
-    )  # fmt: skip
-    floor = share(args.noise_floor, "--noise-floor") if args.noise_floor else None
-    text, failed = check(
-        args.experiment, args.baseline, gate, args.out, args.format, args.per_gpu, floor
-    )
-    print(text)
-    return 1 if failed else 0
-
-
 def cmd_report(args) -> int:
     from compilekit.usersweep import report_and_page
 
@@ -184,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_sweep(sub)
     _add_views(sub)
-    _add_gates(sub)
+    add_gate_commands(sub)
     _add_share(sub)
     return parser
 
@@ -327,39 +296,6 @@ def _add_views(sub) -> None:
     env.add_argument("--device", default="auto")
     env.add_argument("--remeasure", action="store_true")
     env.set_defaults(func=cmd_env)
-
-
-NOISE_HELP = "what two processes of unchanged code differ by (default: 2%% CUDA, 100%% CPU)"
-
-
-def _add_gates(sub) -> None:
-    """compare and check: two measurements side by side, and a CI job's regression gate."""
-    cmp = sub.add_parser(
-        "compare", help="two runs, sweeps or published folders: each cell's ratio and verdict"
-    )
-    cmp.add_argument("base", help="a run, sweep or published folder (BASE)")
-    cmp.add_argument("new", help="the same for NEW")
-    cmp.add_argument("--format", default="table", help="table (default), markdown or json")
-    cmp.add_argument("--noise-floor", metavar="SHARE", help=NOISE_HELP)
-    cmp.set_defaults(func=cmd_compare)
-    chk = sub.add_parser(
-        "check", help="run an experiment and gate it against a baseline (exit 1: regressed)"
-    )
-    chk.add_argument("experiment")
-    chk.add_argument("--baseline", required=True, help="a sweep or published folder of it")
-    chk.add_argument("--out", default=None, help="default: runs/<experiment name> (resumed)")
-    chk.add_argument("--format", default="table", help="table (default), markdown or json")
-    chk.add_argument("--per-gpu", type=int, default=4, help="cell processes per GPU (4)")
-    chk.add_argument("--max-slowdown", metavar="SHARE", help="e.g. 5%%: slower, beyond noise")
-    chk.add_argument("--max-graph-breaks", metavar="N", help="breaks beyond the baseline's")
-    chk.add_argument("--max-recompiles", metavar="N", help="recompiles beyond the baseline's")
-    chk.add_argument("--no-new-kernels", action="store_true", help="no kernel the baseline lacks")
-    chk.add_argument("--max-peak-memory-growth", metavar="SHARE", help="e.g. 10%%")
-    chk.add_argument(
-        "--gate-host-bound", action="store_true", help="gate host-bound cells' time too"
-    )
-    chk.add_argument("--noise-floor", metavar="SHARE", help=NOISE_HELP)
-    chk.set_defaults(func=cmd_check)
 
 
 def _add_share(sub) -> None:

@@ -51,3 +51,69 @@ def check(
 def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
         raise UserError(f"--format {fmt!r}: choose {', '.join(FORMATS)}")
+
+
+NOISE_HELP = "what two processes of unchanged code differ by (default: 2%% CUDA, 100%% CPU)"
+
+
+def add_gate_commands(sub) -> None:
+    """The `compare` and `check` subcommands of the command line: two measurements side by
+    side, and a CI job's regression gate."""
+    cmp = sub.add_parser(
+        "compare", help="two runs, sweeps or published folders: each cell's ratio and verdict"
+    )
+    cmp.add_argument("base", help="a run, sweep or published folder (BASE)")
+    cmp.add_argument("new", help="the same for NEW")
+    cmp.add_argument("--format", default="table", help="table (default), markdown or json")
+    cmp.add_argument("--noise-floor", metavar="SHARE", help=NOISE_HELP)
+    cmp.set_defaults(func=cmd_compare)
+    chk = sub.add_parser(
+        "check", help="run an experiment and gate it against a baseline (exit 1: regressed)"
+    )
+    chk.add_argument("experiment")
+    chk.add_argument("--baseline", required=True, help="a sweep or published folder of it")
+    chk.add_argument("--out", default=None, help="default: runs/<experiment name> (resumed)")
+    chk.add_argument("--format", default="table", help="table (default), markdown or json")
+    chk.add_argument("--per-gpu", type=int, default=4, help="cell processes per GPU (4)")
+    chk.add_argument("--max-slowdown", metavar="SHARE", help="e.g. 5%%: slower, beyond noise")
+    chk.add_argument("--max-graph-breaks", metavar="N", help="breaks beyond the baseline's")
+    chk.add_argument("--max-recompiles", metavar="N", help="recompiles beyond the baseline's")
+    chk.add_argument("--no-new-kernels", action="store_true", help="no kernel the baseline lacks")
+    chk.add_argument("--max-peak-memory-growth", metavar="SHARE", help="e.g. 10%%")
+    chk.add_argument(
+        "--gate-host-bound", action="store_true", help="gate host-bound cells' time too"
+    )
+    chk.add_argument("--noise-floor", metavar="SHARE", help=NOISE_HELP)
+    chk.set_defaults(func=cmd_check)
+
+
+def cmd_compare(args) -> int:
+    """`compilekit compare BASE NEW`: the comparison printed; exit 0."""
+    floor = _given(gates.share, args.noise_floor, "--noise-floor")
+    print(compare_dirs(args.base, args.new, args.format, floor))
+    return 0
+
+
+def cmd_check(args) -> int:
+    """`compilekit check EXPERIMENT --baseline DIR`: exit 1 when a gate fails."""
+    gate = gates.Gates(
+        max_slowdown=_given(gates.share, args.max_slowdown, "--max-slowdown"),
+        max_graph_breaks=_given(gates.count, args.max_graph_breaks, "--max-graph-breaks"),
+        max_recompiles=_given(gates.count, args.max_recompiles, "--max-recompiles"),
+        no_new_kernels=args.no_new_kernels,
+        max_peak_memory_growth=_given(
+            gates.share, args.max_peak_memory_growth, "--max-peak-memory-growth"
+        ),
+        gate_host_bound=args.gate_host_bound,
+    )
+    floor = _given(gates.share, args.noise_floor, "--noise-floor")
+    text, failed = check(
+        args.experiment, args.baseline, gate, args.out, args.format, args.per_gpu, floor
+    )
+    print(text)
+    return 1 if failed else 0
+
+
+def _given(parse, text: str | None, flag: str):
+    """parse(text, flag) for a flag the user gave, None for one left out."""
+    return None if text is None else parse(text, flag)

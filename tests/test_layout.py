@@ -22,7 +22,8 @@ MAY_IMPORT = {
     "verify": {"model", "compile", "measure", "launch"},
 }
 FRONT_DOORS = {
-    "cli", "usercell", "userexperiment", "usersweep", "userprofile", "__init__", "__main__",
+    "cli", "usercell", "usercheck", "userexperiment", "usersweep", "userprofile", "__init__",
+    "__main__",
 }  # fmt: skip
 
 

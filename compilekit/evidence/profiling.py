@@ -242,9 +242,7 @@ def _unattached(events, label: str, attached: dict[str, int], n_steps: int) -> d
     for name, n in out:
         last[name] = max(last.get(name, -1), n)
     return {
-        (name, n): ms
-        for (name, n), ms in out.items()
-        if n <= last[name] - per_step.get(name, 0)
+        (name, n): ms for (name, n), ms in out.items() if n <= last[name] - per_step.get(name, 0)
     }
 
 

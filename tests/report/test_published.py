@@ -19,7 +19,9 @@ def test_every_published_sweep_is_under_the_size_a_clone_carries():
         for folder, _, names in os.walk(os.path.join(ROOT, "experiments", "results"))
         for name in names
     )
-    assert PUBLISHED and total <= 3 * 2**20, total
+    # Seven GPU sweeps and the CPU baseline `make check` gates against take about 3 MiB; the
+    # room above that is for a sweep or two more, not for raw traces.
+    assert PUBLISHED and total <= 4 * 2**20, total
 
 
 @pytest.mark.parametrize("report", PUBLISHED, ids=lambda p: os.path.basename(os.path.dirname(p)))
