@@ -118,7 +118,8 @@ def _check_against_reference(cell, variant, compiled, args, eager_outs: list, re
     reference must not run before them)."""
     from compilekit.launch import locks
     from compilekit.measure import inputs
-    from compilekit.model.result import verdict
+    from compilekit.model.result import EAGER_MULTIPLIER, verdict
+    from compilekit.model.spec import Tokens
 
     with result.step("reference_and_check"), locks.gpu_shared(result.steps_s):
         ref, result.reference = inputs.reference_output(variant, *args)
@@ -134,12 +135,22 @@ def _check_against_reference(cell, variant, compiled, args, eager_outs: list, re
         del out
         result.error_bound = inputs.error_bound(variant, cell.dtype)
         del ref
+    model = isinstance(cell.shape, Tokens)
     result.status = verdict(
-        result.max_rel_err, result.eager_max_rel_err, result.error_bound, variant.has_reference
-    )
+        result.max_rel_err, result.eager_max_rel_err, result.error_bound,
+        variant.has_reference, model,
+    )  # fmt: skip
     if result.status == "wrong":
         worst = max(result.max_rel_err, result.eager_max_rel_err or 0.0)
         result.reason = f"max_rel_err {worst:.3g} over the {cell.dtype} bound {result.error_bound}"
+        if model and result.eager_max_rel_err is not None:
+            result.reason += f" and over {EAGER_MULTIPLIER:g}x eager's own"
+    elif model and (result.eager_max_rel_err or 0.0) > result.error_bound:
+        result.reference += (
+            f"; eager in {cell.dtype} is itself {result.eager_max_rel_err:.3g} from it, over "
+            f"the bound {result.error_bound}: compiled is judged beside eager (at most "
+            f"{EAGER_MULTIPLIER:g}x its error, plus a tenth of the bound: torch's own rule)"
+        )
 
 
 def _first_calls(cell, variant, result):

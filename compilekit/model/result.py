@@ -172,12 +172,19 @@ class CellResult:
 
 
 def verdict(
-    max_rel_err: float, eager_max_rel_err: float | None, bound: float, has_reference: bool
+    max_rel_err: float,
+    eager_max_rel_err: float | None,
+    bound: float,
+    has_reference: bool,
+    model: bool = False,
 ):
     """The status of a measured cell, from its errors and what they were measured against
-    (eager's None where eager could not run)."""
+    (eager's None where eager could not run). A model (`model`: a whole network, many layers
+    deep in a 16-bit dtype) is judged beside eager, as a decode is (verdict_beside_eager)."""
     if max(max_rel_err, eager_max_rel_err or 0.0) <= bound:
         return "ok" if has_reference else "self-consistent"
+    if model and eager_max_rel_err is not None and has_reference:
+        return verdict_beside_eager(max_rel_err, eager_max_rel_err, bound)
     return "wrong"
 
 
