@@ -134,7 +134,9 @@ def publish(
     staging = tempfile.mkdtemp(prefix=".publishing-", dir=os.path.dirname(dest))
     try:
         staged = os.path.join(staging, os.path.basename(dest))
-        changed = _write(sweep_dir, staged, cells, page_cells, code_cells, extras, log)
+        # what it writes is said where it will be, not where it is staged
+        said = lambda text: log(text.replace(staged, dest))  # noqa: E731
+        changed = _write(sweep_dir, staged, cells, page_cells, code_cells, extras, said)
         written = _files(staged)
         clash = sorted(set(written) & set(kept_files))
         if clash:

@@ -490,6 +490,8 @@ def test_publish_keeps_the_evidence_drops_the_bulk_and_rederives_from_kernel_map
     )
     assert proc.returncode == 0, proc.stderr
     assert f"re-derived from its kernel map: {measured[0]}" in proc.stdout
+    assert f"wrote {dest / 'REPORT.md'}" in proc.stdout  # where it is, not where it was staged
+    assert ".publishing-" not in proc.stdout
     assert (dest / "README.md").read_text() == "prose about the results\n"
     assert _done(dest) == _done(src)
     republished = results_mod.load(str(dest / measured[0]))
