@@ -1,6 +1,6 @@
 # compilekit: `make help` lists the targets.
 # Variables: VARIANT MODE SHAPE DTYPE DEVICE OUT FRESH TIMEOUT SET PASS GRAD WEIGHTS RUN KERNEL EXPERIMENT GPUS FORCE DIR TEST_WORKERS
-#            A B (make html-diff) RAY
+#            A B (make html-diff, compare) RAY BASELINE GATES FORMAT (make check)
 # They reach the commands through the environment ("$$VARIANT"), never spliced into the shell
 # line, so a quote or a space in a path cannot break the command.
 PYTHON ?= python3
@@ -26,12 +26,15 @@ DIR ?=
 A ?=
 B ?=
 RAY ?=
-export VARIANT MODE DEVICE OUT SHAPE DTYPE FRESH TIMEOUT SET PASS GRAD WEIGHTS RUN KERNEL EXPERIMENT GPUS FORCE DIR A B RAY
+BASELINE ?=
+GATES ?=
+FORMAT ?=
+export VARIANT MODE DEVICE OUT SHAPE DTYPE FRESH TIMEOUT SET PASS GRAD WEIGHTS RUN KERNEL EXPERIMENT GPUS FORCE DIR A B RAY BASELINE GATES FORMAT
 
 # $(call need,VAR,example): a target's variable, named when empty (the command would see '')
 need = @[ -n "$$$(1)" ] || { echo "make $@: give $(1)=$(2)" >&2; exit 2; }
 
-.PHONY: help install test test-gpu experiment list kernels ops verify sweep report html html-diff env
+.PHONY: help install test test-gpu experiment list kernels ops verify sweep compare check report html html-diff env
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -79,6 +82,16 @@ verify:  ## re-time RUN=runs/<cell> with a bare do_bench / perf_counter in fresh
 sweep:  ## every cell of EXPERIMENT=experiments/x.toml [OUT=dir GPUS=0,1 FORCE=1 RAY=auto|host:port], resumable
 	@$(PYTHON) -m compilekit sweep "$$EXPERIMENT" $$( [ "$$OUT" = runs ] || echo --out "$$OUT") \
 	  $${GPUS:+--gpus "$$GPUS"} $${FORCE:+--force} $${FRESH:+--fresh} $${RAY:+--ray "$$RAY"}
+
+compare:  ## each cell's time ratio and verdict, and its compile contract: A=base B=new (runs, sweeps or published folders) [FORMAT=markdown|json]
+	$(call need,A,runs/<experiment> or a published folder)
+	$(call need,B,runs/<experiment>)
+	@$(PYTHON) -m compilekit compare "$$A" "$$B" $${FORMAT:+--format "$$FORMAT"}
+
+check:  ## run EXPERIMENT and gate it against BASELINE=dir: exit 1 on a regression [GATES="--max-slowdown 5% --max-graph-breaks 0 --no-new-kernels" OUT=dir FORMAT=]
+	$(call need,BASELINE,experiments/results/cpu/cpu_small)
+	@$(PYTHON) -m compilekit check "$$EXPERIMENT" --baseline "$$BASELINE" \
+	  $$( [ "$$OUT" = runs ] || echo --out "$$OUT") $${FORMAT:+--format "$$FORMAT"} $$GATES
 
 report:  ## REPORT.md, table and plots of a sweep: DIR=runs/<experiment>
 	$(call need,DIR,runs/<experiment>)
