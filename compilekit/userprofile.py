@@ -35,6 +35,9 @@ class Profile:
     kernels: list = dataclasses.field(default_factory=list)  # kernels of the block, in order
     forward_device_ms: float = 0.0  # device busy time of the block (CPU time on a CPU)
     peak_memory_mb: float | None = None  # CUDA only: the allocator's peak during the block
+    # the CUDA caching allocator over the block: peak allocated and reserved, fragmentation,
+    # CUDA-graph pools (evidence/allocator.py); on the CPU, a note of what is not measured
+    memory: dict | None = None
     # with lines=True: per source line of the block, its kernels and the time charged to it
     lines: list = dataclasses.field(default_factory=list)
     out_dir: str | None = None  # where trace.json, ops.json, kernels.json, index.html went
@@ -58,6 +61,10 @@ class Profile:
 
         rows = opsview.rank(self.ops, by, self.device == "cuda")
         text = opsview.table(rows[:top], self.device == "cuda", self.peak_memory_mb)
+        if by == "memory":
+            from compilekit.report import memoryview
+
+            text += "\n\n" + memoryview.table(self.memory)
         return text + (f"\n{shares_line(self.shares)}" if self.shares else "")
 
 
@@ -114,7 +121,7 @@ def profile(
     from torch.profiler import record_function
 
     from compilekit.compile.modes import grad_context
-    from compilekit.evidence import eagerlines, kernelmap, opcost, profiling, shares
+    from compilekit.evidence import allocator, eagerlines, kernelmap, opcost, profiling, shares
     from compilekit.model.store import write_json
 
     found = Profile(device=checked_device(out_dir, device, forwards, grad))
@@ -122,6 +129,7 @@ def profile(
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
+        retries = torch.cuda.memory_stats().get("num_alloc_retries", 0)
     with torch.profiler.profile(
         activities=profiling.activities(found.device),
         record_shapes=True,
@@ -134,8 +142,14 @@ def profile(
             yield found
         if cuda:
             torch.cuda.synchronize()
-    if cuda:
-        found.peak_memory_mb = torch.cuda.max_memory_allocated() / 2**20
+    found.memory = {"note": allocator.CPU_NOTE}
+    if cuda:  # the user's allocator as the block found it: no cache emptied before it
+        pools = allocator.pool_figures(torch.cuda.memory_snapshot())
+        figures = allocator.forward_figures(torch.cuda.memory_stats(), retries, pools)
+        figures.update({"cudagraph_pools": pools} if pools else {})
+        found.memory = {"what": f"the block ({forwards} pass(es), as it found the cache)",
+                        "block": figures}  # fmt: skip
+        found.peak_memory_mb = figures["peak_allocated_mb"]
     found.ops = opcost.op_table(prof, found.device, prof, steps=forwards, label=LABEL)
     forward = profiling.forward_kernels(prof, LABEL, found.device)
     for k in forward["kernels"]:  # one LABEL range held every pass

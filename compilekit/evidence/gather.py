@@ -10,17 +10,16 @@ from compilekit.model.errors import first_line
 from compilekit.model.spec import Shape, Tokens
 
 
-def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result) -> None:
-    """After the timed calls: peak memory, profile, kernel map, diagnostics."""
+def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result, eager=None) -> None:
+    """After the timed calls: the allocator's figures (eager's too, where `eager` is given
+    and ran), profile, kernel map, diagnostics."""
     import torch
 
+    from compilekit.evidence import allocator
     from compilekit.model.store import read_json, write_json
 
-    if cell.device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-        compiled(*args)
-        torch.cuda.synchronize()
-        result.peak_memory_mb = torch.cuda.max_memory_allocated() / 2**20
+    with result.step("allocator"):
+        allocator.record(cell, compiled, eager, args, result)
     label = f"{cell.variant}/{cell.mode}"
     with result.step("profile"):  # the profiler's import included
         from compilekit.compile import capture

@@ -105,7 +105,7 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
             coldphase.wait_for_capture(cell, cache_dir, result)
             warm.read_capture(cell, cache_dir, result)
         with locks.gpu_turn(result.steps_s):  # the profile's kernel times are figures
-            evidence.gather(cell, compiled, args, stage_dir, cache_dir, result)
+            evidence.gather(cell, compiled, args, stage_dir, cache_dir, result, variant.attention)
         if result.varlen and cell.mode != "eager":  # after every figure: it may compile
             with result.step("second_batch"), locks.gpu_shared_between_compiles(result.steps_s):
                 result.varlen["second_batch"] = ragged.second_batch(cell, variant, compiled)

@@ -91,6 +91,9 @@ class CellResult:
     tflops: float | None = None
     eager_tflops: float | None = None
     peak_memory_mb: float | None = None
+    # the CUDA caching allocator in one forward per side: peak allocated and reserved,
+    # fragmentation, CUDA-graph pools (evidence/allocator.py); on the CPU, a note
+    memory: dict | None = None
     # why the op cost matrix has no memory column (its profile_memory session failed)
     memory_note: str | None = None
     # compile (step 4)

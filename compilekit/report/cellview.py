@@ -13,7 +13,7 @@ from tabulate import tabulate
 from compilekit.evidence import autotuned, diagnose
 from compilekit.evidence.roofline import NONE_PLACED
 from compilekit.evidence.shares import shares_line
-from compilekit.report import varlenview
+from compilekit.report import memoryview, varlenview
 from compilekit.report.worth import (
     _num,
     break_even_calls,
@@ -217,6 +217,8 @@ def cell_summary(result) -> str:
             f"work        {row['TFLOP/s']} TFLOP/s, {row['kernels/fwd']} kernels per forward"
             + (f", GPU busy {row['GPU busy']}" if result.gpu_busy_share is not None else "")
         )
+        if line := memoryview.summary_line(result.memory):
+            lines.append(line)
     return "\n".join(lines)
 
 

@@ -94,7 +94,12 @@ def ops_view(run_dir: str, by: str = "time", top: int = 20, only: str | None = N
         f"{result.variant} / {result.mode} / {result.shape}: {what} ranked by {by}, per forward"
     )
     cuda = result.device == "cuda"
-    return title + "\n\n" + table(rows[:top], cuda, result.peak_memory_mb)
+    text = title + "\n\n" + table(rows[:top], cuda, result.peak_memory_mb)
+    if by == "memory":
+        from compilekit.report import memoryview
+
+        text += "\n\n" + memoryview.table(result.memory)
+    return text
 
 
 def table(rows: list[dict], cuda: bool, peak_memory_mb: float | None) -> str:

@@ -12,7 +12,7 @@ from compilekit.model import result as results_mod
 from compilekit.model.errors import UserError
 from compilekit.model.spec import parse_shape
 from compilekit.model.store import CorruptFile, kept, read_json, write_text
-from compilekit.report import baselines, decodeview
+from compilekit.report import baselines, decodeview, memoryview
 from compilekit.report.cellview import (
     _num,
     attempts_text,
@@ -125,6 +125,7 @@ def report(out_dir: str) -> str:
     md = _head(out_dir, env, mix, len(results)) + _cells_section(results, table)
     md += _series_sections(results) + baselines.section(results, baselines.load(out_dir))
     md += decodeview.section(results, cell_name) + _ops_section(results, out_dir)
+    md += memoryview.section(results, cell_name)
     md += _note_sections(results) + _plot_lines(images)
     write_text(os.path.join(out_dir, "REPORT.md"), "\n".join(md))
     notes = f"\nwrote {os.path.join(out_dir, 'REPORT.md')}"

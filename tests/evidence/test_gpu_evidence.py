@@ -66,6 +66,16 @@ def test_reduce_overhead_applies_cuda_graphs(run_cell):
     assert result.cudagraphs["applied"], result.cudagraphs
 
 
+def test_a_cuda_graph_pools_memory_shows_under_reduce_overhead_and_not_eager(run_cell):
+    """The naive graph's scores (8x16x1024x1024 bf16: 256 MiB) live in the graph's pool."""
+    result, _ = _run(run_cell, "naive", "reduce-overhead")
+    eager, compiled = result.memory["eager"], result.memory["compiled"]
+    assert compiled["cudagraph_pools"]["reserved_mb"] >= 256, compiled
+    assert "cudagraph_pools" not in eager and eager["peak_allocated_mb"] >= 256 + 3 * 16
+    assert 0 <= compiled["fragmentation"] < 1 and 0 <= eager["fragmentation"] < 1
+    assert result.peak_memory_mb == compiled["peak_allocated_mb"]
+
+
 def test_a_replays_kernels_are_placed_from_the_output_code(run_cell):
     """The replay's kernels record no tensors: the two bmm and the fused softmax take their
     bytes (the bmm their FLOPs) from their calls in the output code, as default's take them

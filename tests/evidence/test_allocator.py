@@ -1,0 +1,91 @@
+"""The CUDA caching allocator's figures (evidence/allocator.py): fragmentation from the stats
+torch keeps, a CUDA graph's private pool apart from it, and what a CPU cell says instead; the
+views that show them (report/memoryview.py)."""
+
+import pytest
+
+from compilekit.evidence import allocator
+from compilekit.model.result import CellResult
+from compilekit.report import memoryview
+
+MB = 2**20
+STATS = {
+    "allocated_bytes.all.peak": 300 * MB,
+    "reserved_bytes.all.peak": 400 * MB,
+    "inactive_split_bytes.all.peak": 20 * MB,
+    "segment.all.peak": 7,
+    "num_alloc_retries": 5,
+}
+# three segments: two of the default pool, one of a CUDA graph's private pool (1, 3)
+SEGMENTS = [
+    {"segment_pool_id": (0, 0), "total_size": 200 * MB, "allocated_size": 180 * MB},
+    {"segment_pool_id": (0, 0), "total_size": 100 * MB, "allocated_size": 60 * MB},
+    {"segment_pool_id": (1, 3), "total_size": 100 * MB, "allocated_size": 60 * MB},
+]
+
+
+def test_fragmentation_is_the_share_of_reserved_memory_no_tensor_used():
+    figures = allocator.forward_figures(STATS, retries_before=2)
+    assert figures["peak_allocated_mb"] == 300 and figures["peak_reserved_mb"] == 400
+    assert figures["fragmentation"] == pytest.approx(0.25)  # 100 of 400 MiB unused
+    assert figures["inactive_split_mb"] == 20 and figures["segments"] == 7
+    assert figures["alloc_retries"] == 3  # the forward's own, not the process's
+    assert allocator.fragmentation(0, 0) == 0.0  # nothing reserved: nothing fragmented
+
+
+def test_a_cuda_graphs_pool_is_counted_apart_from_the_fragmentation():
+    pools = allocator.pool_figures(SEGMENTS)
+    assert pools == {"reserved_mb": 100, "allocated_mb": 60, "segments": 1, "pools": 1}
+    # the default pool's: (300 - 60) of (400 - 100) MiB used
+    figures = allocator.forward_figures(STATS, pools=pools)
+    assert figures["fragmentation"] == pytest.approx(0.2)
+    assert allocator.pool_figures(SEGMENTS[:2]) is None  # no CUDA graph: no pool line
+
+
+def _result(memory, **fields):
+    return CellResult(
+        "naive", "reduce-overhead", "8x16x1024x64", "bfloat16", "cuda", status="ok",
+        compiled_ms=1.0, eager_ms=2.0, memory=memory, **fields,
+    )  # fmt: skip
+
+
+def test_the_summary_the_ops_table_and_the_report_show_both_sides_and_the_pool():
+    graphs = {**allocator.forward_figures(STATS, 0, allocator.pool_figures(SEGMENTS)),
+              "cudagraph_pools": allocator.pool_figures(SEGMENTS)}  # fmt: skip
+    memory = {
+        "what": "one forward per side, each from an emptied cache",
+        "held_reserved_mb": 512.0,
+        "allocator_conf": "expandable_segments:True",
+        "eager": allocator.forward_figures(STATS),
+        "compiled": graphs,
+    }
+    line = memoryview.summary_line(memory)
+    assert "eager 300.0/400.0 MiB, 25% fragmented" in line
+    assert "compiled 300.0/400.0 MiB, 20% fragmented, 100.0 MiB in CUDA-graph pools" in line
+    assert "5 cudaMalloc retries" in line and line.endswith("[expandable_segments:True]")
+    table = memoryview.table(memory)
+    assert "held after the timed calls: 512.0 MiB reserved" in table
+    assert [r[0] for r in memoryview.rows(memory)] == ["eager", "compiled"]
+    md = memoryview.section([_result(memory)], lambda r: r.variant)
+    row = next(
+        line for line in md if line.startswith("| naive [expandable_segments:True] | compiled")
+    )
+    assert "| 20.0% |" in row and row.endswith("| 100.0 |")
+    failed = {**memory, "eager": {"error": "OutOfMemoryError: CUDA out of memory"}}
+    assert "eager not measured (OutOfMemoryError" in memoryview.summary_line(failed)
+    assert [r[0] for r in memoryview.rows(failed)] == ["compiled"]
+
+
+def test_a_cpu_cell_says_in_one_line_what_it_cannot_measure(tmp_path, monkeypatch):
+    from compilekit.launch import cell
+    from compilekit.model.result import for_cell
+    from compilekit.model.spec import Cell, parse_shape
+    from compilekit.report import cellview
+
+    monkeypatch.delenv("COMPILEKIT_GPU_LOCK", raising=False)
+    eager = Cell("naive", "eager", parse_shape("1x2x64x16"), "float32", "cpu")
+    result = for_cell(eager)
+    cell.run_measure(eager, str(tmp_path), str(tmp_path), result)
+    assert result.memory == {"note": allocator.CPU_NOTE} and result.peak_memory_mb is None
+    assert allocator.CPU_NOTE in cellview.cell_summary(result).splitlines()
+    assert memoryview.section([result], str) == ["## Memory", "", f"{allocator.CPU_NOTE}.", ""]
