@@ -1,5 +1,5 @@
 # compilekit: `make help` lists the targets.
-# Variables: VARIANT MODE SHAPE DTYPE DEVICE OUT FRESH TIMEOUT SET PASS GRAD WEIGHTS RUN KERNEL EXPERIMENT GPUS FORCE DIR TEST_WORKERS
+# Variables: VARIANT MODE SHAPE DTYPE DEVICE OUT FRESH TIMEOUT SET PASS GRAD WEIGHTS ALLOC RUN KERNEL EXPERIMENT GPUS FORCE DIR TEST_WORKERS
 #            A B (make html-diff, compare) RAY BASELINE GATES FORMAT (make check)
 # They reach the commands through the environment ("$$VARIANT"), never spliced into the shell
 # line, so a quote or a space in a path cannot break the command.
@@ -17,6 +17,7 @@ SET ?=
 PASS ?=
 GRAD ?=
 WEIGHTS ?=
+ALLOC ?=
 RUN ?=
 KERNEL ?=
 EXPERIMENT ?= experiments/cpu_small.toml
@@ -29,7 +30,7 @@ RAY ?=
 BASELINE ?=
 GATES ?=
 FORMAT ?=
-export VARIANT MODE DEVICE OUT SHAPE DTYPE FRESH TIMEOUT SET PASS GRAD WEIGHTS RUN KERNEL EXPERIMENT GPUS FORCE DIR A B RAY BASELINE GATES FORMAT
+export VARIANT MODE DEVICE OUT SHAPE DTYPE FRESH TIMEOUT SET PASS GRAD WEIGHTS ALLOC RUN KERNEL EXPERIMENT GPUS FORCE DIR A B RAY BASELINE GATES FORMAT
 
 # $(call need,VAR,example): a target's variable, named when empty (the command would see '')
 need = @[ -n "$$$(1)" ] || { echo "make $@: give $(1)=$(2)" >&2; exit 2; }
@@ -56,11 +57,11 @@ test:  ## lint, then the CPU test suite (GPU tests skip with a reason)
 test-gpu:  ## run only the GPU-marked tests (on a CUDA machine)
 	$(PYTHON) -m pytest -q -m gpu tests
 
-experiment:  ## one cell: VARIANT=naive (or hf:<checkpoint>) MODE=default [SHAPE=BxHxSxD, BxS a model, BxP+N a decode, LENGTHSxHxD a ragged batch, DTYPE= DEVICE=auto OUT=runs FRESH=1 TIMEOUT=s SET="k=v k2=v2" PASS=f.py:fn GRAD=off|no-grad|inference WEIGHTS=random]
+experiment:  ## one cell: VARIANT=naive (or hf:<checkpoint>) MODE=default [SHAPE=BxHxSxD, BxS a model, BxP+N a decode, LENGTHSxHxD a ragged batch, DTYPE= DEVICE=auto OUT=runs FRESH=1 TIMEOUT=s SET="k=v k2=v2" PASS=f.py:fn GRAD=off|no-grad|inference WEIGHTS=random ALLOC=expandable_segments:True]
 	@$(PYTHON) -m compilekit run --variant "$$VARIANT" --mode "$$MODE" --device "$$DEVICE" \
 	  --out "$$OUT" --timeout "$$TIMEOUT" $${SHAPE:+--shape "$$SHAPE"} \
 	  $${DTYPE:+--dtype "$$DTYPE"} $${FRESH:+--fresh} $${GRAD:+--grad "$$GRAD"} \
-	  $${WEIGHTS:+--weights "$$WEIGHTS"} \
+	  $${WEIGHTS:+--weights "$$WEIGHTS"} $${ALLOC:+--alloc "$$ALLOC"} \
 	  $$(for kv in $$SET; do echo "--set $$kv"; done) \
 	  $$(for p in $$PASS; do echo "--pass $$p"; done)
 

@@ -30,6 +30,7 @@ def cmd_run(args) -> int:
         args.timeout,
         args.grad,
         args.weights,
+        args.alloc,
     )
     result = run_cell(cell, args.out, fresh=args.fresh, timeout_s=args.timeout)
     if result.failure == "bad_input":
@@ -184,6 +185,13 @@ def _add_run(sub) -> None:
         "--weights",
         default="auto",
         help="an hf: checkpoint's: auto (its own where it has them) or random (from its config)",
+    )
+    run.add_argument(
+        "--alloc",
+        default="",
+        metavar="KEY:VALUE",
+        help="the CUDA caching allocator's settings for the cell's processes "
+        "(PYTORCH_CUDA_ALLOC_CONF), e.g. expandable_segments:True",
     )
     run.add_argument(
         "--wide", action="store_true", help="print the sweep report's wide table for this cell"

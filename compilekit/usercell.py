@@ -13,6 +13,7 @@ from compilekit.model.spec import (
     check_seed,
     check_timeout,
     hf_parts,
+    parse_alloc,
     parse_device,
     parse_dtype,
     parse_grad,
@@ -108,11 +109,13 @@ def make_cell(
     timeout_s: float | None = None,
     grad: str = "off",
     weights: str = "auto",
+    alloc: str = "",
 ) -> Cell:
     """Validate every field a user typed and fill the per-device defaults; `assignments` are
     `key=value` Inductor options (`--set`); a user's variant file must import within
     timeout_s (the cell's); grad: what the calls run inside (spec.GRAD_MODES); weights: an hf:
-    checkpoint's own or random ones (spec.WEIGHTS)."""
+    checkpoint's own or random ones (spec.WEIGHTS); alloc: the CUDA caching allocator's
+    settings for the cell's processes (spec.ALLOC_KEYS)."""
     from compilekit.compile import knobs
     from compilekit.compile.modes import check_mode
     from compilekit.compile.shapekind import check_shape, variant_kind
@@ -135,6 +138,12 @@ def make_cell(
     shape_obj = parse_shape(shape) if shape is not None else None
     dtype_name = parse_dtype(dtype) if dtype is not None else None
     device = resolve_device(device)
+    alloc = parse_alloc(alloc)
+    if alloc and device != "cuda":
+        raise UserError(
+            f"--alloc {alloc!r} sets the CUDA caching allocator; a {device} cell has none: "
+            "drop --alloc, or give --device cuda"
+        )
     defaults = {"model": MODEL_SHAPES, "attention": DEFAULT_SHAPES, "varlen": VARLEN_SHAPES}
     shape_obj = shape_obj or parse_shape(defaults[variant_kind(variant, workload)][device])
     check_shape(variant, shape_obj, workload)
@@ -165,6 +174,7 @@ def make_cell(
         tuple(passes),
         parse_grad(grad),
         weights,
+        alloc,
     )
 
 

@@ -22,6 +22,7 @@ from compilekit.model.experiment import SAME_MODE, Experiment, parse_baseline
 from compilekit.model.spec import (
     Cell,
     check_seed,
+    parse_alloc,
     parse_device,
     parse_dtype,
     parse_grad,
@@ -50,10 +51,11 @@ EXPERIMENT_KEYS = {
     "per_gpu": int,
     "grads": list,
     "weights": str,
+    "allocs": list,
 }
 MATRIX_KEYS = {
     "variants", "modes", "shapes", "dtype", "device", "seed", "timeout_s", "note", "passes",
-    "per_gpu", "grads", "weights",
+    "per_gpu", "grads", "weights", "allocs",
 }  # fmt: skip
 # in a [[matrix]] table, `configs` names which of the top-level [configs] it sweeps
 
@@ -155,7 +157,7 @@ def _read(path: str) -> tuple[str, dict]:
 def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs: dict) -> dict:
     """One matrix (a [[matrix]] table over the top-level values, or the top level alone),
     every value checked: {"configs", "variants", "modes", "shapes", "dtype", "device",
-    "seed", "passes", "timeout_s", "per_gpu", "grads"}."""
+    "seed", "passes", "timeout_s", "per_gpu", "grads", "allocs"}."""
     if not isinstance(group, dict):
         raise UserError(f"{path}: {place} must be a table")
     chosen = configs
@@ -192,6 +194,7 @@ def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs:
             if not any(fits(variant, s, workload) for s in shapes):
                 check_shape(variant, shapes[0], workload)  # names the kind it takes
         grads = [parse_grad(g) for g in merged.get("grads", ["off"])]  # an axis, as modes
+        allocs = [parse_alloc(a) for a in merged.get("allocs", [""])]  # "" the process's own
         weights = merged.get("weights", "auto")
         for variant in merged["variants"]:
             parse_weights(weights, variant)
@@ -218,6 +221,7 @@ def _matrix(path, text, in_matrix: bool, base: dict, group, place: str, configs:
         "per_gpu": merged.get("per_gpu"),
         "grads": grads,
         "weights": weights,
+        "allocs": allocs,
     }
 
 
@@ -250,9 +254,9 @@ def _check_names(path: str, text: str, merged: dict, timeout_s: float) -> None:
 def _cells(matrix: dict, device: str):
     """The matrix's cells: configs x variants x modes x shapes (eager and the cudagraphs
     backend run no Inductor, so they take no config and no pass)."""
-    for (config_name, config), variant, mode, shape, grad in itertools.product(
+    for (config_name, config), variant, mode, shape, grad, alloc in itertools.product(
         matrix["configs"].items(), matrix["variants"], matrix["modes"], matrix["shapes"],
-        matrix["grads"],
+        matrix["grads"], matrix["allocs"],
     ):  # fmt: skip
         if not fits(variant, shape, matrix["workloads"][variant]):
             continue  # a matrix of models and attention variants: each takes its own shapes
@@ -260,18 +264,10 @@ def _cells(matrix: dict, device: str):
         if not inductor:
             config_name, config = "", {}
         yield Cell(
-            variant,
-            mode,
-            shape,
-            matrix["dtype"],
-            device,
-            matrix["seed"],
-            tuple(sorted(config.items())),
-            config_name if config else "",
-            matrix["passes"] if inductor else (),
-            grad,
-            matrix["weights"],
-        )
+            variant, mode, shape, matrix["dtype"], device, matrix["seed"],
+            tuple(sorted(config.items())), config_name if config else "",
+            matrix["passes"] if inductor else (), grad, matrix["weights"], alloc,
+        )  # fmt: skip
 
 
 def _against(path: str, table: dict, cells: list) -> dict:
@@ -317,7 +313,7 @@ def good_name(name: str) -> bool:
 
 
 # What each list holds, and the checks on scalars, beyond EXPERIMENT_KEYS' container types.
-LIST_ITEMS = {"variants": str, "modes": str, "shapes": str, "passes": str, "grads": str}
+LIST_ITEMS = {k: str for k in ("variants", "modes", "shapes", "passes", "grads", "allocs")}
 
 
 def _check_type(path: str, text: str, key: str, value) -> None:

@@ -37,10 +37,16 @@ def check_mode(name: str) -> None:
         raise UserError(f"unknown mode {name!r}: choose one of {', '.join(MODES)}")
 
 
-def unsupported_reason(name: str, device: str) -> str | None:
-    """Why this mode cannot run on this device, asking torch; None if it can."""
+def unsupported_reason(name: str, device: str, alloc: str = "") -> str | None:
+    """Why this mode (with these CUDA allocator settings) cannot run on this device, asking
+    torch; None if it can."""
     import torch
 
+    if alloc and device != "cuda":
+        return (
+            f"allocator setting {alloc!r} is the CUDA caching allocator's; a {device} cell has "
+            "none: drop it, or run the cell on cuda"
+        )
     if name == "cudagraphs" and not (device == "cuda" and torch.cuda.is_available()):
         return (
             "mode 'cudagraphs' captures CUDA graphs and needs a CUDA device; "

@@ -45,7 +45,7 @@ def run_decode(cell, stage_dir: str, cache_dir: str, result) -> None:
 
         variant = failures.cell_variant(cell)
     result.torch_version = torch.__version__
-    if reason := modes.unsupported_reason(cell.mode, cell.device):
+    if reason := modes.unsupported_reason(cell.mode, cell.device, cell.alloc):
         raise failures.CellEnded("unsupported", reason)
     with contextlib.ExitStack() as stack:
         if cell.mode != "eager":

@@ -84,17 +84,11 @@ def _start(phase, cell, stage_dir, cache_dir, timeout_s, env, log, pass_fds=()):
         "COMPILEKIT_SPAWNED_AT": repr(time.time()),
     }
     child_env.pop("TORCH_TRACE", None)  # the capture traces, after the cold figure is taken
+    if cell.alloc:  # read when CUDA starts: the environment is the one place to set it
+        child_env["PYTORCH_CUDA_ALLOC_CONF"] = cell.alloc
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, child_env.get("PYTHONPATH")]))
-    cmd = [
-        sys.executable,
-        "-m",
-        "compilekit.launch.cell",
-        phase,
-        json.dumps(cell.to_dict()),
-        stage_dir,
-        cache_dir,
-        str(timeout_s),
-    ]
+    cmd = [sys.executable, "-m", "compilekit.launch.cell", phase, json.dumps(cell.to_dict()),
+           stage_dir, cache_dir, str(timeout_s)]  # fmt: skip
     lock_path, fds = child_env.get("COMPILEKIT_CPU_LOCK"), ()
     if lock_path:  # start up under the sweep's shared CPU lock (compilekit/launch/locks.py)
         fd = locks.shared_fd(lock_path)

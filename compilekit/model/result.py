@@ -44,6 +44,7 @@ class CellResult:
     config_name: str = ""
     passes: list = dataclasses.field(default_factory=list)  # custom graph passes (path.py:factory)
     grad: str = "off"  # what the calls ran inside: off, no-grad or inference (spec.GRAD_MODES)
+    alloc: str = ""  # the CUDA allocator settings the cell's processes ran with (spec.ALLOC_KEYS)
     weights: str = "auto"  # an hf: checkpoint's: its own where it has them, or random
     workload_note: str | None = None  # a workload's own line: where its weights came from
     # a model's device time by part: attention, matmuls, norms_activations, other (shares that

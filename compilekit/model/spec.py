@@ -29,6 +29,10 @@ DEVICES = ("auto", "cpu", "cuda")
 GRAD_MODES = ("off", "no-grad", "inference")
 # An hf: checkpoint's weights: its own where it has them (else random), or random from its config
 WEIGHTS = ("auto", "random")
+# The CUDA caching allocator's settings a cell may set (PYTORCH_CUDA_ALLOC_CONF's keys), as
+# `key:value[,key:value]`: expandable_segments:True compares the two allocators
+ALLOC_KEYS = ("expandable_segments", "max_split_size_mb", "garbage_collection_threshold",
+              "roundup_power2_divisions")  # fmt: skip
 SHAPE_RE = re.compile(r"^(\d+)x(\d+)(?:g(\d+))?x(\d+)(?:x(\d+))?x(\d+)$")
 
 
@@ -255,6 +259,19 @@ def parse_grad(text: str) -> str:
     return text
 
 
+def parse_alloc(text: str) -> str:
+    """Validate a cell's allocator settings (ALLOC_KEYS), '' for the process's own."""
+    text = (text or "").replace(" ", "")
+    for part in filter(None, text.split(",")):
+        key, colon, value = part.partition(":")
+        if key not in ALLOC_KEYS or not colon or not value:
+            raise UserError(
+                f"allocator setting {text!r}: give key:value pairs of PYTORCH_CUDA_ALLOC_CONF, "
+                f"e.g. expandable_segments:True (keys: {', '.join(ALLOC_KEYS)})"
+            )
+    return text
+
+
 def parse_weights(text: str, variant: str) -> str:
     """Validate a cell's weights (WEIGHTS): another than "auto" goes with an hf: checkpoint."""
     if text not in WEIGHTS:
@@ -295,6 +312,7 @@ class Cell:
     passes: tuple = ()  # custom graph passes, `path.py:factory` each (compile/passes.py)
     grad: str = "off"  # GRAD_MODES: what the calls run inside (compile/modes.grad_context)
     weights: str = "auto"  # WEIGHTS: an hf: checkpoint's own, or random from its config
+    alloc: str = ""  # PYTORCH_CUDA_ALLOC_CONF of the cell's processes (ALLOC_KEYS); '' inherits
 
     def label(self) -> str:
         """A file-system-safe name for this cell's run directory, unique per cell: a user
@@ -312,6 +330,7 @@ class Cell:
         seed = f"__seed{self.seed}" if self.seed else ""
         seed += f"__grad-{self.grad}" if self.grad != "off" else ""
         seed += f"__{self.weights}-weights" if self.weights != "auto" else ""
+        seed += f"__alloc-{self.alloc}" if self.alloc else ""
         config = f"__cfg-{self.config_name}" if self.config else ""
         if self.passes:
             config += "__pass-" + "+".join(pass_label(spec) for spec in self.passes)
@@ -336,6 +355,8 @@ class Cell:
             "passes": list(self.passes),
             "grad": self.grad,
             "weights": self.weights,
+            # only when set: the cache keys of cells without it stay those they had
+            **({"alloc": self.alloc} if self.alloc else {}),
         }
 
     @classmethod
@@ -352,6 +373,7 @@ class Cell:
             tuple(data.get("passes") or ()),
             data.get("grad") or "off",
             data.get("weights") or "auto",
+            data.get("alloc") or "",
         )
 
 

@@ -61,6 +61,7 @@ def setting_name(r) -> str:
     parts = [f"config {r.config_name}"] if r.config else []
     parts += [f"pass {passes_name(r)}"] if r.passes else []
     parts += [f"grad {r.grad}"] if r.grad != "off" else []
+    parts += [f"alloc {r.alloc}"] if r.alloc else []
     return ", ".join(parts)
 
 

@@ -168,6 +168,7 @@ def _bare_env(cell, cache_root: str) -> dict:
         **cache.inductor_env(cache.folder(cell, cache_root)),
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
         "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+        **({"PYTORCH_CUDA_ALLOC_CONF": cell.alloc} if cell.alloc else {}),  # as the cell ran
     }
     env.pop("TORCH_TRACE", None)
     return env

@@ -18,10 +18,14 @@ CPU_TOML = 'variants = ["naive"]\nmodes = ["eager"]\nshapes = ["1x2x16x8"]\ndevi
         (["sweep", "{toml}", "--gpus", "abc"], "give CUDA device indices"),
         (["sweep", "{toml}", "--gpus", "0"], "has no CUDA cells"),
         (["sweep", "{big_seed}"], "from 0 to 2**63-1"),
+        (["run", "--alloc", "expandable_segments:True"], "a cpu cell has none: drop --alloc"),
+        (["run", "--alloc", "expandable"], "give key:value pairs of PYTORCH_CUDA_ALLOC_CONF"),
+        (["sweep", "{bad_alloc}"], "allocator setting 'max_split:64'"),
     ],
 )
 def test_bad_values_are_refused_in_one_line(args, needle, tmp_path):
-    files = {"toml": CPU_TOML, "big_seed": CPU_TOML + "seed = 99999999999999999999999\n"}
+    files = {"toml": CPU_TOML, "big_seed": CPU_TOML + "seed = 99999999999999999999999\n",
+             "bad_alloc": CPU_TOML + 'allocs = ["max_split:64"]\n'}  # fmt: skip
     for name, text in files.items():
         (tmp_path / f"{name}.toml").write_text(text)
     args = [a.format(**{n: str(tmp_path / f"{n}.toml") for n in files}) for a in args]
