@@ -35,7 +35,7 @@ export VARIANT MODE DEVICE OUT SHAPE DTYPE FRESH TIMEOUT SET PASS GRAD WEIGHTS A
 # $(call need,VAR,example): a target's variable, named when empty (the command would see '')
 need = @[ -n "$$$(1)" ] || { echo "make $@: give $(1)=$(2)" >&2; exit 2; }
 
-.PHONY: help install test test-gpu experiment list kernels ops verify sweep compare check report html html-diff env
+.PHONY: help install test test-gpu experiment list kernels ops memory verify sweep compare check report html html-diff env
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -75,6 +75,10 @@ kernels:  ## kernel map of a run: RUN=runs/<cell> [KERNEL=name, or name#n where 
 ops:  ## op cost matrix of a run: RUN=runs/<cell> [BY=time|memory] [KIND=op|kernel]
 	$(call need,RUN,runs/<cell>)
 	@$(PYTHON) -m compilekit ops "$$RUN" --by "$${BY:-time}" $${KIND:+--kind "$$KIND"}
+
+memory:  ## a CUDA run's allocator figures and one forward's memory timeline: RUN=runs/<cell>
+	$(call need,RUN,runs/<cell>)
+	@$(PYTHON) -m compilekit memory "$$RUN"
 
 verify:  ## re-time RUN=runs/<cell> with a bare do_bench / perf_counter in fresh processes
 	$(call need,RUN,runs/<cell>)

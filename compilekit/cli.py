@@ -68,10 +68,12 @@ def cmd_list(args) -> int:
 
 
 def cmd_view(args) -> int:
-    """kernels, ops, diff: a view of run directories, printed."""
-    from compilekit.report import opsview, runview
+    """kernels, ops, memory, diff: a view of run directories, printed."""
+    from compilekit.report import memoryview, opsview, runview
 
-    if args.view == "ops":
+    if args.view == "memory":
+        print(memoryview.memory_view(args.run_dir))
+    elif args.view == "ops":
         print(opsview.ops_view(args.run_dir, args.by, args.top, args.kind))
     elif args.view == "diff":
         print(runview.diff_view(args.run_a, args.run_b))
@@ -282,6 +284,9 @@ def _add_views(sub) -> None:
     ops.add_argument("--top", type=int, default=20, help="how many ops (default 20)")
     ops.add_argument("--kind", help="op or kernel: only those rows (default: both)")
     ops.set_defaults(func=cmd_view, view="ops")
+    mem = sub.add_parser("memory", help="a CUDA run's allocator figures and memory timeline")
+    mem.add_argument("run_dir")
+    mem.set_defaults(func=cmd_view, view="memory")
     diff = sub.add_parser("diff", help="kernels that appear, vanish or change time between runs")
     diff.add_argument("run_a")
     diff.add_argument("run_b")

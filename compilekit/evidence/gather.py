@@ -1,5 +1,6 @@
-"""The measure process's evidence, after its timed calls: peak memory, the profile and op cost
-matrix, the kernel map joined with the capture, the roofline and the diagnostics."""
+"""The measure process's evidence, after its timed calls: the allocator's figures and one
+forward's memory history, the profile and op cost matrix, the kernel map joined with the
+capture, the roofline and the diagnostics."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from compilekit.model.spec import Shape, Tokens
 
 def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result, eager=None) -> None:
     """After the timed calls: the allocator's figures (eager's too, where `eager` is given
-    and ran), profile, kernel map, diagnostics."""
+    and ran) and history, profile, kernel map, diagnostics."""
     import torch
 
     from compilekit.evidence import allocator
@@ -20,6 +21,7 @@ def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result, eager=N
 
     with result.step("allocator"):
         allocator.record(cell, compiled, eager, args, result)
+    history = _record_history(cell, compiled, args, stage_dir, result)  # its own step
     label = f"{cell.variant}/{cell.mode}"
     with result.step("profile"):  # the profiler's import included
         from compilekit.compile import capture
@@ -54,10 +56,8 @@ def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result, eager=N
         write_json(os.path.join(stage_dir, "provenance.json"), graphs)
         write_json(os.path.join(stage_dir, "forward.json"), forward)
         kernel_files = capture.write_kernels(graphs, stage_dir)
-        records = kernelmap.build_map(
-            forward, graphs, kernel_files, stage_dir, cell.mode != "eager", eager_lines,
-            definitions,
-        )  # fmt: skip
+        records = kernelmap.build_map(forward, graphs, kernel_files, stage_dir,
+                                      cell.mode != "eager", eager_lines, definitions)  # fmt: skip
     with result.step("roofline"):  # the ceilings are measured once per machine, then kept
         from compilekit.evidence import envinfo, roofline
 
@@ -74,6 +74,7 @@ def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result, eager=N
             io_bytes,
         )
         result.roofline = roofline.summary(records)
+    _write_timeline(history, records, graphs, stage_dir, result)
     write_json(
         os.path.join(stage_dir, "kernels.json"),
         {
@@ -89,6 +90,37 @@ def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result, eager=N
         },
     )
     _diagnose(cell, forward, records, op_rows, result)
+
+
+def _record_history(cell, compiled, args, stage_dir: str, result):
+    """CUDA: one forward under the allocator's history, its snapshot in the run (the
+    timeline's (events, before)); None on the CPU or where it failed (the reason recorded)."""
+    if cell.device != "cuda":
+        return None
+    from compilekit.evidence import timeline
+
+    with result.step("memory_history"):
+        try:
+            return timeline.record_forward(
+                compiled, args, os.path.join(stage_dir, timeline.SNAPSHOT)
+            )
+        except Exception as exc:  # evidence beside the figures (an OOM here): never fails
+            result.memory["timeline_error"] = first_line(exc)
+            return None
+
+
+def _write_timeline(history, records: list, graphs: dict, stage_dir: str, result) -> None:
+    """memory_timeline.json from the recorded history, its tensors named through the map."""
+    if history is None:
+        return
+    from compilekit.evidence import timeline
+    from compilekit.model.store import write_json
+
+    try:
+        found = timeline.summarize(*history, records, graphs)
+        write_json(os.path.join(stage_dir, timeline.TIMELINE), found)
+    except Exception as exc:  # evidence beside the figures: it never fails the cell
+        result.memory["timeline_error"] = first_line(exc)
 
 
 def _diagnose(cell, forward: dict, records: list, op_rows: list, result) -> None:

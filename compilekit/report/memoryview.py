@@ -3,6 +3,8 @@ summary's line, the table under `compilekit ops --by memory`, REPORT.md's rows."
 
 from __future__ import annotations
 
+import os
+
 from tabulate import tabulate
 
 SIDES = ("eager", "compiled", "block")  # a cell's two, or a profiled block
@@ -94,3 +96,79 @@ def section(results: list, name) -> list[str]:
         conf = f" [{r.memory['allocator_conf']}]" if r.memory.get("allocator_conf") else ""
         md += [f"| {name(r)}{conf} | {' | '.join(map(str, row))} |" for row in rows(r.memory)]
     return md + [""]
+
+
+def memory_view(run_dir: str) -> str:
+    """`compilekit memory RUN`: the allocator's figures and one forward's timeline; one line
+    naming the fix for a CPU run or a run without a timeline."""
+    from compilekit.evidence import timeline
+    from compilekit.model import result as results_mod
+
+    result = results_mod.read_run(run_dir)
+    found = timeline.load(run_dir, result)
+    return table(result.memory) + "\n\n" + timeline_text(found, run_dir)
+
+
+def _line(row: dict) -> str:
+    if not row.get("file"):
+        return "-"
+    return f"{os.path.basename(row['file'])}:{row['line']}  {row.get('code', '')[:60]}"
+
+
+def timeline_text(t: dict, run_dir: str) -> str:
+    """The timeline's peaks and the largest tensors live at the peak, each and by line."""
+    largest = [[f"{r['mb']:.1f}", r["op"] or "-", _line(r)] for r in t["largest_at_peak"]]
+    lines = [
+        [f"{r['mb']:.1f}", r["tensors"], r["op"] or "-", _line(r)] for r in t["by_line_at_peak"]
+    ]
+    return "\n".join([
+        f"One forward's memory ({t['what']}): {t['events']} allocator events; "
+        f"{t['before_allocated_mb']:.1f} MiB allocated before it (weights, inputs, what calls "
+        f"keep), peak {t['peak_allocated_mb']:.1f} MiB allocated, "
+        f"{t['peak_reserved_mb']:.1f} MiB reserved",
+        "",
+        f"Largest tensors the forward made, live at its peak "
+        f"({t['live_at_peak_mb']:.1f} MiB in all):",
+        tabulate(largest, headers=["MiB", "op", "source line"]) if largest else "(none)",
+        "",
+        "By source line:",
+        tabulate(lines, headers=["MiB", "tensors", "op", "source line"]) if lines else "(none)",
+        "",
+        f"snapshot: {os.path.join(run_dir, t['snapshot'])} (open it in https://pytorch.org/memory_viz)",
+    ])  # fmt: skip
+
+
+def timeline_svg(points: list, width: int = 720, height: int = 180) -> str:
+    """Allocated and reserved MiB over the forward's allocator events, as inline SVG."""
+    top = max([max(p[1], p[2]) for p in points] + [1e-9])
+    last = max(points[-1][0], 1)
+
+    def xy(i, v):
+        return f"{40 + (width - 50) * i / last:.1f},{height - 20 - (height - 30) * v / top:.1f}"
+
+    curves = []
+    for col, color, name in ((2, "#bbb", "reserved"), (1, "#1f77b4", "allocated")):
+        pts = " ".join(xy(p[0], p[col]) for p in points)
+        curves.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{pts}">'
+                      f"<title>{name}</title></polyline>")  # fmt: skip
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="memory over one forward">'
+        f'<text x="2" y="12" font-size="11">{top:.0f} MiB</text>'
+        f'<text x="2" y="{height - 22}" font-size="11">0</text>'
+        f'<text x="40" y="{height - 4}" font-size="11">allocator events of one forward '
+        f"(blue: allocated, grey: reserved)</text>" + "".join(curves) + "</svg>"
+    )
+
+
+def page_timeline(run_dir: str) -> dict | None:
+    """A CUDA run's memory_timeline.json with its curve drawn, for the run page; None where
+    it has none."""
+    from compilekit.evidence.timeline import TIMELINE
+    from compilekit.model.store import read_json
+
+    path = os.path.join(run_dir, TIMELINE)
+    if not os.path.isfile(path):
+        return None
+    found = read_json(path)
+    return {**found, "svg": timeline_svg(found["points"])}

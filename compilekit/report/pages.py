@@ -19,7 +19,7 @@ from compilekit.evidence import roofline
 from compilekit.model import result as results_mod
 from compilekit.model.errors import UserError
 from compilekit.model.store import write_text
-from compilekit.report import cellview, opsview
+from compilekit.report import cellview, memoryview, opsview
 from compilekit.report import runview as report
 
 PAGE = "index.html"
@@ -276,6 +276,11 @@ def evidence_links(run_dir: str) -> list[tuple[str, str]]:
         ("kernels.json.gz", "the kernel map (gzipped)"),
         ("ops.json", "the op cost matrix"),
         ("ops.json.gz", "the op cost matrix (gzipped)"),
+        (
+            "memory_snapshot.pickle",
+            "one forward's CUDA memory: open it in https://pytorch.org/memory_viz",
+        ),
+        ("memory_timeline.json", "that forward's curve and the tensors live at its peak"),
         ("output_code*.py", "Inductor's output code"),
         ("kernels/*", "generated kernel"),
         ("depyf/*", "depyf dump"),
@@ -316,6 +321,7 @@ def run_page(run_dir: str) -> str:
             "a profile of its own, after the timed calls",
             "<code>compilekit ops RUN --by time|memory</code> has the whole table.",
         ),
+        memory=memoryview.page_timeline(run_dir),
         log_tail=_log_tail(run_dir) if not result.measured else "",
         missing=missing,
     )

@@ -1,18 +1,17 @@
 """`compilekit publish SWEEP DEST`: a sweep measured elsewhere (the H200), made small enough to
 commit and share, with every figure still checkable.
 
-Per cell it keeps result.json, kernels.json and ops.json (the op cost matrix), the last two
-gzipped (kernels.json.gz, ops.json.gz: every reader takes them as it takes the plain ones),
-and the records
-of the runs kept in attempts/; then it renders REPORT.md, the plots and the sweep page with
-this checkout's code. Run pages come only for the cells named with --page, and generated code
-only for those named with --code: traces, depyf dumps, TORCH_TRACE logs, logs and kernel
-sources stay behind (a reader regenerates every run page with `compilekit html DEST`). The
-figures derived from a cell's stored kernel map (each kernel's roofline place against the
-sweep's measured ceilings, the roofline split, the CUDA-graph replay breakdown, whether
-Inductor's attention rewrite left the pattern) and the host-bound judgement are derived again
-from the same measured inputs, so a fix to how they are read reaches published results
-without a re-run; each changed cell is named.
+Per cell it keeps result.json, kernels.json, ops.json (the op cost matrix) and a CUDA cell's
+memory_timeline.json, the second and third gzipped (kernels.json.gz, ops.json.gz: every reader
+takes them as it takes the plain ones), and the records of the runs kept in attempts/; then it
+renders REPORT.md, the plots and the sweep page with this checkout's code. Run pages come only
+for the cells named with --page, and generated code only for those named with --code: traces,
+depyf dumps, TORCH_TRACE logs, logs and kernel sources stay behind (a reader regenerates every
+run page with `compilekit html DEST`). The figures derived from a cell's stored kernel map
+(each kernel's roofline place against the sweep's measured ceilings, the roofline split, the
+CUDA-graph replay breakdown, whether Inductor's attention rewrite left the pattern) and the
+host-bound judgement are derived again from the same measured inputs, so a fix to how they are
+read reaches published results without a re-run; each changed cell is named.
 
 It never deletes what it did not write. DEST must be new, empty, or an earlier publication
 (marked by MARK, which lists the files that publication wrote); never the sweep itself, inside
@@ -46,6 +45,7 @@ from compilekit.report import pages, sweeppage, sweepreport
 
 CELL_FILES = (
     "result.json", "result.json.gz", "kernels.json", "kernels.json.gz", "ops.json", "ops.json.gz",
+    "memory_timeline.json",  # a CUDA cell's forward over time (its snapshot pickle stays behind)
     # the other runs a result lists (a failed rerun, a noisy timing): their records only
     "attempts/*/result.json", "attempts/*/attempts/*/result.json",
 )  # fmt: skip

@@ -76,6 +76,23 @@ def test_a_cuda_graph_pools_memory_shows_under_reduce_overhead_and_not_eager(run
     assert result.peak_memory_mb == compiled["peak_allocated_mb"]
 
 
+def test_a_forwards_memory_timeline_names_the_scores_by_their_op_and_line(run_cell):
+    """naive default: the 256 MiB scores are the largest tensor live at the peak, made by a
+    bmm at the variant's matmul(q, k) line; the snapshot is one memory_viz opens (a pickle)."""
+    import pickle
+
+    from compilekit.evidence import timeline
+
+    result, _ = _run(run_cell, "naive", "default")
+    found = timeline.load(result.run_dir, result)
+    with open(os.path.join(result.run_dir, timeline.SNAPSHOT), "rb") as f:
+        assert pickle.load(f)["device_traces"]
+    scores = [t for t in found["largest_at_peak"] if t["mb"] >= 256 and "bmm" in t["op"]]
+    assert scores, found["largest_at_peak"]
+    assert scores[0]["file"].endswith("naive.py") and "matmul(q" in scores[0]["code"], scores
+    assert found["peak_allocated_mb"] >= found["before_allocated_mb"] + 256
+
+
 def test_a_replays_kernels_are_placed_from_the_output_code(run_cell):
     """The replay's kernels record no tensors: the two bmm and the fused softmax take their
     bytes (the bmm their FLOPs) from their calls in the output code, as default's take them
