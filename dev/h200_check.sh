@@ -54,6 +54,10 @@
 #      method), within W_S seconds; W_ARGS passes more (--gluon-tiles ..., --rounds N)
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
 #      ragged batches against the other paths, checked, within K_S seconds
+#   Q  after B: the blog matrix again as `compilekit check` against B's sweep, every gate on (the
+#      GPU runner's workflow in docs/ci.md), within Q_S seconds; then `compilekit compare` of the
+#      two runs (table, markdown, json) and of each against the published H200 folder; both
+#      sweeps published to $OUT/blog and $OUT/blog2
 # Every phase's limit is cut to what is left before DEADLINE seconds from the start (default
 # 540, at most 580), less 45 s to pack and publish: a call's limit can be less than its
 # timeout_s (a fresh machine's start counts against the session's device time), and a phase
@@ -244,6 +248,25 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
     L)
       python3 -m pytest -q -p no:cacheprovider tests/launch/test_locks.py > "$OUT/L_locks.txt" 2>&1
       tail -3 "$OUT/L_locks.txt" ;;
+    Q)
+      timeout "$(within "${Q_S:-300}")" python3 -m compilekit check experiments/blog_part3.toml \
+        --baseline /tmp/blog --out /tmp/blog2 --per-gpu "${PER_GPU:-4}" --max-slowdown 5% \
+        --max-graph-breaks 0 --max-recompiles 0 --no-new-kernels --max-peak-memory-growth 10% \
+        > "$OUT/Q_check.txt" 2>&1
+      echo "check rc=$?" | tee -a "$OUT/Q_check.txt"
+      for f in table markdown json; do
+        python3 -m compilekit compare /tmp/blog /tmp/blog2 --format $f > "$OUT/Q_compare.$f" 2>&1
+      done
+      for run in blog blog2; do
+        python3 -m compilekit compare experiments/results/h200/blog_part3 /tmp/$run \
+          > "$OUT/Q_published_$run.txt" 2>&1
+        python3 -m compilekit publish /tmp/$run "$OUT/$run" > /dev/null 2>&1
+      done
+      for m in eager default reduce-overhead; do  # the memory timeline of naive's cells
+        python3 -m compilekit memory "/tmp/blog/naive__${m}__${blog}__bfloat16__cuda" \
+          > "$OUT/Q_memory_$m.txt" 2>&1
+      done
+      tail -20 "$OUT/Q_check.txt"; head -60 "$OUT/Q_compare.table"; cat "$OUT"/Q_memory_*.txt ;;
     B)
       start=$(date +%s)
       # B_THREADS: Inductor's compile workers per cell process (its default: one per core, in
