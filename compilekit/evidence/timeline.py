@@ -33,6 +33,7 @@ WRAPPER_CALL_RE = re.compile(
     r"|extern_kernels\.(?P<extern>\w+)\("
     r"|torch\.ops\.(?:aten\.)?(?P<op>[\w.]+?)(?:\.default)?\("
 )
+CALL_DEF_RE = re.compile(r"^\s*def call\((?:self, )?args\)")
 GROW = ("alloc",)
 SHRINK = ("free_completed",)
 RESERVE = ("segment_alloc", "segment_map")
@@ -85,7 +86,7 @@ def live_at(events: list[dict], point: int) -> list[dict]:
 
 
 def _is_output_code(lines: list[str]) -> bool:
-    calls = any(t.startswith("def call(") for t in lines)
+    calls = any(CALL_DEF_RE.match(t) for t in lines)  # a function, or Runner.call (partitions)
     return calls and any("torch._inductor" in t for t in lines)
 
 
@@ -151,8 +152,8 @@ def summarize(events: list[dict], before: dict, records: list[dict], graphs: dic
     for graph in graphs.values():
         by_provenance.update(provenance_index(graph))
     eager_ops = {}
-    for rec in records:
-        for ln in rec.get("origin_lines") or []:
+    for rec in records:  # an eager kernel's line: where its op was called from
+        for ln in (rec.get("origin_lines") or []) + (rec.get("source_lines") or []):
             eager_ops.setdefault((ln["file"], ln["line"]), ", ".join(rec["aten_ops"]))
     points = curve(events, before["allocated"], before["reserved"])
     peak = max(range(len(points)), key=lambda i: points[i][0])

@@ -55,6 +55,8 @@ class Pair:
     verdict: str = ""  # faster, slower, same, inconclusive; or why there is no ratio
     why: str = ""  # what the verdict rests on: noisy, host-bound (user's loop), a status
     host_bound: bool = False
+    base_ms: float | None = None  # the times the ratio divides: both medians or both loops
+    new_ms: float | None = None
     kernels_new: list = dataclasses.field(default_factory=list)  # kernels NEW has, BASE not
     kernels_gone: list = dataclasses.field(default_factory=list)
 
@@ -76,9 +78,10 @@ def load_side(path: str, log=None) -> dict:
     return {r.label or os.path.basename(r.run_dir): r for r in found}
 
 
-def timing(result) -> dict | None:
+def timing(result, loop: bool | None = None) -> dict | None:
     """The cell's own time: {"ms", "rel_se" (the median's standard error, relative), "what"};
-    None where the cell has none (not measured, or an old record)."""
+    None where the cell has none (not measured, or an old record). loop: the user's loop
+    where the cell timed one (default: where it is host-bound), else the median."""
     if result.decode:  # a decode: its own loop's per-token time
         kind = "eager" if result.mode == "eager" else "compiled"
         own = ((result.decode.get("paths") or {}).get("loop") or {}).get(kind) or {}
@@ -87,7 +90,8 @@ def timing(result) -> dict | None:
         med, n = own["median_ms"], own.get("tokens_timed")
         p90 = own.get("p90_ms") or med  # a decode keeps no p10: its spread taken as symmetric
         return {"ms": med, "rel_se": _se(med, med - (p90 - med), p90, n), "what": "per token"}
-    if result.host_bound and (result.loop_timing or {}).get("compiled"):
+    loop = result.host_bound if loop is None else loop
+    if loop and (result.loop_timing or {}).get("compiled"):
         t = result.loop_timing["compiled"]
         return {"ms": t["median_ms"], "rel_se": _se(**_q(t)), "what": "user's loop"}
     t = result.compiled_timing
@@ -119,11 +123,15 @@ def judge(base, new, band: float = BAND, floor: float | None = None) -> Pair:
         pair.verdict = new.status if same else "status"
         pair.why = "" if same else f"{base.status} -> {new.status}"
         return pair
-    tb, tn = timing(base), timing(new)
+    # one measure on both sides: the user's loop where either side is host-bound (a host
+    # loaded by other work can make a cell host-bound in one run and not in the next)
+    pair.host_bound = bool(base.host_bound or new.host_bound)
+    loop = pair.host_bound and all((r.loop_timing or {}).get("compiled") for r in (base, new))
+    tb, tn = timing(base, loop), timing(new, loop)
     if not tb or not tn:
         pair.verdict, pair.why = "no time", "a side has no timing"
         return pair
-    pair.host_bound = bool(base.host_bound or new.host_bound)
+    pair.base_ms, pair.new_ms = tb["ms"], tn["ms"]
     pair.ratio = tn["ms"] / tb["ms"]
     if floor is None:
         floor = NOISE_FLOOR.get(new.device, NOISE_FLOOR["cpu"])

@@ -53,15 +53,8 @@ def _row(pair) -> list:
         f"{pair.ratio:.3f} ({pair.low:.2f}-{pair.high:.2f})" if pair.ratio is not None else "-"
     )
     verdict = pair.verdict + (f" ({pair.why})" if pair.why else "")
-    return [pair.label, _ms(pair.base), _ms(pair.new), interval, verdict,
+    return [pair.label, _num(pair.base_ms), _num(pair.new_ms), interval, verdict,
             *(_change(b.get(k), n.get(k)) for k, _ in CONTRACT)]  # fmt: skip
-
-
-def _ms(result) -> str:
-    from compilekit.report.compare import timing
-
-    t = timing(result) if result.ok else None
-    return _num(t["ms"]) if t else "-"
 
 
 def _num(x) -> str:
@@ -76,17 +69,11 @@ def _change(a, b) -> str:
 
 def as_data(comparison: dict, failed: list | None = None) -> dict:
     """The comparison as plain data (--format json)."""
-    from compilekit.report.compare import timing
-
-    def ms(r):
-        t = timing(r) if r.ok else None
-        return t and t["ms"]
-
     cells = [
         {
             "cell": p.label,
-            "base_ms": ms(p.base),
-            "new_ms": ms(p.new),
+            "base_ms": p.base_ms,
+            "new_ms": p.new_ms,
             "ratio": p.ratio,
             "ratio_95": [p.low, p.high] if p.ratio is not None else None,
             "verdict": p.verdict,

@@ -5,6 +5,9 @@ run is refused in one line."""
 
 import json
 import shutil
+import textwrap
+
+import pytest
 
 from compilekit.evidence import timeline
 from compilekit.report import memoryview, pages
@@ -66,16 +69,24 @@ def test_the_curve_peaks_where_most_is_live_and_names_only_what_is_live_there():
     assert found["points"][0][1:] == [10, 12] and found["points"][-1][1:] == [10, 12]
 
 
-def test_a_compiled_forwards_buffers_are_named_by_the_kernel_that_writes_them(tmp_path):
+@pytest.mark.parametrize("form", ["function", "Runner method"])
+def test_a_compiled_forwards_buffers_are_named_by_the_kernel_that_writes_them(tmp_path, form):
     code = tmp_path / "cabc123.py"
-    code.write_text(OUTPUT_CODE)
+    if form == "function":
+        code.write_text(OUTPUT_CODE)
+    else:  # graph partitions: the call is Runner's method, its body one level deeper
+        body = OUTPUT_CODE.split("def call(args):\n")[1]
+        head = "class Runner:\n    def call(self, args):\n"
+        code.write_text(OUTPUT_CODE.split("def call")[0] + head + textwrap.indent(body, "    "))
 
-    def made_at(line):
+    def made_at(buf):  # from the frame of the line that allocates buf
+        lines = code.read_text().splitlines()
+        line = next(i + 1 for i, t in enumerate(lines) if t.strip().startswith(f"{buf} = "))
         return timeline.site(
             [{"filename": str(code), "line": line, "name": "call"}], PROVENANCE, {}
         )
 
-    fc1, gelu, fc2 = made_at(5), made_at(8), made_at(10)
+    fc1, gelu, fc2 = made_at("buf0"), made_at("buf1"), made_at("buf2")
     assert (fc1["op"], fc1["line"]) == ("aten.mm", 10)
     assert (gelu["op"], gelu["line"]) == ("aten.gelu", 11)
     # the second mm of the output code is the graph's second mm site

@@ -65,10 +65,21 @@ def test_verdicts_follow_the_interval(tmp_path):
     # few samples, wide spread: the interval straddles 1 and passes the band
     wide = one(tmp_path / "e", {"spread": 0.5, "samples": 5}, {"ms": 1.03})["pairs"][0]
     assert wide.verdict == "inconclusive" and wide.low < 1 < wide.high
+
+
+
+def test_a_cell_host_bound_on_one_side_is_judged_on_both_sides_loops(tmp_path):
+    """A busy host made BASE host-bound (its loop 3 ms over a 1 ms median), NEW not: both
+    sides' loops are divided, never BASE's loop by NEW's median; without a loop on one side,
+    both medians."""
     loop = {"compiled": {"median_ms": 3.0, "p10_ms": 2.9, "p90_ms": 3.1, "samples": 50}}
-    host = one(tmp_path / "f", {"host_bound": True, "loop_timing": loop}, {"ms": 1.0})
-    pair = host["pairs"][0]
-    assert pair.host_bound and pair.why == "" and pair.ratio == pytest.approx(1 / 3)
+    new_loop = {"compiled": {"median_ms": 1.5, "p10_ms": 1.4, "p90_ms": 1.6, "samples": 50}}
+    base = {"host_bound": True, "loop_timing": loop}
+    pair = one(tmp_path / "f", base, {"ms": 1.0, "loop_timing": new_loop})["pairs"][0]
+    assert pair.host_bound and pair.why == "user's loop" and pair.ratio == pytest.approx(0.5)
+    assert (pair.base_ms, pair.new_ms) == (3.0, 1.5)
+    medians = one(tmp_path / "g", base, {"ms": 1.0})["pairs"][0]
+    assert medians.ratio == pytest.approx(1.0) and medians.verdict == "same"
 
 
 def test_noise_floor_widens_the_interval(tmp_path):
