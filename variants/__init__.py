@@ -60,7 +60,7 @@ MODELS = {
     "gpt2": "compilekit.variants.gpt2",
     "llama-block": "compilekit.variants.llama_block",
     "llama3-block": "compilekit.variants.llama3_block",
-    # causal LMs: a BxS forward, or a decode (BxP+N: compilekit/decode)
+    # causal LMs: a BxS forward, or a decode (BxP+N: compilekit/measure/decode)
     "llama2-7b": "compilekit.variants.llama2_7b",
     "llama3-8b": "compilekit.variants.llama3_8b",
 }

@@ -1,7 +1,7 @@
 """Llama-2-7B as a causal LM (transformers' LlamaForCausalLM at its dimensions: 32 layers, 4096
 wide, 32 heads, SwiGLU MLP 11008, 32,000-token vocabulary; random weights, 13.5 GB in bf16).
 Shape BxS: one forward over random token ids; BxP+N: a decode of N tokens after a P-token
-prompt (compilekit/decode)."""
+prompt (compilekit/measure/decode)."""
 
 from compilekit.measure.workload import Workload
 from compilekit.variants.models import LLAMA2_7B, causal_lm

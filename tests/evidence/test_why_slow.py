@@ -1,6 +1,6 @@
 """Why a cell was slow: max-autotune's choices, each kernel on the roofline, CUDA-graph replay
 costs. CPU cells from the shared cache; the replay accounting on made-up records here (CUDA
-graphs exist only on a GPU: tests/test_gpu.py checks it on the H200)."""
+graphs exist only on a GPU: tests/evidence/test_gpu_evidence.py checks it there)."""
 
 import json
 import os

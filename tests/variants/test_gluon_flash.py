@@ -1,6 +1,6 @@
 """gluon-flash without a GPU: what it refuses, and the schedule its kernel compiles to for sm90.
 
-The kernel needs a Hopper GPU to run (tests/test_gpu.py runs it there); here Triton compiles it
+The kernel needs a Hopper GPU to run (tests/variants/test_gpu_kernels.py runs it there); here Triton compiles it
 for sm90 ahead of time, which needs no GPU, and the PTX is read for the overlap the variant
 exists for. Skipped, with the reason, where Triton or its Gluon is not installed.
 """
