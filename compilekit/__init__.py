@@ -9,6 +9,9 @@ From Python (a notebook, a script), the same as the command line:
     with compilekit.profile() as p:                            # any forward, as written
         model(**inputs)
     print(p.table(by="memory"))
+
+A model of one's own: a factory `workload(shape, dtype, device)` returning
+compilekit.Workload(model, inputs), run as VARIANT=path/to/file.py:workload.
 """
 
 import os
@@ -39,6 +42,9 @@ def _map_checkout_variants() -> None:
 
 
 _map_checkout_variants()
+
+# what a model factory returns (docs/models.md); it imports no torch
+from compilekit.model.workload import Workload as Workload  # noqa: E402
 
 
 def _version() -> str:

@@ -1,25 +1,31 @@
 """The package's shape: one subpackage per step of the data flow, imported in one direction
-(model <- compile <- measure <- evidence <- launch, then report and verify, then the front
-doors); no import circle between modules or between subpackages; model imports no torch;
-every module is named in docs/layout.md; tests mirror the packages."""
+(model <- variants <- compile <- measure <- evidence <- launch, then report and verify, then
+the front doors); no import circle between modules or between subpackages, the variants
+(compilekit.variants, variants/ in a checkout) counted; a variant imports of compilekit only
+its public variant API (the model: Workload, errors, shapes) and other variants; model imports
+no torch; every module is named in docs/layout.md; tests mirror the packages."""
 
 import ast
 import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 PACKAGE = os.path.join(ROOT, "compilekit")
+VARIANTS = os.path.join(ROOT, "variants")  # installed as compilekit.variants
 # The subpackages, and those each may import (a front door may import any of them).
 MAY_IMPORT = {
     "model": set(),
-    "compile": {"model"},
-    "measure": {"model", "compile"},
-    "evidence": {"model", "compile", "measure"},
-    "launch": {"model", "compile", "measure", "evidence"},
-    "report": {"model", "compile", "evidence"},
-    "verify": {"model", "compile", "measure", "launch"},
+    "variants": {"model"},
+    "compile": {"model", "variants"},
+    "measure": {"model", "compile", "variants"},
+    "evidence": {"model", "compile", "measure", "variants"},
+    "launch": {"model", "compile", "measure", "evidence", "variants"},
+    "report": {"model", "compile", "evidence", "variants"},
+    "verify": {"model", "compile", "measure", "launch", "variants"},
 }
 FRONT_DOORS = {
     "cli", "usercell", "usercheck", "userexperiment", "usersweep", "userprofile", "__init__",
@@ -28,15 +34,15 @@ FRONT_DOORS = {
 
 
 def modules() -> dict[str, str]:
-    """{module name under compilekit (compile.passlib.naive_to_sdpa): its file}."""
+    """{module name under compilekit (compile.passlib.naive_to_sdpa, variants.naive): its file}."""
     found = {}
-    for folder, _, names in os.walk(PACKAGE):
-        for name in names:
-            if name.endswith(".py"):
-                rel = os.path.relpath(os.path.join(folder, name), PACKAGE)[:-3]
-                found[rel.replace(os.sep, ".").removesuffix(".__init__")] = os.path.join(
-                    folder, name
-                )
+    for top, prefix in ((PACKAGE, ""), (VARIANTS, "variants.")):
+        for folder, _, names in os.walk(top):
+            for name in names:
+                if name.endswith(".py"):
+                    rel = os.path.relpath(os.path.join(folder, name), top)[:-3]
+                    module = prefix + rel.replace(os.sep, ".").removesuffix("__init__")
+                    found[module.removesuffix(".") or "__init__"] = os.path.join(folder, name)
     return found
 
 
@@ -85,6 +91,18 @@ def test_no_import_circle_between_modules():
     _assert_no_circle({m: e - {"__init__"} for m, e in graph().items()})
 
 
+def test_a_variant_reaching_deeper_than_its_api_is_a_planted_circle_and_is_caught():
+    """measure.inputs imports variants.masks: were masks to import measure back (a variant
+    reaching for the measuring code), both checks would say so."""
+    edges = {m: e - {"__init__"} for m, e in graph().items()}
+    assert "variants.masks" in edges["measure.inputs"]
+    edges["variants.masks"] = edges["variants.masks"] | {"measure.inputs"}
+    with pytest.raises(AssertionError, match="measure.inputs -> variants.masks"):
+        _assert_no_circle(edges)
+    reached = {package_of(e) for e in edges["variants.masks"]} - {"variants"}
+    assert reached - MAY_IMPORT["variants"] == {"measure"}
+
+
 def test_each_subpackage_imports_only_those_below_it():
     """No circle between subpackages either: measuring never imports presenting, model imports
     nothing of compilekit but itself, verify never the report, no subpackage a front door."""
@@ -128,6 +146,8 @@ def test_every_module_is_named_in_the_layout_page():
     with open(os.path.join(ROOT, "docs", "layout.md")) as f:
         page = f.read()
     for module in modules():
+        if package_of(module) == "variants":  # one kernel or model per file: docs/variants.md
+            continue
         if module.startswith("compile.passlib."):
             module = "compile.passlib"
         if module in ("__init__", "__main__") or module in MAY_IMPORT:
@@ -152,6 +172,8 @@ def test_tests_live_in_folders_that_mirror_the_packages():
 def test_modules_and_functions_stay_short_enough_to_read_in_one_sitting():
     """No module over 400 lines, no function over 80 (variants/ aside: one kernel per file)."""
     for module, path in modules().items():
+        if package_of(module) == "variants":
+            continue
         with open(path) as f:
             text = f.read()
         assert len(text.splitlines()) <= 400, (module, len(text.splitlines()))

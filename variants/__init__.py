@@ -1,6 +1,6 @@
 """Attention variants: one implementation per file, `attention(q, k, v) -> Tensor` in [B, H, S, D];
 and model workloads (MODELS): `workload(shape, dtype, device) -> Workload` for a BxS shape
-(compilekit/measure/workload.py says what a factory returns).
+(compilekit/model/workload.py says what a factory returns).
 
 A module may also define `reference(q, k, v)` (the float64 truth it is checked against; without
 one the built-ins use `compilekit.measure.inputs.causal_reference`) and `DESCRIPTION` (one line).

@@ -3,7 +3,7 @@ model the write-ups behind compilekit measure torch.compile on. Shape BxS: batch
 
 import torch
 
-from compilekit.measure.workload import Workload
+from compilekit.model.workload import Workload
 from compilekit.variants.models import build_inputs, config_with
 
 DESCRIPTION = "transformers BertModel forward, BertConfig defaults (12 layers, 768 wide)"

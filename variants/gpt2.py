@@ -3,7 +3,7 @@ causal, random weights). Shape BxS: batch x tokens (at most 1024)."""
 
 import torch
 
-from compilekit.measure.workload import Workload
+from compilekit.model.workload import Workload
 from compilekit.variants.models import build_inputs, config_with, own_reference
 
 DESCRIPTION = "transformers GPT2Model forward, GPT2Config defaults (12 layers, 768 wide)"

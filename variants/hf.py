@@ -13,8 +13,8 @@ import os
 
 import torch
 
-from compilekit.measure.workload import Workload
 from compilekit.model.errors import UserError
+from compilekit.model.workload import Workload
 
 DESCRIPTION = "any transformers checkpoint: hf:<hub id, or a folder save_pretrained wrote>"
 ATTENTION = ("sdpa", "eager", "flex_attention")  # transformers' own, as the config names them

@@ -3,7 +3,7 @@ wide, 32 heads, SwiGLU MLP 11008, 32,000-token vocabulary; random weights, 13.5 
 Shape BxS: one forward over random token ids; BxP+N: a decode of N tokens after a P-token
 prompt (compilekit/measure/decode)."""
 
-from compilekit.measure.workload import Workload
+from compilekit.model.workload import Workload
 from compilekit.variants.models import LLAMA2_7B, causal_lm
 
 DESCRIPTION = "transformers LlamaForCausalLM at Llama-2-7B's dimensions (32 layers, MHA)"

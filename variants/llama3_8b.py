@@ -2,7 +2,7 @@
 wide, GQA 32/8 heads, SwiGLU MLP 14336, 128,256-token vocabulary; random weights, 16 GB in
 bf16). Shape BxS: one forward; BxP+N: a decode of N tokens after a P-token prompt."""
 
-from compilekit.measure.workload import Workload
+from compilekit.model.workload import Workload
 from compilekit.variants.models import LLAMA3_8B, causal_lm
 
 DESCRIPTION = "transformers LlamaForCausalLM at Llama-3-8B's dimensions (32 layers, GQA 32/8)"

@@ -5,7 +5,7 @@ input is a random [B, S, 4096] hidden state."""
 
 import torch
 
-from compilekit.measure.workload import Workload
+from compilekit.model.workload import Workload
 from compilekit.variants.models import LLAMA2_7B, decoder_block, own_reference
 
 DESCRIPTION = "transformers LlamaDecoderLayer at Llama-2-7B's dimensions (MHA 32 heads)"

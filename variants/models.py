@@ -148,7 +148,7 @@ def causal_lm(dimensions: dict, attention: str, shape, dtype: str, device: str):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from compilekit.measure.workload import Workload
+    from compilekit.model.workload import Workload
 
     cfg = config_with(LlamaConfig, attention, **dimensions)
     previous = torch.get_default_dtype()

@@ -1,6 +1,6 @@
 """What the varlen variants share: the packed inputs of a ragged batch, the float64 reference
 computed per document, and the Workload each returns (compilekit/model/varlen.py has the
-shape; compilekit/measure/workload.py the Workload).
+shape; compilekit/model/workload.py the Workload).
 
 Every variant starts from the same packed q [T, H, D] and k, v [T, H_kv, D] (the documents one
 after another, causal within each) and builds its own layout from them in `prepare`: a padded
@@ -13,8 +13,8 @@ import time
 
 import torch
 
-from compilekit.measure.workload import Workload
 from compilekit.model.varlen import causal_pairs
+from compilekit.model.workload import Workload
 
 # Bytes of float64 scores the reference holds at once (one document's heads, a few at a time).
 REFERENCE_CHUNK_BYTES = 1 << 30
