@@ -52,3 +52,9 @@ def causal_block_mask(seq: int, device, keys: int = 0):
 def attention(q, k, v):
     mask = causal_block_mask(q.shape[-2], q.device, k.shape[-2])
     return flex_attention(q, k, v, block_mask=mask, enable_gqa=k.shape[1] != q.shape[1])
+
+
+if __name__ == "__main__":  # this variant alone: its time and error at the default shape
+    from compilekit.variants.standalone import main
+
+    raise SystemExit(main(__file__, attention, globals().get("reference")))

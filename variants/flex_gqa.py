@@ -15,3 +15,9 @@ def attention(q, k, v):
     return flex_attention(
         q, k, v, block_mask=causal_block_mask(q.shape[-2], q.device, k.shape[-2]), enable_gqa=True
     )
+
+
+if __name__ == "__main__":  # this variant alone: its time and error at the default shape
+    from compilekit.variants.standalone import main
+
+    raise SystemExit(main(__file__, attention, globals().get("reference")))

@@ -16,3 +16,9 @@ def sliding_window(b, h, q_idx, kv_idx):
 
 def attention(q, k, v):
     return flex_attention(q, k, v, block_mask=block_mask(sliding_window, q.shape[-2], q.device))
+
+
+if __name__ == "__main__":  # this variant alone: its time and error at the default shape
+    from compilekit.variants.standalone import main
+
+    raise SystemExit(main(__file__, attention, globals().get("reference")))

@@ -11,3 +11,9 @@ DESCRIPTION = "gluon-flash, causal, 4 query heads per K/V head (GQA)"
 def attention(q, k, v):
     k, v = shared_kv(q, k, v)  # (B, H / 4, S, D)
     return flash_attention(q, k, v, causal=True)
+
+
+if __name__ == "__main__":  # this variant alone: its time and error at the default shape
+    from compilekit.variants.standalone import main
+
+    raise SystemExit(main(__file__, attention, globals().get("reference")))

@@ -26,3 +26,9 @@ def pinned(backend: SDPBackend):
 
     attention.__name__ = f"sdpa_{backend.name.lower()}"
     return attention
+
+
+if __name__ == "__main__":  # this variant alone: its time and error at the default shape
+    from compilekit.variants.standalone import main
+
+    raise SystemExit(main(__file__, attention, globals().get("reference")))

@@ -9,3 +9,9 @@ from compilekit.variants.sdpa import pinned
 DESCRIPTION = "F.scaled_dot_product_attention pinned to SDPBackend.FLASH_ATTENTION"
 
 attention = pinned(SDPBackend.FLASH_ATTENTION)
+
+
+if __name__ == "__main__":  # this variant alone: its time and error at the default shape
+    from compilekit.variants.standalone import main
+
+    raise SystemExit(main(__file__, attention, globals().get("reference")))

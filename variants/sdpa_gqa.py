@@ -14,3 +14,9 @@ DESCRIPTION = (
 def attention(q, k, v):
     k, v = shared_kv(q, k, v)  # (B, H / 4, S, D)
     return F.scaled_dot_product_attention(q, k, v, **causal_sdpa_kwargs(q, k))  # enable_gqa
+
+
+if __name__ == "__main__":  # this variant alone: its time and error at the default shape
+    from compilekit.variants.standalone import main
+
+    raise SystemExit(main(__file__, attention, globals().get("reference")))

@@ -631,3 +631,9 @@ def _decode(q, k, v, causal: bool, window: int, kv_lens=None):
 
 def attention(q, k, v):
     return flash_attention(q, k, v, causal=True)
+
+
+if __name__ == "__main__":  # this variant alone: its time and error at the default shape
+    from compilekit.variants.standalone import main
+
+    raise SystemExit(main(__file__, attention, globals().get("reference")))

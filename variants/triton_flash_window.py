@@ -10,3 +10,9 @@ DESCRIPTION = "triton-flash, causal sliding window of 256 keys"
 
 def attention(q, k, v):
     return flash_attention(q, k, v, causal=True, window=WINDOW)
+
+
+if __name__ == "__main__":  # this variant alone: its time and error at the default shape
+    from compilekit.variants.standalone import main
+
+    raise SystemExit(main(__file__, attention, globals().get("reference")))
