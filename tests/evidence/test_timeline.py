@@ -4,6 +4,7 @@ compiled output code and in eager code; `compilekit memory` and the run page sho
 run is refused in one line."""
 
 import json
+import os
 import shutil
 import textwrap
 
@@ -138,3 +139,16 @@ def test_the_curve_is_drawn_to_scale():
     svg = memoryview.timeline_svg([[0, 0.0, 10.0], [2, 10.0, 10.0]], width=140, height=130)
     allocated = svg.split('stroke="#1f77b4"')[1].split('points="')[1].split('"')[0]
     assert allocated.split() == ["40.0,110.0", "130.0,10.0"]  # 0 at the foot, the top at 10
+
+
+def test_inductors_own_output_code_names_the_bmm_that_writes_each_buffer():
+    """The H200's published output code of naive default (torch 2.11: Runner.call, the
+    scores' buffer reused by the fused softmax): both buffers it allocates are bmm outputs,
+    the first and the second bmm call."""
+    from tests.conftest import ROOT
+
+    path = os.path.join(ROOT, "experiments", "results", "h200", "blog_part3",
+                        "naive__default__8x16x1024x64__bfloat16__cuda", "output_code_graph0.py")  # fmt: skip
+    lines = open(path).read().splitlines()
+    allocs = [i + 1 for i, t in enumerate(lines) if timeline.WRAPPER_ALLOC_RE.match(t)]
+    assert [timeline.wrapper_call(path, n) for n in allocs] == [("bmm", 0), ("bmm", 1)]
