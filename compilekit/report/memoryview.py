@@ -134,8 +134,14 @@ def timeline_text(t: dict, run_dir: str) -> str:
         "By source line:",
         tabulate(lines, headers=["MiB", "tensors", "op", "source line"]) if lines else "(none)",
         "",
-        f"snapshot: {os.path.join(run_dir, t['snapshot'])} (open it in https://pytorch.org/memory_viz)",
+        _snapshot_line(os.path.join(run_dir, t["snapshot"])),
     ])  # fmt: skip
+
+
+def _snapshot_line(path: str) -> str:
+    if os.path.isfile(path):
+        return f"snapshot: {path} (open it in https://pytorch.org/memory_viz)"
+    return f"snapshot: not here ({path}): publish leaves it in the run directory it came from"
 
 
 def timeline_svg(points: list, width: int = 720, height: int = 180) -> str:

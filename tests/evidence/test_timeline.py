@@ -130,7 +130,9 @@ def test_memory_refuses_a_cpu_run_in_one_line_and_shows_a_cuda_runs_timeline(
     (run / timeline.TIMELINE).write_text(json.dumps(found))
     shown = cli("memory", str(run))
     assert shown.returncode == 0, shown.stderr
-    assert "peak 3.0 MiB allocated" in shown.stdout and "memory_viz" in shown.stdout
+    assert "peak 3.0 MiB allocated" in shown.stdout and "snapshot: not here" in shown.stdout
+    (run / timeline.SNAPSHOT).write_bytes(b"")  # as a CUDA cell leaves it
+    assert "open it in https://pytorch.org/memory_viz" in cli("memory", str(run)).stdout
     page = open(pages.run_page(str(run))).read()
     assert "Memory over one forward" in page and "<polyline" in page
 
