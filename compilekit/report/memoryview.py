@@ -87,14 +87,18 @@ def section(results: list, name) -> list[str]:
         "",
         "Each side's forward from an emptied cache, after the timed calls; fragmented: the "
         "share of reserved memory no tensor used at the peak, CUDA-graph pools aside (their "
-        "reserve is the graph's working memory, listed apart).",
+        "reserve is the graph's working memory, listed apart); ms: that side's median call, "
+        "beside what it held.",
         "",
-        "| " + " | ".join(["cell", "side", *HEADERS[1:]]) + " |",
-        "|" + "---|" * (len(HEADERS) + 1),
+        "| " + " | ".join(["cell", "side", *HEADERS[1:], "ms"]) + " |",
+        "|" + "---|" * (len(HEADERS) + 2),
     ]
     for r in measured:
         conf = f" [{r.memory['allocator_conf']}]" if r.memory.get("allocator_conf") else ""
-        md += [f"| {name(r)}{conf} | {' | '.join(map(str, row))} |" for row in rows(r.memory)]
+        for row in rows(r.memory):
+            ms = r.eager_ms if row[0] == "eager" else r.compiled_ms
+            row += [f"{ms:.4g}" if ms is not None else "-"]
+            md.append(f"| {name(r)}{conf} | {' | '.join(map(str, row))} |")
     return md + [""]
 
 

@@ -70,7 +70,11 @@ def test_the_summary_the_ops_table_and_the_report_show_both_sides_and_the_pool()
     row = next(
         line for line in md if line.startswith("| naive [expandable_segments:True] | compiled")
     )
-    assert "| 20.0% |" in row and row.endswith("| 100.0 |")
+    assert "| 20.0% |" in row and row.endswith("| 100.0 | 1 |")  # the compiled side's 1.0 ms
+    eager_row = next(
+        line for line in md if line.startswith("| naive [expandable_segments:True] | eager")
+    )
+    assert eager_row.endswith("| - | 2 |")
     failed = {**memory, "eager": {"error": "OutOfMemoryError: CUDA out of memory"}}
     assert "eager not measured (OutOfMemoryError" in memoryview.summary_line(failed)
     assert [r[0] for r in memoryview.rows(failed)] == ["compiled"]
