@@ -182,3 +182,24 @@ def page_timeline(run_dir: str) -> dict | None:
         return None
     found = read_json(path)
     return {**found, "svg": timeline_svg(found["points"])}
+
+
+def batch_series(results: list) -> dict[str, list[tuple[int, float, float]]]:
+    """{"bert-base/default S=128 [alloc]": [(batch, peak allocated MiB, peak reserved MiB)]}
+    of the measured side of each CUDA cell whose shape has a batch (a model's BxS, a decode's
+    BxP+N), for series of two batches or more, batch ascending."""
+    from compilekit.evidence.allocator import peak_mb
+    from compilekit.model.spec import parse_shape
+
+    groups: dict = {}
+    for r in results:
+        side = (r.memory or {}).get("compiled") or (r.memory or {}).get("eager") or {}
+        if not r.measured or peak_mb(r.memory) is None or "peak_reserved_mb" not in side:
+            continue
+        shape = parse_shape(r.shape)
+        rest = str(shape).split("x", 1)[1]  # all but the batch
+        key = f"{r.variant}/{r.mode} {rest}" + (f" [{r.alloc}]" if r.alloc else "")
+        groups.setdefault(key, []).append(
+            (shape.batch, side["peak_allocated_mb"], side["peak_reserved_mb"])
+        )
+    return {k: sorted(v) for k, v in groups.items() if len({b for b, _, _ in v}) >= 2}

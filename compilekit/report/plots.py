@@ -9,12 +9,14 @@ from collections import defaultdict
 
 from compilekit.model.spec import parse_shape
 from compilekit.report.cellview import setting_name, variant_name
+from compilekit.report.memoryview import batch_series
 
 
 def plot(results: list[dict], out_dir: str, dpi: int = 100) -> list[str]:
-    """speedup.png (per mode, per variant) and seqlen.png (log-log latency vs S with fitted
-    exponent), at a screen's dpi: plots are most of a published sweep's bytes. Returns the files
-    written; None when matplotlib is missing."""
+    """speedup.png (per mode, per variant), seqlen.png (log-log latency vs S with fitted
+    exponent) and memory.png (each series' peak memory against batch), at a screen's dpi:
+    plots are most of a published sweep's bytes. Returns the files written; None when
+    matplotlib is missing."""
     try:
         import matplotlib
 
@@ -70,6 +72,23 @@ def plot(results: list[dict], out_dir: str, dpi: int = 100) -> list[str]:
         fig.savefig(os.path.join(out_dir, "seqlen.png"), dpi=dpi)
         plt.close(fig)
         written.append("seqlen.png")
+    by_batch = batch_series(ok)
+    if by_batch:
+        fig, ax = plt.subplots(figsize=(7, 5))
+        for label, points in sorted(by_batch.items()):
+            xs = [b for b, _, _ in points]
+            line = ax.plot(xs, [a for _, a, _ in points], marker="o", label=label)[0]
+            ax.plot(xs, [r for _, _, r in points], ls="--", color=line.get_color())
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch")
+        ax.set_ylabel("MiB in one forward (solid: peak allocated, dashed: peak reserved)")
+        ax.set_title("memory against batch size")
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, "memory.png"), dpi=dpi)
+        plt.close(fig)
+        written.append("memory.png")
     return written
 
 

@@ -2,6 +2,8 @@
 torch keeps, a CUDA graph's private pool apart from it, and what a CPU cell says instead; the
 views that show them (report/memoryview.py)."""
 
+import importlib.util
+
 import pytest
 
 from compilekit.evidence import allocator
@@ -93,3 +95,31 @@ def test_a_cpu_cell_says_in_one_line_what_it_cannot_measure(tmp_path, monkeypatc
     assert result.memory == {"note": allocator.CPU_NOTE} and result.peak_memory_mb is None
     assert allocator.CPU_NOTE in cellview.cell_summary(result).splitlines()
     assert memoryview.section([result], str) == ["## Memory", "", f"{allocator.CPU_NOTE}.", ""]
+
+
+def test_memory_against_batch_is_a_series_per_model_mode_and_allocator(tmp_path):
+    """memory.toml's question as data and a plot: the measured side's peaks per batch, one
+    series per (model, mode, the rest of the shape, allocator); a lone batch and a CPU cell
+    make none."""
+    from compilekit.report import plots
+
+    def cell(shape, mode="default", alloc="", peak=100.0):
+        side = {**allocator.forward_figures(STATS), "peak_allocated_mb": peak}
+        memory = {"eager": side, "compiled": {**side, "peak_reserved_mb": 2 * peak}}
+        return CellResult("bert-base", mode, shape, "bfloat16", "cuda", status="ok",
+                          compiled_ms=1.0, eager_ms=2.0, memory=memory, alloc=alloc)  # fmt: skip
+
+    results = [
+        cell("4x128", peak=400.0), cell("1x128"), cell("16x128", alloc="expandable_segments:True"),
+        cell("1x128", alloc="expandable_segments:True", peak=90.0), cell("8x512"),
+        CellResult("naive", "default", "1x128", "float32", "cpu", status="ok",
+                   memory={"note": allocator.CPU_NOTE}),
+    ]  # fmt: skip
+    series = memoryview.batch_series(results)
+    assert series == {
+        "bert-base/default 128": [(1, 100.0, 200.0), (4, 400.0, 800.0)],
+        "bert-base/default 128 [expandable_segments:True]": [(1, 90.0, 180.0), (16, 100.0, 200.0)],
+    }
+    if importlib.util.find_spec("matplotlib"):
+        assert "memory.png" in plots.plot(results, str(tmp_path))
+        assert (tmp_path / "memory.png").stat().st_size > 0
