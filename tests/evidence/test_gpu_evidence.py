@@ -76,6 +76,19 @@ def test_a_cuda_graph_pools_memory_shows_under_reduce_overhead_and_not_eager(run
     assert result.peak_memory_mb == compiled["peak_allocated_mb"]
 
 
+def test_profile_reads_the_allocators_peak_over_the_users_block():
+    """A 64 MiB tensor made and dropped inside the block, beside 4 MiB held before it."""
+    import compilekit
+
+    x = torch.ones(1024, 1024, device="cuda")
+    with compilekit.profile(device="cuda") as p:
+        y = x.repeat(16, 1)
+        del y
+    block = p.memory["block"]
+    assert block["peak_allocated_mb"] >= 64 + 4 and p.peak_memory_mb == block["peak_allocated_mb"]
+    assert 0 <= block["fragmentation"] < 1 and "peak allocated MiB" in p.table(by="memory")
+
+
 def test_a_forwards_memory_timeline_names_the_scores_by_their_op_and_line(run_cell):
     """naive default: the 256 MiB scores are the largest tensor live at the peak, made by a
     bmm at the variant's matmul(q, k) line; the snapshot is one memory_viz opens (a pickle)."""

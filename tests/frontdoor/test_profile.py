@@ -24,6 +24,9 @@ def test_an_eager_block_shows_what_each_op_allocated_per_pass(tmp_path):
     assert abs(by_name["aten::empty"]["allocated_mb"] - 4.0) < 0.01
     assert by_name["aten::mul"]["calls_per_forward"] == 1
     assert "compilekit.profile" not in by_name  # the range around the block is not an op
+    assert "peak, reserved memory and fragmentation are the CUDA caching allocator's" in (
+        p.memory["note"]
+    ) and p.peak_memory_mb is None  # the CPU has no caching allocator to ask
     table = p.table(by="memory").splitlines()
     assert table[2].startswith("aten::empty") or table[2].startswith("aten::full")
     with open(tmp_path / "ops.json") as f:
