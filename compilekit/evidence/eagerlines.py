@@ -6,6 +6,8 @@ compile an already compiled model again, or run it uncompiled.
 Ops are recorded twice: as ATen dispatches (`aten::bmm`, `aten::_softmax`: the ops that launch
 GPU kernels) and as torch functions (`aten::matmul`, `aten::softmax`: the ops the CPU profile
 shows), so either kind of launcher finds its line. Keys are (op, n): the n-th call of the op.
+A kernel launched outside any op (a raw Triton launch) takes its definition's line instead
+(raw_kernel_definitions).
 """
 
 from __future__ import annotations
@@ -84,3 +86,54 @@ def eager_source_lines(fn, args) -> dict[tuple[str, int], list[dict]]:
         except Exception:  # noqa: BLE001 (a variant's own op the modes cannot pass through)
             continue
     return {}
+
+
+def raw_kernel_definitions() -> dict[str, list[dict]]:
+    """{kernel name: [the frame of its definition]} for each @triton.jit (or Gluon) kernel,
+    autotuned or not, defined in a project or user file this process imported.
+
+    A kernel launched raw (`kernel[grid](...)`, or a cached launcher: gluon-flash and
+    triton-flash launch that way eagerly, to save host time) goes through no torch op, so no
+    op's call stack names its line (its launcher is NO_OP). The profiler names it after its
+    function, and the function's definition is where it came from."""
+    import linecache
+    import sys
+
+    jit = sys.modules.get("triton.runtime.jit")
+    if jit is None:  # Triton never imported: no kernel of it ran
+        return {}
+    found: dict[str, list[dict]] = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None) or ""
+        if not path.endswith(".py") or "-packages" in path or not is_user_file(path):
+            continue
+        for value in list(vars(module).values()):
+            value = _jit_function(value, jit.JITFunction)
+            if value is None:
+                continue
+            code = value.fn.__code__
+            line = code.co_firstlineno  # the first decorator's line: find the def below it
+            while line < code.co_firstlineno + 20:
+                text = linecache.getline(code.co_filename, line).strip()
+                if text.startswith("def "):
+                    break
+                line += 1
+            else:
+                line, text = code.co_firstlineno, ""
+            frame = {"file": code.co_filename, "line": line, "code": text}
+            found.setdefault(code.co_name, [frame])
+    return found
+
+
+def _jit_function(value, jit_function):
+    """The JITFunction value is, or holds in .fn (an Autotuner or Heuristics), or None. Any
+    error reading .fn means none: a library's placeholder object may raise anything there
+    (transformers' stand-ins for missing backends raise ImportError)."""
+    for _ in range(4):
+        if isinstance(value, jit_function):
+            return value
+        try:
+            value = value.fn
+        except Exception:
+            return None
+    return value if isinstance(value, jit_function) else None

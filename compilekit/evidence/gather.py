@@ -33,7 +33,7 @@ def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result, eager=N
         eager_lines = definitions = None
         if cell.mode == "eager":
             eager_lines = eagerlines.eager_source_lines(compiled, args)
-            definitions = profiling.raw_kernel_definitions()
+            definitions = eagerlines.raw_kernel_definitions()
     with result.step("memory_profile"):  # apart: its allocator hooks cost host time
         memory = None
         try:

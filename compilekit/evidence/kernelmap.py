@@ -213,7 +213,7 @@ def build_map(
     """Join the profiled kernels of one forward with what the compile recorded about each
     (or, for an eager run, with the stacks of the ops that launched them: `eager_lines`; for a
     kernel launched outside any op, its definition: `kernel_definitions`, from
-    profiling.raw_kernel_definitions)."""
+    eagerlines.raw_kernel_definitions)."""
 
     sources = {}
     for name, path in kernel_files.items():
@@ -293,9 +293,14 @@ def _replayed_site(k: dict, sites: list, used: list) -> dict | None:
 def eager_site(k: dict, eager_lines: dict | None, definitions: dict | None) -> tuple[dict, str]:
     """(its ops and lines, how they were found) for one kernel of eager code: the recorded call
     stack of the op that launched it (eagerlines.recording), else for a kernel launched outside
-    any op, its definition (profiling.raw_kernel_definitions)."""
+    any op, its definition (eagerlines.raw_kernel_definitions)."""
     frames = (eager_lines or {}).get((k["launcher"], k.get("launcher_index", 0)), [])
     via = "call stack of the launching op (eager)"
+    for name, index in k.get("outer", []) if not frames else []:  # an op inside another op
+        frames = (eager_lines or {}).get((name, index), [])
+        if frames:
+            via = f"call stack of {name}, around the launching op (eager)"
+            break
     if not frames and k["launcher"] == NO_OP and k["name"] in (definitions or {}):
         frames = definitions[k["name"]]
         via = "the kernel's definition (launched outside any torch op)"

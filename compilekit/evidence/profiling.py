@@ -18,7 +18,7 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from compilekit.evidence import partial
 from compilekit.evidence.codecost import SDPA_CAUSAL_AT, attention_flops
-from compilekit.evidence.kernelmap import NO_OP, is_user_file
+from compilekit.evidence.kernelmap import NO_OP
 
 WAIT, WARMUP, ACTIVE = 1, 2, 5
 # Frames torch.compile wraps around the real work; on CPU we descend through them to the kernels.
@@ -246,69 +246,29 @@ def _unattached(events, label: str, attached: dict[str, int], n_steps: int) -> d
     }
 
 
-def _indexed(launches) -> list[tuple[str, str, int, object, float]]:
-    """(kernel, launcher name, launcher_index, launcher event, ms): launcher_index counts the
-    earlier calls of an op of the same name in the step (the second bmm is 1)."""
+def _indexed(launches) -> list[tuple[str, str, int, object, float, list]]:
+    """(kernel, launcher name, launcher_index, launcher event, ms, outer): launcher_index
+    counts the earlier calls of an op of the same name in the step (the second bmm is 1);
+    outer, the ATen ops around the launcher, innermost first, each [name, index] counted the
+    same way (masked_fill's copy_ and masked_fill_ launch its kernels: [["aten::clone", 0],
+    ["aten::masked_fill", 0]] for the copy's)."""
     instances: dict[str, list] = {}
-    out = []
-    for name, op, ms in launches:
+
+    def index_of(op) -> int:
         seen = instances.setdefault(op.name, [])
         if not any(op is e for e in seen):
             seen.append(op)
-        index = next(i for i, e in enumerate(seen) if e is op)
-        out.append((name, op.name, index, op, ms))
+        return next(i for i, e in enumerate(seen) if e is op)
+
+    out = []
+    for name, op, ms in launches:
+        index = index_of(op)
+        outer, parent = [], getattr(op, "cpu_parent", None)
+        while parent is not None and parent.name.startswith("aten::"):
+            outer.append([parent.name, index_of(parent)])
+            parent = getattr(parent, "cpu_parent", None)
+        out.append((name, op.name, index, op, ms, outer))
     return out
-
-
-def raw_kernel_definitions() -> dict[str, list[dict]]:
-    """{kernel name: [the frame of its definition]} for each @triton.jit (or Gluon) kernel,
-    autotuned or not, defined in a project or user file this process imported.
-
-    A kernel launched raw (`kernel[grid](...)`, or a cached launcher: gluon-flash and
-    triton-flash launch that way eagerly, to save host time) goes through no torch op, so no
-    op's call stack names its line (its launcher is NO_OP). The profiler names it after its
-    function, and the function's definition is where it came from."""
-    import linecache
-    import sys
-
-    jit = sys.modules.get("triton.runtime.jit")
-    if jit is None:  # Triton never imported: no kernel of it ran
-        return {}
-    found: dict[str, list[dict]] = {}
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None) or ""
-        if not path.endswith(".py") or "-packages" in path or not is_user_file(path):
-            continue
-        for value in list(vars(module).values()):
-            value = _jit_function(value, jit.JITFunction)
-            if value is None:
-                continue
-            code = value.fn.__code__
-            line = code.co_firstlineno  # the first decorator's line: find the def below it
-            while line < code.co_firstlineno + 20:
-                text = linecache.getline(code.co_filename, line).strip()
-                if text.startswith("def "):
-                    break
-                line += 1
-            else:
-                line, text = code.co_firstlineno, ""
-            frame = {"file": code.co_filename, "line": line, "code": text}
-            found.setdefault(code.co_name, [frame])
-    return found
-
-
-def _jit_function(value, jit_function):
-    """The JITFunction value is, or holds in .fn (an Autotuner or Heuristics), or None. Any
-    error reading .fn means none: a library's placeholder object may raise anything there
-    (transformers' stand-ins for missing backends raise ImportError)."""
-    for _ in range(4):
-        if isinstance(value, jit_function):
-            return value
-        try:
-            value = value.fn
-        except Exception:
-            return None
-    return value if isinstance(value, jit_function) else None
 
 
 def _add_step(step, device: str, itemsize: int, per_key: dict) -> int:
@@ -319,10 +279,10 @@ def _add_step(step, device: str, itemsize: int, per_key: dict) -> int:
     # of the memset or split-K reduction beside it: cuDNN's 0.7 us memset was credited the
     # attention's 50 MB (71 TB/s)
     longest: dict[int, int] = {}  # op -> the position of its longest launch (the first)
-    for at, (_, _, _, op, ms) in enumerate(launches):
+    for at, (_, _, _, op, ms, _) in enumerate(launches):
         if id(op) not in longest or ms > launches[longest[id(op)]][4]:
             longest[id(op)] = at
-    for at, (name, launcher, index, op, ms) in enumerate(launches):
+    for at, (name, launcher, index, op, ms, outer) in enumerate(launches):
         main = longest[id(op)] == at
         rec = per_key.setdefault(
             (name, launcher, index),
@@ -333,6 +293,7 @@ def _add_step(step, device: str, itemsize: int, per_key: dict) -> int:
                 "samples_ms": [],
                 "bytes": launcher_bytes(op, itemsize) if main else None,
                 "flops": op_flops(op, device) if main else None,
+                **({"outer": outer} if outer else {}),
             },
         )
         rec["samples_ms"].append(ms)
@@ -381,6 +342,7 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
             "device_ms": statistics.median(r["samples_ms"]),
             "bytes": r["bytes"],
             "flops": r["flops"],
+            **({"outer": r["outer"]} if "outer" in r else {}),
         }
         for r in per_key.values()
     ]

@@ -564,7 +564,7 @@ def test_a_kernel_launched_outside_any_op_maps_to_its_definition(tmp_path, monke
     import importlib.util
     import sys
 
-    from compilekit.evidence import profiling
+    from compilekit.evidence import eagerlines, profiling
 
     path = tmp_path / "raw_kernels_mod.py"
     path.write_text(RAW_KERNEL_FILE)
@@ -573,7 +573,7 @@ def test_a_kernel_launched_outside_any_op_maps_to_its_definition(tmp_path, monke
     spec.loader.exec_module(module)
     module.placeholder = _MissingBackend()  # as transformers leaves for a library not installed
     monkeypatch.setitem(sys.modules, "raw_kernels_mod", module)  # imported for this test only
-    definitions = profiling.raw_kernel_definitions()
+    definitions = eagerlines.raw_kernel_definitions()
     path = str(path)
     assert definitions["_raw_add"] == [
         {"file": path, "line": 7, "code": "def _raw_add(x_ptr, n):"}
@@ -676,3 +676,36 @@ def test_a_replays_gemms_each_take_their_own_call_site(tmp_path):
     records = kernelmap.build_map(forward, {"g": graph}, {}, str(tmp_path), compiled=True)
     lines = {(r["name"], r["source_lines"][0]["line"]) for r in records}
     assert lines == {(gemm, 11), (gemm, 12), (big, 13), (gemm, 14)}, lines
+
+
+def test_an_eager_kernel_launched_by_an_op_inside_another_takes_the_outer_ops_line():
+    """Out-of-place masked_fill launches its kernels from ops inside it (clone's copy_, then
+    masked_fill_), which the eager recording does not see: each takes the line of the op
+    around it, counted as the profile counts ops; a launcher with a line of its own keeps it."""
+    from compilekit.evidence import profiling
+
+    class Op:
+        def __init__(self, name, parent=None):
+            self.name, self.cpu_parent = name, parent
+
+    step = Op("naive/eager")
+    masked = [Op("aten::masked_fill", step), Op("aten::masked_fill", step)]
+    clone = Op("aten::clone", masked[1])
+    launches = [("copy_kernel", Op("aten::copy_", clone), 1.0),
+                ("fill_kernel", Op("aten::masked_fill_", masked[1]), 1.0),
+                ("mm_kernel", Op("aten::mm", step), 1.0)]  # fmt: skip
+    profiling._indexed([("other_fill", Op("aten::masked_fill_", masked[0]), 1.0)])  # apart
+    found = profiling._indexed(
+        [("first_fill", Op("aten::masked_fill_", masked[0]), 1.0)] + launches
+    )
+    outer = {name: rest[-1] for name, *rest in found}
+    assert outer["copy_kernel"] == [["aten::clone", 0], ["aten::masked_fill", 1]]
+    assert outer["fill_kernel"] == [["aten::masked_fill", 1]] and outer["mm_kernel"] == []
+    line = [{"file": "naive.py", "line": 28, "code": "scores = scores.masked_fill(mask, x)"}]
+    own = [{"file": "naive.py", "line": 30, "code": "return attn @ v"}]
+    recorded = {("aten::masked_fill", 1): line, ("aten::mm", 0): own}
+    copy = {"launcher": "aten::copy_", "launcher_index": 0, "outer": outer["copy_kernel"]}
+    site, via = kernelmap.eager_site(copy, recorded, None)
+    assert site["source_lines"] == line and "aten::masked_fill, around the launching op" in via
+    mm = {"launcher": "aten::mm", "launcher_index": 0, "outer": [["aten::masked_fill", 1]]}
+    assert kernelmap.eager_site(mm, recorded, None)[0]["source_lines"] == own
