@@ -64,14 +64,9 @@ def plot(results: list[dict], out_dir: str, dpi: int = 100) -> list[str]:
         fig, ax = plt.subplots(figsize=(7, 5))
         for label, (xs, ys, slope) in sorted(series.items()):
             ax.loglog(xs, ys, marker="o", label=f"{label} (slope {slope:.2f})")
-        ax.set_xlabel("sequence length S")
-        ax.set_ylabel("median latency (ms)")
-        ax.set_title("latency vs sequence length (fitted exponent in legend)")
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, "seqlen.png"), dpi=dpi)
-        plt.close(fig)
-        written.append("seqlen.png")
+        labels = ("sequence length S", "median latency (ms)",
+                  "latency vs sequence length (fitted exponent in legend)")  # fmt: skip
+        written.append(_save(plt, fig, ax, labels, os.path.join(out_dir, "seqlen.png"), dpi))
     by_batch = batch_series(ok)
     if by_batch:
         fig, ax = plt.subplots(figsize=(7, 5))
@@ -81,15 +76,23 @@ def plot(results: list[dict], out_dir: str, dpi: int = 100) -> list[str]:
             ax.plot(xs, [r for _, _, r in points], ls="--", color=line.get_color())
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("batch")
-        ax.set_ylabel("MiB in one forward (solid: peak allocated, dashed: peak reserved)")
-        ax.set_title("memory against batch size")
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, "memory.png"), dpi=dpi)
-        plt.close(fig)
-        written.append("memory.png")
+        labels = ("batch", "MiB in one forward (solid: peak allocated, dashed: peak reserved)",
+                  "memory against batch size")  # fmt: skip
+        written.append(_save(plt, fig, ax, labels, os.path.join(out_dir, "memory.png"), dpi))
     return written
+
+
+def _save(plt, fig, ax, labels: tuple, path: str, dpi: int) -> str:
+    """A line plot's axis labels, title and legend; the file written; its name."""
+    xlabel, ylabel, title = labels
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return os.path.basename(path)
 
 
 def series_key(r) -> str:
