@@ -76,6 +76,17 @@ def test_a_cuda_graph_pools_memory_shows_under_reduce_overhead_and_not_eager(run
     assert result.peak_memory_mb == compiled["peak_allocated_mb"]
 
 
+def test_naive_eagers_masked_fill_kernels_take_its_line(run_cell):
+    """Out-of-place masked_fill launches from ops inside it (clone's copy_, masked_fill_):
+    its kernels take naive.py's masked_fill line through the op around them."""
+    _, kmap = _run(run_cell, "naive", "eager")
+    inner = [k for k in kmap["kernels"] if k["launcher"] in ("aten::copy_", "aten::masked_fill_")]
+    assert inner, [k["launcher"] for k in kmap["kernels"]]
+    for k in inner:
+        assert "masked_fill" in k["origin_lines"][0]["code"], k
+        assert "around the launching op" in k["source_via"], k
+
+
 def test_profile_reads_the_allocators_peak_over_the_users_block():
     """A 64 MiB tensor made and dropped inside the block, beside 4 MiB held before it."""
     import compilekit
