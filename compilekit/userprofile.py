@@ -61,7 +61,7 @@ class Profile:
 
         rows = opsview.rank(self.ops, by, self.device == "cuda")
         text = opsview.table(rows[:top], self.device == "cuda", self.peak_memory_mb)
-        if by == "memory":
+        if by == "memory" and "note" not in (self.memory or {}):  # the CPU's: said above
             from compilekit.report import memoryview
 
             text += "\n\n" + memoryview.table(self.memory)

@@ -95,7 +95,7 @@ def ops_view(run_dir: str, by: str = "time", top: int = 20, only: str | None = N
     )
     cuda = result.device == "cuda"
     text = title + "\n\n" + table(rows[:top], cuda, result.peak_memory_mb)
-    if by == "memory":
+    if by == "memory" and "note" not in (result.memory or {}):  # the CPU's: said above
         from compilekit.report import memoryview
 
         text += "\n\n" + memoryview.table(result.memory)

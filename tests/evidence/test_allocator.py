@@ -123,3 +123,25 @@ def test_memory_against_batch_is_a_series_per_model_mode_and_allocator(tmp_path)
     if importlib.util.find_spec("matplotlib"):
         assert "memory.png" in plots.plot(results, str(tmp_path))
         assert (tmp_path / "memory.png").stat().st_size > 0
+
+
+def test_ops_by_memory_adds_the_allocators_table_on_cuda_and_the_cpus_note_once(
+    run_cell, tmp_path
+):
+    import json
+    import shutil
+
+    from compilekit.report import opsview
+
+    cpu_run = run_cell("naive", "eager").run_dir
+    text = opsview.ops_view(cpu_run, "memory")
+    assert "measured on CUDA only" in text and allocator.CPU_NOTE not in text
+    run = tmp_path / "cuda_run"  # the same files, as a CUDA cell would record them
+    shutil.copytree(cpu_run, run)
+    result = json.loads((run / "result.json").read_text())
+    result["device"] = "cuda"
+    result["memory"] = {"what": "one forward per side", "eager": allocator.forward_figures(STATS)}
+    (run / "result.json").write_text(json.dumps(result))
+    assert "The CUDA caching allocator, one forward per side" in opsview.ops_view(
+        str(run), "memory"
+    )

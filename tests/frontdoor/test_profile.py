@@ -27,6 +27,8 @@ def test_an_eager_block_shows_what_each_op_allocated_per_pass(tmp_path):
     assert "peak, reserved memory and fragmentation are the CUDA caching allocator's" in (
         p.memory["note"]
     ) and p.peak_memory_mb is None  # the CPU has no caching allocator to ask
+    by_memory = p.table(by="memory")
+    assert "measured on CUDA only" in by_memory and p.memory["note"] not in by_memory  # once
     table = p.table(by="memory").splitlines()
     assert table[2].startswith("aten::empty") or table[2].startswith("aten::full")
     with open(tmp_path / "ops.json") as f:
