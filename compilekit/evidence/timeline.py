@@ -9,6 +9,7 @@ the history's stacks cost host time in every allocation.
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import pickle
@@ -19,7 +20,7 @@ from compilekit.model.errors import UserError
 MB = 2**20
 SNAPSHOT = "memory_snapshot.pickle"
 TIMELINE = "memory_timeline.json"
-MAX_EVENTS = 200_000  # the history's ring: a forward of a 7B model's decode step fits
+MAX_EVENTS = 200_000  # the history's ring, in allocator events: the forward's most recent
 MAX_POINTS = 400  # the run page's curve: the peak always among them
 TOP = 10
 CPU_REFUSAL = (
@@ -95,25 +96,32 @@ def _call_key(text: str) -> str | None:
     return (m["kernel"] or m["extern"] or m["op"]) if m else None
 
 
+@functools.lru_cache(maxsize=64)
+def _output_code_calls(path: str) -> tuple | None:
+    """Each line's call key (None for a line without one) of Inductor's output code at path,
+    read once per file however many tensors it made; None for any other file."""
+    lines = linecache.getlines(path)
+    return tuple(_call_key(t) for t in lines) if _is_output_code(lines) else None
+
+
 def wrapper_call(path: str, lineno: int) -> tuple[str, int] | None:
     """(the provenance key of the call in Inductor's output code that made the tensor
-    allocated at path:lineno, the count of that key's calls before it in the file, its index
+    allocated at path:lineno, how many calls of that key come before it in the file: its index
     among the key's sites): the line itself where it is a call (an extern op's output), else
     the first later call that takes the buffer. None outside output code."""
-    lines = linecache.getlines(path)
-    if not 0 < lineno <= len(lines) or not _is_output_code(lines):
+    calls = _output_code_calls(path)
+    if calls is None or not 0 < lineno <= len(calls):
         return None
+    lines = linecache.getlines(path)
     at = lineno - 1
     if alloc := WRAPPER_ALLOC_RE.match(lines[at]):
         buf = re.compile(rf"\b{alloc['buf']}\b")
-        at = next((i for i in range(lineno, len(lines))
-                   if _call_key(lines[i]) and buf.search(lines[i])), None)  # fmt: skip
+        at = next((i for i in range(lineno, len(lines)) if calls[i] and buf.search(lines[i])),
+                  None)  # fmt: skip
         if at is None:
             return None
-    key = _call_key(lines[at])
-    if key is None:
-        return None
-    return key, sum(1 for t in lines[:at] if _call_key(t) == key)
+    key = calls[at]
+    return (key, calls[:at].count(key)) if key else None
 
 
 def site(frames: list[dict], by_provenance: dict, eager_ops: dict) -> dict:
