@@ -49,7 +49,7 @@ class Profile:
     def table(self, by: str = "time", top: int = 20) -> str:
         """The cost matrix as text, ranked by time or memory (compilekit ops's columns)."""
         from compilekit.model.errors import UserError
-        from compilekit.report import opsview
+        from compilekit.report import memoryview, opsview
 
         if not self.done:
             raise UserError(
@@ -61,10 +61,7 @@ class Profile:
 
         rows = opsview.rank(self.ops, by, self.device == "cuda")
         text = opsview.table(rows[:top], self.device == "cuda", self.peak_memory_mb)
-        if by == "memory" and "note" not in (self.memory or {}):  # the CPU's: said above
-            from compilekit.report import memoryview
-
-            text += "\n\n" + memoryview.table(self.memory)
+        text += memoryview.under_ops(self.memory, by)
         return text + (f"\n{shares_line(self.shares)}" if self.shares else "")
 
 

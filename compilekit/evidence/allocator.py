@@ -119,7 +119,12 @@ def record(cell, compiled, eager, args, result) -> None:
     result.peak_memory_mb = peak_mb(result.memory)
 
 
+def measured_side(memory: dict | None) -> dict:
+    """The figures of the side the cell measured: compiled's, or eager's in an eager cell
+    ({} where neither is there)."""
+    return (memory or {}).get("compiled") or (memory or {}).get("eager") or {}
+
+
 def peak_mb(memory: dict | None) -> float | None:
-    """The measured side's peak allocated MiB: compiled's, or eager's in an eager cell."""
-    side = (memory or {}).get("compiled") or (memory or {}).get("eager") or {}
-    return side.get("peak_allocated_mb")
+    """The measured side's peak allocated MiB."""
+    return measured_side(memory).get("peak_allocated_mb")

@@ -75,6 +75,14 @@ def table(memory: dict | None) -> str:
     ])  # fmt: skip
 
 
+def under_ops(memory: dict | None, by: str) -> str:
+    """What the op table ranked `by` gets under it: by memory, the allocator's table where
+    CUDA measured it (the CPU's lack of a peak the op table says itself); else nothing."""
+    if by != "memory" or "note" in (memory or {}):
+        return ""
+    return "\n\n" + table(memory)
+
+
 def section(results: list, name) -> list[str]:
     """REPORT.md's memory table: every measured CUDA cell's sides (name(result): the cell's
     name); the CPU's note where only CPU cells have a figure; empty for none."""
@@ -185,16 +193,16 @@ def page_timeline(run_dir: str) -> dict | None:
 
 
 def batch_series(results: list) -> dict[str, list[tuple[int, float, float]]]:
-    """{"bert-base/default S=128 [alloc]": [(batch, peak allocated MiB, peak reserved MiB)]}
-    of the measured side of each CUDA cell whose shape has a batch (a model's BxS, a decode's
-    BxP+N), for series of two batches or more, batch ascending."""
-    from compilekit.evidence.allocator import peak_mb
+    """{"bert-base/default 128 [alloc]": [(batch, peak allocated MiB, peak reserved MiB)]}
+    (the key: variant, mode, the shape but its batch, the allocator's settings) of the
+    measured side of each CUDA cell, for series of two batches or more, batch ascending."""
+    from compilekit.evidence.allocator import measured_side
     from compilekit.model.spec import parse_shape
 
     groups: dict = {}
     for r in results:
-        side = (r.memory or {}).get("compiled") or (r.memory or {}).get("eager") or {}
-        if not r.measured or peak_mb(r.memory) is None or "peak_reserved_mb" not in side:
+        side = measured_side(r.memory)
+        if not r.measured or "peak_allocated_mb" not in side or "peak_reserved_mb" not in side:
             continue
         shape = parse_shape(r.shape)
         rest = str(shape).split("x", 1)[1]  # all but the batch

@@ -94,12 +94,10 @@ def ops_view(run_dir: str, by: str = "time", top: int = 20, only: str | None = N
         f"{result.variant} / {result.mode} / {result.shape}: {what} ranked by {by}, per forward"
     )
     cuda = result.device == "cuda"
-    text = title + "\n\n" + table(rows[:top], cuda, result.peak_memory_mb)
-    if by == "memory" and "note" not in (result.memory or {}):  # the CPU's: said above
-        from compilekit.report import memoryview
+    from compilekit.report.memoryview import under_ops
 
-        text += "\n\n" + memoryview.table(result.memory)
-    return text
+    table_text = table(rows[:top], cuda, result.peak_memory_mb)
+    return title + "\n\n" + table_text + under_ops(result.memory, by)
 
 
 def table(rows: list[dict], cuda: bool, peak_memory_mb: float | None) -> str:
