@@ -27,7 +27,7 @@
 #   M  after N, from MODELS: bert-base 8x128 eager, default and reduce-overhead verified, its
 #      top ops by time and memory, its kernel map's files; `make experiment
 #      VARIANT=llama-block MODE=default` (M_LLAMA=0 leaves that out)
-#   L  the lock tests (tests/launch/test_locks.py) on this torch
+#   L  the lock tests (tests/measure/test_locks.py) on this torch
 #   D  decode: llama2-7b (DECODE_VARIANT, e.g. llama2-7b@flex_attention or llama2-7b@triton-flash)
 #      1x32+200 (DECODE_SHAPE)
 #      under DECODE_MODE (default reduce-overhead),
@@ -246,7 +246,7 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
         --shapes "${F_SHAPES:-16x16x512x64}" ${F_EXTRA:+--extra "$F_EXTRA"} > "$OUT/F_configs.txt" 2>&1
       head -40 "$OUT/F_configs.txt" ;;
     L)
-      python3 -m pytest -q -p no:cacheprovider tests/launch/test_locks.py > "$OUT/L_locks.txt" 2>&1
+      python3 -m pytest -q -p no:cacheprovider tests/measure/test_locks.py > "$OUT/L_locks.txt" 2>&1
       tail -3 "$OUT/L_locks.txt" ;;
     Q)
       timeout "$(within "${Q_S:-300}")" python3 -m compilekit check experiments/blog_part3.toml \

@@ -17,7 +17,8 @@ import datetime
 import os
 import time
 
-from compilekit.launch import calls, failures
+from compilekit.measure import calls, failures
+from compilekit.measure.cell import RETUNED
 
 COLD_INCLUDES = (
     "the first compiled call in a fresh process with empty Inductor caches (after one eager "
@@ -27,7 +28,6 @@ COLD_CPU = (
     "; not Inductor's CPU ISA probes, a machine's one-time builds that a user's cache holds "
     "(kept in a folder every cell shares)"
 )
-RETUNED = "retuned.json"  # in capture/: the choices the capture compile tuned again, if any
 # A first run's cold (under max-autotune: capture) and measure processes start together
 # (runner._beside_measure):
 BESIDE_ENV = "COMPILEKIT_COLD_BESIDE_MEASURE"
@@ -45,7 +45,7 @@ def wait_for_measure_imports(cache_dir: str, result) -> None:
     before the cold compile, so the cold figure has no other process's work beside it. The CPU
     lock is let go meanwhile (a sweep's timer may be waiting for it, and the measure process
     for that timer)."""
-    from compilekit.launch import locks
+    from compilekit.measure import locks
 
     if not os.environ.get(BESIDE_ENV):
         return
@@ -87,7 +87,7 @@ def _wait_for_end(cache_dir: str) -> None:
     timer), for the process before measure to end: it holds COLD_LOCK from birth to death."""
     import fcntl
 
-    from compilekit.launch import locks
+    from compilekit.measure import locks
     from compilekit.model.store import open_lock
 
     locks.release_shared()
@@ -105,7 +105,7 @@ def capture_beside(cell) -> bool:
     for it only before the kernel map: in a sweep that gave the timed calls a core of their own
     (locks.QUIET_ENV) and the GPU a lock, so the capture compiles on other cores and its kernels
     wait for the figures. A single run waits for it first: nothing keeps it off the timing."""
-    from compilekit.launch import locks
+    from compilekit.measure import locks
 
     return (
         separate_capture(cell)
@@ -138,8 +138,7 @@ def run_cold(cell, cache_dir: str, result) -> None:
 
         from compilekit.compile import settings
         from compilekit.evidence import diagnose
-        from compilekit.launch import locks
-        from compilekit.measure import inputs
+        from compilekit.measure import inputs, locks
         from compilekit.model.store import write_json
 
         variant = failures.cell_variant(cell)
@@ -178,8 +177,7 @@ def run_cold(cell, cache_dir: str, result) -> None:
 
 def run_capture(cell, cache_dir: str, result) -> None:
     """The capture recompile in a fresh process of its own, after the cold one."""
-    from compilekit.launch import locks
-    from compilekit.measure import inputs
+    from compilekit.measure import inputs, locks
 
     with result.step("imports"):  # torch, and the variant's module
         import torch  # noqa: F401
@@ -196,10 +194,10 @@ def _capture(cell, variant, args, capture_dir: str, result) -> None:
     """Recompile with every capture on -> capture_dir/{depyf/, torch_trace/, graphs.json,
     passes.json, steps.json}. The GPU shared, not alone: max-autotune's choices are read back
     from the cold compile's cache, nothing is benchmarked (should it tune again, RETUNED says so
-    and the measure process passes it on: capture_note)."""
+    and the measure process passes it on: measure/cell.py's read_capture)."""
     from compilekit.compile import capture, settings
     from compilekit.evidence import diagnose
-    from compilekit.launch import locks
+    from compilekit.measure import locks
     from compilekit.model.store import write_json
 
     graph_pass = calls.cell_pass(cell)  # a fresh one: its counts are this compile's
@@ -219,19 +217,3 @@ def _capture(cell, variant, args, capture_dir: str, result) -> None:
         graphs = capture.read_trace(os.path.join(capture_dir, "torch_trace"))
     write_json(os.path.join(capture_dir, "graphs.json"), graphs)
     write_json(os.path.join(capture_dir, "steps.json"), result.steps_s)
-
-
-def capture_note(cache_dir: str) -> str | None:
-    """What the measure process must say about the capture compile: that it tuned again, beside
-    other GPU work, so the kernel map it gave may name other choices than the timed compile's."""
-    path = os.path.join(cache_dir, "capture", RETUNED)
-    if not os.path.isfile(path):
-        return None
-    from compilekit.model.store import read_json
-
-    ops = read_json(path)
-    return (
-        f"the capture compile tuned {len(ops)} op(s) again instead of reading the cold "
-        "compile's choices, while the GPU was not its alone: the kernel map may name other "
-        "choices than the timed compile's"
-    )

@@ -1,4 +1,4 @@
-"""A decode cell's measure process (compilekit/measure/decode): the steps of cell.run_measure,
+"""A decode cell's measure process (compilekit/measure/decode): the steps of measure/cell.py,
 for a generation instead of one call.
 
 In order, as for every cell: imports; the eager generation (its greedy tokens are the
@@ -18,7 +18,9 @@ import contextlib
 import os
 
 from compilekit.evidence import gather as evidence
-from compilekit.launch import calls, coldphase, failures, warm
+from compilekit.launch import coldphase
+from compilekit.measure import calls, failures
+from compilekit.measure import cell as measure_cell
 from compilekit.measure.decode import figures
 from compilekit.measure.decode.generate import run_generate
 from compilekit.measure.decode.loop import run_loop
@@ -41,7 +43,7 @@ def run_decode(cell, stage_dir: str, cache_dir: str, result) -> None:
 
         from compilekit.compile import modes, settings
         from compilekit.evidence import envinfo
-        from compilekit.launch import locks
+        from compilekit.measure import locks
 
         variant = failures.cell_variant(cell)
     result.torch_version = torch.__version__
@@ -112,8 +114,8 @@ def _prepare(cell, variant, cache_dir: str, result):
     fns["step"] = session.step
     if cell.mode == "eager":
         return session, args, fns, eager
-    fns["step"] = warm.warm_compile(cell, variant, args, cache_dir, result)
-    warm.read_capture(cell, cache_dir, result)  # the cold process ended with its capture
+    fns["step"] = measure_cell.warm_compile(cell, variant, args, cache_dir, result)
+    measure_cell.read_capture(cell, cache_dir, result)  # the cold process ended with its capture
     from compilekit.compile import knobs, modes
 
     options = knobs.compile_options(modes.MODES[cell.mode][0], dict(cell.config))

@@ -9,7 +9,7 @@ node mounts at the same path. Done cells are never submitted again; a task whose
 died is retried by Ray (max_retries) and, past that, recorded as a failed cell.
 
 On a node, the cells of one sweep take turns the way a local sweep's do: each GPU Ray assigns
-has its lock file, and the timed phase holds the node's CPU alone (compilekit/launch/locks.py).
+has its lock file, and the timed phase holds the node's CPU alone (compilekit/measure/locks.py).
 Ray is optional (`pip install 'compilekit[ray]'`); nothing here is imported by a local sweep.
 """
 
@@ -26,8 +26,9 @@ import tempfile
 import time
 from collections import Counter
 
-from compilekit.launch import locks, runner, sweep, sweeprecord
+from compilekit.launch import runner, sweep, sweeprecord
 from compilekit.launch.rayjoin import connect, import_ray
+from compilekit.measure import locks
 from compilekit.model import result as results
 from compilekit.model.errors import UserError
 from compilekit.model.store import Busy, exclusive_lock

@@ -24,9 +24,9 @@ import sys
 import time
 
 from compilekit import ROOT
-from compilekit.launch import cache, coldphase, locks, reaper
+from compilekit.launch import cache, coldphase, reaper
 from compilekit.launch import cell as cell_process
-from compilekit.measure import fits
+from compilekit.measure import fits, locks
 from compilekit.model import result as results
 from compilekit.model.errors import UserError
 from compilekit.model.spec import check_timeout
@@ -90,7 +90,7 @@ def _start(phase, cell, stage_dir, cache_dir, timeout_s, env, log, pass_fds=()):
     cmd = [sys.executable, "-m", "compilekit.launch.cell", phase, json.dumps(cell.to_dict()),
            stage_dir, cache_dir, str(timeout_s)]  # fmt: skip
     lock_path, fds = child_env.get("COMPILEKIT_CPU_LOCK"), ()
-    if lock_path:  # start up under the sweep's shared CPU lock (compilekit/launch/locks.py)
+    if lock_path:  # start up under the sweep's shared CPU lock (compilekit/measure/locks.py)
         fd = locks.shared_fd(lock_path)
         fds, child_env["COMPILEKIT_CPU_LOCK_FD"] = (fd,), str(fd)
     print(f"--- compilekit: {phase} process ---", file=log, flush=True)

@@ -15,8 +15,9 @@ import tempfile
 import threading
 import time
 
-from compilekit.launch import cache, locks, runner
+from compilekit.launch import cache, runner
 from compilekit.launch.sweeprecord import summary, write_sweep_json
+from compilekit.measure import locks
 from compilekit.model import kernelfile
 from compilekit.model import result as results
 from compilekit.model.errors import UserError
@@ -205,7 +206,7 @@ def run_sweep(
 
     gpus: CUDA device indices to spread cells over; None or [] runs one cell at a time on the
     default device. Each GPU gets `per_gpu` cell processes at once; they take turns on the GPU
-    and on the CPU's timed phase (compilekit/launch/locks.py), so every timing has both to itself.
+    and on the CPU's timed phase (compilekit/measure/locks.py), so every timing has both to itself.
     A second sweep into the same out_dir is refused (UserError naming the holder's PID).
     """
     log = log or sys.stdout  # the stdout of the call, not of the import

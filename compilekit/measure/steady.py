@@ -30,7 +30,7 @@ def time_cell(cell, variant, compiled, args, result, alone=contextlib.nullcontex
     from another process on a shared host says nothing about the code. Every attempt's medians
     are kept in timing_attempts, with what else used the CPU meanwhile (cpuwatch). `alone()`
     holds what the timed calls must have to themselves (in a sweep, the GPU and a core:
-    launch/locks.py) for each attempt, and is let go during the pause between attempts."""
+    measure/locks.py) for each attempt, and is let go during the pause between attempts."""
     from compilekit.measure import cpuwatch
 
     attempts = []

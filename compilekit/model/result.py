@@ -7,7 +7,7 @@ The verdict (`status`) is decided here and nowhere else:
 - `wrong`: over the bound, NaN, or the wrong output shape;
 - `unsupported`: an explicit refusal (compilekit.model.errors.Unsupported, torch's "No available
   kernel", a device or dtype torch does not implement), or a failure under a mode the variant
-  declares a known limitation (KNOWN_LIMITS; compilekit.launch.failures.failure_in_mode);
+  declares a known limitation (KNOWN_LIMITS; compilekit.measure.failures.failure_in_mode);
 - `failed`: anything else: the reason here, the traceback in log.txt.
 Quantities that do not exist for a cell (compile times of an eager cell, TFLOP/s of a variant
 that declares no FLOPs) are None, written as null.

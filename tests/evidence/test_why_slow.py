@@ -40,12 +40,14 @@ def test_the_capture_recompile_follows_the_cold_figure_and_compiles_share_the_gp
     """The capture recompile comes after cold.json is written: in the cold process itself, or
     under max-autotune in a fresh process of its own (in the same process it would tune again).
     Every compile, max-autotune's too, and the capture share the GPU: only Inductor's
-    benchmarks inside a compile take it alone (tests/launch/test_locks.py). If the capture
+    benchmarks inside a compile take it alone (tests/measure/test_locks.py). If the capture
     tunes again after all, the measure process says so."""
     import contextlib
 
     from compilekit.compile import capture
-    from compilekit.launch import calls, coldphase
+    from compilekit.launch import coldphase
+    from compilekit.measure import calls
+    from compilekit.measure import cell as measure_cell
     from compilekit.model.result import for_cell
     from compilekit.model.spec import Cell, parse_shape
     from compilekit.model.store import write_json
@@ -77,9 +79,13 @@ def test_the_capture_recompile_follows_the_cold_figure_and_compiles_share_the_gp
     assert "gpu_lock_wait_s" in json.loads((cache / "cold.json").read_text())["steps_s"]
     coldphase.run_capture(tuned, str(cache), for_cell(tuned))  # its own process's work
     assert seen[1:] == [{"gpu": "shared", "cold_json": True}]
-    assert coldphase.capture_note(str(cache)) is None
-    write_json(str(cache / "capture" / coldphase.RETUNED), [{"op": "bmm"}, {"op": "bmm"}])
-    assert "tuned 2 op(s) again" in coldphase.capture_note(str(cache))
+    read = for_cell(tuned)
+    read.compile_notes = {}
+    measure_cell.read_capture(tuned, str(cache), read)
+    assert "capture" not in read.compile_notes
+    write_json(str(cache / "capture" / measure_cell.RETUNED), [{"op": "bmm"}, {"op": "bmm"}])
+    measure_cell.read_capture(tuned, str(cache), read)
+    assert "tuned 2 op(s) again" in read.compile_notes["capture"]
 
 
 def test_matmul_kernels_carry_their_bytes_and_flops_from_the_profile(run_cell):

@@ -24,9 +24,11 @@ def test_an_eager_block_shows_what_each_op_allocated_per_pass(tmp_path):
     assert abs(by_name["aten::empty"]["allocated_mb"] - 4.0) < 0.01
     assert by_name["aten::mul"]["calls_per_forward"] == 1
     assert "compilekit.profile" not in by_name  # the range around the block is not an op
-    assert "peak, reserved memory and fragmentation are the CUDA caching allocator's" in (
-        p.memory["note"]
-    ) and p.peak_memory_mb is None  # the CPU has no caching allocator to ask
+    assert (
+        "peak, reserved memory and fragmentation are the CUDA caching allocator's"
+        in (p.memory["note"])
+        and p.peak_memory_mb is None
+    )  # the CPU has no caching allocator to ask
     by_memory = p.table(by="memory")
     assert "measured on CUDA only" in by_memory and p.memory["note"] not in by_memory  # once
     table = p.table(by="memory").splitlines()

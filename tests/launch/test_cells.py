@@ -48,7 +48,7 @@ def test_every_variant_eager_on_cpu(run_cell, variant):
     if variant in NO_CPU_KERNEL:
         # torch's own refusal, in torch's words
         assert result.status == "unsupported", result.reason
-        from compilekit.launch.failures import REFUSALS
+        from compilekit.measure.failures import REFUSALS
 
         assert any(words in result.reason for words in REFUSALS), result.reason
         return

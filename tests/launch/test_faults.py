@@ -566,7 +566,7 @@ def test_out_of_memory_beside_other_processes_says_to_run_it_alone():
     told only to shrink its shape."""
     import torch
 
-    from compilekit.launch.failures import classify
+    from compilekit.measure.failures import classify
 
     ended = classify(torch.OutOfMemoryError(OOM_BESIDE_OTHERS), "4x16x16384x64")
     assert ended.status == "failed"
@@ -590,7 +590,7 @@ SDPA_GQA_WARNINGS = [
 
 
 def test_a_backends_refusal_is_one_sentence_and_of_gqa_says_so():
-    from compilekit.launch.failures import refusal
+    from compilekit.measure.failures import refusal
     from compilekit.model.spec import parse_shape
 
     gqa, dense = parse_shape("1x32g8x1x8192x128"), parse_shape("1x32x1x8192x128")
@@ -620,7 +620,7 @@ def test_out_of_memory_outside_the_eager_probe_is_named_as_such():
     """A cell process that runs out of memory making its inputs or compiling gets the same
     out-of-memory reason as the eager probe (so a sweep runs it again alone), not a bare
     "RuntimeError: CUDA error" that reads like a bug; any other error keeps torch's words."""
-    from compilekit.launch.failures import failure_outside_probe, record_end
+    from compilekit.measure.failures import failure_outside_probe, record_end
     from compilekit.model.result import CellResult
     from compilekit.model.spec import Cell, parse_shape
 
@@ -649,7 +649,7 @@ def test_an_eager_probe_out_of_memory_lets_go_of_what_the_failed_call_held():
 
     import torch
 
-    from compilekit.launch.calls import eager_first
+    from compilekit.measure.calls import eager_first
     from compilekit.model.spec import Cell, parse_shape
 
     held = []
@@ -675,7 +675,7 @@ def test_a_parallel_sweep_runs_a_cell_out_of_memory_again_alone(tmp_path, monkey
     import threading
 
     from compilekit.launch import runner, sweep
-    from compilekit.launch.failures import classify, failure_outside_probe
+    from compilekit.measure.failures import classify, failure_outside_probe
     from compilekit.userexperiment import load_experiment
 
     path = tmp_path / "two.toml"

@@ -67,7 +67,6 @@ def test_verdicts_follow_the_interval(tmp_path):
     assert wide.verdict == "inconclusive" and wide.low < 1 < wide.high
 
 
-
 def test_a_cell_host_bound_on_one_side_is_judged_on_both_sides_loops(tmp_path):
     """A busy host made BASE host-bound (its loop 3 ms over a 1 ms median), NEW not: both
     sides' loops are divided, never BASE's loop by NEW's median; without a loop on one side,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import traceback
 
-from compilekit.launch import failures
+from compilekit.measure import failures
 
 
 def make_device_context(device: str, result) -> None:
@@ -91,7 +91,7 @@ def checked(out, expected: tuple, what: str, result) -> None:
 def compiled_first_call(cell, variant, args, record: dict | None = None):
     """A fresh torch.compile wrapper and the seconds of its first call (the compile), less the
     seconds it waited in a sweep for another cell's figure (record["gpu_lock_wait_s"] grows
-    by them: compilekit/launch/locks.py)."""
+    by them: compilekit/measure/locks.py)."""
     from compilekit.compile import modes
     from compilekit.measure import timing
 

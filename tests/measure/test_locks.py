@@ -1,4 +1,4 @@
-"""Taking turns in a sweep (compilekit/launch/locks.py): the CPU lock (a timer has the CPU alone,
+"""Taking turns in a sweep (compilekit/measure/locks.py): the CPU lock (a timer has the CPU alone,
 and readers that come while it waits wait for it), the quiet cores, the GPU lock. Processes,
 not threads: the locks are held per process."""
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from compilekit.launch import locks
+from compilekit.measure import locks
 from tests.conftest import gpu_lock_state
 
 CTX = multiprocessing.get_context("fork")
@@ -98,8 +98,8 @@ def test_the_measure_process_holds_the_gpu_alone_only_for_its_figures(tmp_path, 
     """Timed calls and the profile: the GPU alone. The eager probe, the float64 reference:
     shared with other cells' GPU work that yields no figure."""
     from compilekit.evidence import gather
-    from compilekit.launch import calls, cell
-    from compilekit.measure import inputs, steady
+    from compilekit.launch import cell
+    from compilekit.measure import calls, inputs, steady
     from compilekit.model.result import for_cell
     from compilekit.model.spec import Cell, parse_shape
 
@@ -302,7 +302,8 @@ def test_the_cold_process_takes_the_gpu_after_its_cpu_work(tmp_path, monkeypatch
     import contextlib
 
     from compilekit.compile import settings
-    from compilekit.launch import calls, coldphase
+    from compilekit.launch import coldphase
+    from compilekit.measure import calls
     from compilekit.model.result import for_cell
     from compilekit.model.spec import Cell, parse_shape
 

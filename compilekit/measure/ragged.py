@@ -17,7 +17,7 @@ def another_batch(shape, seed: int):
 
 
 def second_batch(cell, variant, compiled) -> dict:
-    """The record of a compiled call on another batch (cell.run_measure keeps it in
+    """The record of a compiled call on another batch (measure_cell keeps it in
     result.varlen["second_batch"])."""
     from torch._dynamo.utils import counters
 
