@@ -18,10 +18,6 @@ from compilekit.report import pages
 
 # Big enough that kernel time dominates Python overhead (the 15% sum check needs that).
 CPU_SHAPE = "1x8x512x64"
-# The suite's cells are tiny: their timings' spread is a CPU's jitter, and re-timing each after a
-# pause (about 2 s a cell, 70 s a suite) would test nothing that the retime tests do not
-# (tests/verify/test_verdicts.py, which set it back). Inherited by every process a test starts.
-os.environ.setdefault("COMPILEKIT_RETIMES", "0")
 SMALL_SHAPE = "1x4x128x32"  # H a multiple of the GQA group (4)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CPU_SMALL = os.path.join(ROOT, "experiments", "cpu_small.toml")

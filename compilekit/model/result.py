@@ -85,9 +85,6 @@ class CellResult:
     host_bound: bool | None = None
     noisy: bool | None = None  # the timing spread or the machine's load says it was disturbed
     noise_note: str | None = None
-    timing_attempts: list | None = None  # each attempt's medians, when one was re-timed
-    # the kept attempt's CPU use by other processes and the hypervisor (measure/cpuwatch.py)
-    cpu_use: dict | None = None
     flops: float | None = None  # as the variant declares them; None: it declares none
     tflops: float | None = None
     eager_tflops: float | None = None
@@ -229,7 +226,6 @@ FIELD_TYPES = {
 # List fields whose entries the views format: each entry a dict with these keys and types.
 NESTED = {
     "attempts": {"dir": (str,), "status": (str,)},
-    "timing_attempts": {"compiled_ms": (int, float)},
 }
 
 

@@ -13,8 +13,6 @@ import json
 import sys
 import time
 
-from compilekit.measure import cpuwatch
-
 CPU_SAMPLES = 100
 LOOP_REPEATS = 21
 
@@ -89,12 +87,9 @@ def _time_bare(cell, loop_calls: int, loop_repeats: int) -> None:
 
             if hasattr(async_compile, "shutdown_compile_workers"):
                 async_compile.shutdown_compile_workers()
-        with cpuwatch.watch() as watched:
-            bare = {"median_ms": bare_median_ms(fn, args, cell.device)}
-            if loop_calls:
-                bare["loop_ms"] = bare_loop_ms(fn, args, loop_calls, loop_repeats)
-        if watched.use is not None:
-            bare["cpu_use"] = watched.use.to_dict() | {"text": watched.use.text()}
+        bare = {"median_ms": bare_median_ms(fn, args, cell.device)}
+        if loop_calls:
+            bare["loop_ms"] = bare_loop_ms(fn, args, loop_calls, loop_repeats)
         print(json.dumps(bare))
 
 

@@ -64,19 +64,8 @@ def verify(
             f"  host-bound (GPU busy {result.gpu_busy_share:.0%}): judged by a user's loop, "
             "whose time follows the host's CPU"
         )
-    busy = [run["cpu_use"]["text"] for run in runs if _busy(run.get("cpu_use"))]
-    if busy:
-        lines.append(f"  while a bare process timed, {busy[0]}")
     lines.append(f"  every figure: {os.path.join(run_dir, 'verify.json')}")
     return _kept(run_dir, lines, verdict, tolerance, toolkit_ms=toolkit, key=key, bare=runs)
-
-
-def _busy(use: dict | None) -> bool:
-    """Other processes, or the hypervisor, took a core or more while a bare process timed (the
-    measure process's own rule for a disturbed timing, without its share of the machine)."""
-    from compilekit.measure.steady import BUSY_OTHERS_CORES
-
-    return bool(use) and max(use["others_cores"], use["steal_cores"]) >= BUSY_OTHERS_CORES
 
 
 def _kept(run_dir: str, lines: list, verdict: str, tolerance: float, **data) -> tuple[str, str]:
@@ -176,8 +165,7 @@ def _bare_env(cell, cache_root: str) -> dict:
 
 def _bare_once(cell, env: dict, loop_calls: int = 0) -> dict:
     """One fresh process's bare figures (ms): {"median_ms"} (do_bench or perf_counter), and
-    "loop_ms" (LOOP_REPEATS loops of loop_calls calls) when loop_calls is set (CUDA), and the
-    other processes' CPU use while it timed ("cpu_use", where /proc tells)."""
+    "loop_ms" (LOOP_REPEATS loops of loop_calls calls) when loop_calls is set (CUDA)."""
     from compilekit.model.errors import UserError
 
     command = [sys.executable, "-m", "compilekit.verify.bare", json.dumps(cell.to_dict()),

@@ -105,8 +105,6 @@ def test_result_json_contract(run_cell):
     assert ("cold_process" in steps) == first
     assert on_disk["compile_cold_s"] > 0  # measured by this run or by the one that compiled it
     assert {"cold.compile_cold", "capture.compile_capture"} <= set(steps)
-    if sys.platform.startswith("linux"):  # what else used the CPU while it was timed
-        assert on_disk["cpu_use"]["wall_s"] > 0 and on_disk["cpu_use"]["others_cores"] >= 0
     # the artifacts parse, and the trace holds the fused C++ kernel the map names
     with open(os.path.join(result.run_dir, "trace.json")) as f:
         names = {e.get("name", "") for e in json.load(f)["traceEvents"]}
@@ -163,7 +161,6 @@ def _key_of_a_copy(tmp_path):
     tmp_path (each call a fresh process, so edits to the copy count)."""
     import shutil
     import subprocess
-    import sys
 
     from tests.conftest import ROOT
 

@@ -588,7 +588,7 @@ def test_a_check_keeps_its_raw_figures_beside_the_run(run_cell, tmp_path, monkey
     """Each verify appends what it measured to the run's verify.json (every bare process's
     figures, what others used of the CPU meanwhile), so a verdict can be re-read, not only its
     report; a run directory that cannot be written keeps the verdict and says the figures were
-    lost. Other processes busy on the CPU while a bare process timed get one line."""
+    lost."""
     import json
     import shutil
 
@@ -598,15 +598,13 @@ def test_a_check_keeps_its_raw_figures_beside_the_run(run_cell, tmp_path, monkey
     run = tmp_path / "run"
     shutil.copytree(run_cell("naive", "eager").run_dir, run)
     (run / "verify.json").unlink(missing_ok=True)  # other tests' checks of the shared run
-    busy = {"others_cores": 1.6, "steal_cores": 0.0, "text": "other processes used 1.6 cores"}
-    figures = [{"median_ms": 1.00}, {"median_ms": 1.01, "cpu_use": busy}, {"median_ms": 0.99}]
+    figures = [{"median_ms": 1.00}, {"median_ms": 1.01}, {"median_ms": 0.99}]
     bares = iter(figures)
     monkeypatch.setattr(verify, "_bare_once", lambda c, env, calls: next(bares))
     report, verdict = verify.verify(str(run), 100.0, repeat=3)
     (entry,) = json.loads((run / "verify.json").read_text())
     assert (entry["verdict"], "\n".join(entry["report"])) == (verdict, report)
     assert entry["bare"] == figures and entry["key"] == "median_ms"
-    assert "  while a bare process timed, other processes used 1.6 cores" in report.splitlines()
 
     def refuse(path, data):
         raise PermissionError(13, "Permission denied")
@@ -621,40 +619,20 @@ def _timing(median, low, p90):
     return {"median_ms": median, "p10_ms": low, "p90_ms": p90, "min_ms": low, "samples": 100}
 
 
-class _QuietWatch:
-    """cpuwatch.watch on a CPU that nothing disturbed: the tests' own machine may change speed
-    meanwhile (this VM's did, 49 -> 83 ns per loop step), which would add an attempt."""
-
-    def __init__(self, cores=None):
-        self.cores = cores
-
-    def __enter__(self):
-        self.use = None
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _time_with(monkeypatch, benches, watch=_QuietWatch, retimes=None, load=0.0, alone=None):
-    """Run steady.time_cell with timing.bench answering `benches`, given as (eager, compiled)
-    per attempt (steady.timed_calls asks for compiled first), and `watch` as cpuwatch.watch;
-    retimes: COMPILEKIT_RETIMES (None: unset, the default count); load: the load average."""
+def _time_with(monkeypatch, benches, load=0.0, pinned=False, alone=None):
+    """Run steady.time_cell with timing.bench answering `benches` (eager, compiled; timed
+    compiled first), the load average `load`, on a thread pinned to some cores or not."""
     import os
     import types
 
-    from compilekit.measure import cpuwatch, steady, timing
+    from compilekit.measure import steady, timing
     from compilekit.model.result import CellResult
 
-    monkeypatch.setattr(cpuwatch, "watch", watch)
-    answers = iter([b for i in range(0, len(benches), 2) for b in (benches[i + 1], benches[i])])
+    answers = iter([benches[1], benches[0]])
     monkeypatch.setattr(timing, "bench", lambda fn, args, device: next(answers))
-    monkeypatch.setattr(steady, "RETIME_PAUSE_S", 0.0)
-    if retimes is None:  # not the suite's own setting (tests/conftest.py)
-        monkeypatch.delenv("COMPILEKIT_RETIMES", raising=False)
-    else:
-        monkeypatch.setenv("COMPILEKIT_RETIMES", retimes)
     monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load), raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(steady, "_pinned", lambda: pinned)
     spec = types.SimpleNamespace(device="cpu", mode="default", shape=None)
     variant = types.SimpleNamespace(attention=None, flops=None)
     result = CellResult(
@@ -664,16 +642,18 @@ def _time_with(monkeypatch, benches, watch=_QuietWatch, retimes=None, load=0.0, 
     return result
 
 
-def test_a_disturbed_timing_is_taken_again_and_the_quietest_attempt_kept(monkeypatch, tmp_path):
+def test_a_disturbed_timing_is_flagged_with_its_reason_and_reported(monkeypatch, tmp_path):
+    """A wide spread marks the cell noisy, taken once: its figure stays, with the note in the
+    run's notes and in a sweep's "Timings that may be disturbed"; a tight one is clean."""
     quiet, disturbed = _timing(1.0, 0.98, 1.05), _timing(1.6, 0.99, 2.4)
-    result = _time_with(monkeypatch, [quiet, disturbed, quiet, _timing(1.01, 0.99, 1.04)])
-    assert result.compiled_ms == 1.01 and not result.noisy and result.noise_note is None
-    assert [a["compiled_ms"] for a in result.timing_attempts] == [1.6, 1.01]
-    assert result.timing_attempts[0]["noise"].startswith("p90 is 2.42x")
-    # said in the run's notes and, for a sweep, under "Timings that may be disturbed"
+    clean = _time_with(monkeypatch, [quiet, _timing(0.5, 0.49, 0.52)])
+    assert clean.compiled_ms == 0.5 and not clean.noisy and clean.noise_note is None
+    result = _time_with(monkeypatch, [quiet, disturbed])
+    assert result.compiled_ms == 1.6 and result.noisy
+    assert result.noise_note == "p90 is 2.42x the fastest sample"
     from compilekit.report import cellview, sweepreport
 
-    line = "re-timed: 2 attempts, compiled medians 1.6, 1.01 ms; kept the quietest"
+    line = "noisy timing: p90 is 2.42x the fastest sample; run the cell again on a quiet machine"
     assert line in cellview.cell_notes(result)
     result.status, result.label = "ok", "v__default__1x1x8x8__float32__cpu"
     cell_dir = tmp_path / result.label
@@ -681,67 +661,22 @@ def test_a_disturbed_timing_is_taken_again_and_the_quietest_attempt_kept(monkeyp
     result.save(str(cell_dir))
     sweepreport.report(str(tmp_path))
     disturbed = (tmp_path / "REPORT.md").read_text().split("## Timings that may be disturbed")[1]
-    assert f"`v` / `default` / 1x1x8x8: {line}" in disturbed
+    assert "`v` / `default` / 1x1x8x8: p90 is 2.42x the fastest sample" in disturbed
 
 
-def test_a_timing_disturbed_every_time_stays_noisy_with_its_fastest_attempt(monkeypatch):
-    """Beside busy processes on a small CPU the first attempt read 48 ms, every sample alike
-    (the tightest spread), where the call takes 0.15 ms: the fastest attempt is kept."""
-    from compilekit.measure import cpuwatch
-
-    class Busy(_QuietWatch):
-        def __exit__(self, *exc):
-            self.use = cpuwatch.CpuUse(1.0, 1.0, 0.0, [("python -c while True: pass", 0.5)])
-
-    import os
-
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    quiet = _timing(0.15, 0.14, 0.16)
-    tries = [_timing(48.0, 44.0, 52.0), _timing(0.154, 0.1, 0.177), _timing(0.166, 0.1, 0.162)]
-    result = _time_with(monkeypatch, [b for t in tries for b in (quiet, t)], Busy)
-    assert result.compiled_ms == 0.154 and result.noisy and "1.77x" in result.noise_note
-    assert [a["compiled_ms"] for a in result.timing_attempts] == [48.0, 0.154, 0.166]
-
-
-def test_a_timing_beside_busy_processes_is_taken_again_and_says_what_ran(monkeypatch):
-    """Tight samples are not enough: the timed phase is meant to have the CPU to itself, so an
-    attempt while other processes kept cores busy is re-timed, and a clean one is kept even
-    over a busy one with a smaller spread."""
-    from compilekit.measure import cpuwatch
-
-    uses = iter(
-        [
-            cpuwatch.CpuUse(3.0, 2.5, 0.0, [("python3 -m compilekit.launch.cell cold", 2.4)]),
-            cpuwatch.CpuUse(3.0, 0.1, 0.0, []),
-        ]
-    )
-
-    class Watch(_QuietWatch):
-        def __exit__(self, *exc):
-            self.use = next(uses)
-
-    import os
-
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # 2.5 other cores of 2: busy
+def test_a_loaded_machine_marks_a_timing_unless_it_ran_on_a_core_of_its_own(monkeypatch):
+    """A load average over the cores says another process competed; a thread pinned to a core
+    of its own (a sweep's quiet core) is judged by its spread alone: the machine's load, the
+    other cells' compiles, says nothing of that core."""
     quiet = _timing(1.0, 0.99, 1.0)
-    result = _time_with(
-        monkeypatch, [quiet, _timing(1.3, 1.29, 1.3), quiet, _timing(1.0, 0.98, 1.04)], Watch
-    )
-    assert result.compiled_ms == 1.0 and not result.noisy
-    busy = result.timing_attempts[0]
-    assert (
-        "other processes used 2.5 cores (python3 -m compilekit.launch.cell cold 2.4)"
-        in busy["noise"]
-    )
-    assert busy["cpu_use"]["others_cores"] == 2.5
-    assert result.cpu_use["others_cores"] == 0.1
+    loaded = _time_with(monkeypatch, [quiet, quiet], load=5.0)
+    assert loaded.noisy and loaded.noise_note == "load average 5.0 on 2 cores"
+    assert not _time_with(monkeypatch, [quiet, quiet], load=5.0, pinned=True).noisy
 
 
-def test_the_pause_before_a_retiming_lets_go_of_what_the_timed_calls_hold(monkeypatch):
-    """In a sweep the timed calls hold the GPU (and a core) alone; the pause before a second
-    attempt, which waits for a disturbance to pass, leaves them to the other cells."""
+def test_the_timed_calls_hold_what_they_need_alone_once(monkeypatch):
+    """In a sweep the timed calls hold the GPU (and a core) alone, once, around all of them."""
     import contextlib
-    import time
 
     events = []
 
@@ -751,44 +686,9 @@ def test_the_pause_before_a_retiming_lets_go_of_what_the_timed_calls_hold(monkey
         yield
         events.append("let go")
 
-    monkeypatch.setattr(time, "sleep", lambda seconds: events.append("pause"))
     quiet, disturbed = _timing(1.0, 0.98, 1.05), _timing(1.6, 0.99, 2.4)
-    _time_with(monkeypatch, [quiet, disturbed, quiet, quiet], alone=alone)
-    assert events == ["take", "let go", "pause", "take", "let go"], events
-
-
-def test_a_timing_on_a_core_of_its_own_is_judged_by_that_core(monkeypatch):
-    """In a sweep the timing thread runs on a core no other cell process uses: the machine's
-    load average and the other cores' compiles say nothing about it (counted, they would mark
-    every timing of a busy sweep disturbed, and each re-timing holds the GPU), but another
-    process on that core does."""
-    import os
-
-    from compilekit.measure import cpuwatch
-
-    watched = []
-    uses = iter([cpuwatch.CpuUse(2.0, 0.0, 0.0, [], cores=[7])])
-
-    class Watch(_QuietWatch):
-        def __exit__(self, *exc):
-            watched.append(self.cores)
-            self.use = next(uses)
-
-    monkeypatch.setattr(cpuwatch, "timing_cores", lambda: frozenset({7}))
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    quiet = _timing(1.0, 0.99, 1.0)
-    result = _time_with(monkeypatch, [quiet, quiet, quiet, quiet], Watch, load=40.0)
-    assert watched == [frozenset({7})]  # one attempt, watching core 7
-    assert result.compiled_ms == 1.0 and not result.noisy
-    from compilekit.measure.steady import noise_note
-
-    alone = cpuwatch.CpuUse(2.0, 0.0, 0.0, [], cores=[7])
-    assert noise_note([quiet], None, 1, alone, pinned=True) is None
-    on_mine = cpuwatch.CpuUse(2.0, 0.3, 0.0, [("python3 spin", 0.3)], cores=[7])
-    note = noise_note([quiet], None, 1, on_mine, pinned=True)
-    assert "other processes used 0.3 cores of CPUs 7 (python3 spin 0.3)" in note
-    # the same 0.3 cores over a whole 2-core machine leave the timer its own core
-    assert noise_note([quiet], 0.5, 2, on_mine) is None
+    _time_with(monkeypatch, [quiet, disturbed], alone=alone)
+    assert events == ["take", "let go"], events
 
 
 def test_the_timed_calls_follow_the_bare_childs_order(monkeypatch):
@@ -821,19 +721,6 @@ def test_the_timed_calls_follow_the_bare_childs_order(monkeypatch):
     eager, steady, _, loops = steady_mod.timed_calls(spec, variant, "eager", (), True)
     assert calls == [("do_bench", "eager"), ("loop", "eager"), ("host", "eager")]
     assert eager is steady and loops["eager"] is loops["compiled"]
-
-
-def test_compilekit_retimes_sets_how_often_a_disturbed_timing_is_taken_again(monkeypatch):
-    quiet, wide = _timing(1.0, 0.98, 1.05), _timing(1.5, 0.99, 2.7)
-    once = _time_with(monkeypatch, [wide, wide, quiet, quiet], retimes="0")
-    assert once.noisy and once.compiled_ms == 1.5 and once.timing_attempts is None
-    twice = _time_with(monkeypatch, [wide, wide, quiet, quiet], retimes="1")
-    assert not twice.noisy and twice.compiled_ms == 1.0 and len(twice.timing_attempts) == 2
-
-
-def test_a_quiet_timing_is_taken_once(monkeypatch):
-    result = _time_with(monkeypatch, [_timing(1.0, 0.98, 1.05), _timing(0.5, 0.49, 0.52)])
-    assert result.compiled_ms == 0.5 and result.timing_attempts is None and not result.noisy
 
 
 def test_a_host_bound_note_compares_eager_and_compiled_in_a_loop():
