@@ -85,6 +85,9 @@ class CellResult:
     host_bound: bool | None = None
     noisy: bool | None = None  # the timing spread or the machine's load says it was disturbed
     noise_note: str | None = None
+    # each attempt's medians, in records whose measure process re-timed a disturbed timing
+    # (published results keep them; a timing is now taken once)
+    timing_attempts: list | None = None
     flops: float | None = None  # as the variant declares them; None: it declares none
     tflops: float | None = None
     eager_tflops: float | None = None
@@ -226,6 +229,7 @@ FIELD_TYPES = {
 # List fields whose entries the views format: each entry a dict with these keys and types.
 NESTED = {
     "attempts": {"dir": (str,), "status": (str,)},
+    "timing_attempts": {"compiled_ms": (int, float)},
 }
 
 

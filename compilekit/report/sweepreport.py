@@ -20,6 +20,7 @@ from compilekit.report.cellview import (
     cell_name,
     headers,
     host_bound_text,
+    retimed_text,
     rows,
     speedup_text,
     why_slow_lines,
@@ -284,7 +285,11 @@ def _note_sections(results: list) -> list[str]:
     ]
     attempts = [f"- {cell_name(r)}: {attempts_text(r)}" for r in results if r.attempts]
     host_bound = [f"- {cell_name(r)}: {host_bound_text(r)}" for r in results if r.host_bound]
-    noisy = [f"- {cell_name(r)}: {r.noise_note}" for r in results if r.noisy]
+    noisy = [
+        f"- {cell_name(r)}: " + "; ".join(filter(None, [r.noise_note, retimed_text(r)]))
+        for r in results
+        if r.noisy or r.timing_attempts
+    ]
     why = why_slow(results)
     md = []
     if host_bound:
