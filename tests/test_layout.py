@@ -142,6 +142,19 @@ def test_importing_the_model_imports_no_torch():
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
+def test_the_command_line_and_a_cells_parent_import_no_torch():
+    """`compilekit run` spends none of a cell's seconds importing torch in the parent (1.6 s on
+    2 cores): the parser, the runner, the sweep and a cell process's entry module leave torch
+    to the processes that measure."""
+    code = (
+        "import sys\nimport compilekit.cli as cli\ncli.build_parser()\n"
+        "import compilekit.launch.runner, compilekit.launch.sweep, compilekit.launch.cell\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
 def test_every_module_is_named_in_the_layout_page():
     with open(os.path.join(ROOT, "docs", "layout.md")) as f:
         page = f.read()

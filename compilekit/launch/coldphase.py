@@ -18,7 +18,6 @@ import os
 import time
 
 from compilekit.measure import calls, failures
-from compilekit.measure.cell import RETUNED
 
 COLD_INCLUDES = (
     "the first compiled call in a fresh process with empty Inductor caches (after one eager "
@@ -198,6 +197,7 @@ def _capture(cell, variant, args, capture_dir: str, result) -> None:
     from compilekit.compile import capture, settings
     from compilekit.evidence import diagnose
     from compilekit.measure import locks
+    from compilekit.measure.cell import RETUNED
     from compilekit.model.store import write_json
 
     graph_pass = calls.cell_pass(cell)  # a fresh one: its counts are this compile's
