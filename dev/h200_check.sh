@@ -53,7 +53,9 @@
 #      with nvidia-smi's clock and power, and in bursts after an idle second (FA3's benchmark
 #      method), within W_S seconds; W_ARGS passes more (--gluon-tiles ..., --rounds N)
 #   K  dev/decode_varlen_bench.py: triton-flash at decode shapes and triton-flash-varlen on
-#      ragged batches against the other paths, checked, within K_S seconds
+#      ragged batches against the other paths, checked, within K_S seconds; then
+#      dev/ragged_decode_bench.py: decode over rows of different cache lengths, triton-flash's
+#      per-row lengths beside the padded paths, checked, within Y_S seconds (Y_ARGS passes more)
 #   Q  after B: the blog matrix again as `compilekit check` against B's sweep, every gate on (the
 #      GPU runner's workflow in docs/ci.md), within Q_S seconds; then `compilekit compare` of the
 #      two runs (table, markdown, json) and of each against the published H200 folder; both
@@ -194,7 +196,10 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
     K)
       timeout "$(within "${K_S:-240}")" python3 dev/decode_varlen_bench.py --check --json "$OUT/K_bench.json" ${K_ARGS:-} \
         > "$OUT/K_bench.txt" 2>&1
-      cat "$OUT/K_bench.txt" | grep -v "^ " ;;
+      cat "$OUT/K_bench.txt" | grep -v "^ "
+      timeout "$(within "${Y_S:-200}")" python3 dev/ragged_decode_bench.py --check \
+        --json "$OUT/Y_ragged.json" ${Y_ARGS:-} > "$OUT/Y_ragged.txt" 2>&1
+      grep -v "Warning\|^/\|^ " "$OUT/Y_ragged.txt" ;;
     T)
       timeout "$(within "${T_S:-240}")" python3 dev/decode_split_tune.py --json "$OUT/T_tune.json" \
         > "$OUT/T_tune.txt" 2>&1

@@ -171,6 +171,25 @@ def test_cached_attention_reads_each_rows_keys_only():
     assert "kv_lens must be int32 [2]" in refused
 
 
+def test_the_ragged_decode_bench_checks_every_path_against_each_rows_own_keys(tmp_path):
+    """dev/ragged_decode_bench.py, the table of issue 80's per-row lengths, through Triton's
+    interpreter: rows of different fill with NaN in their empty slots; the kernel with the
+    lengths and SDPA's masked padding both match float64 over each row's own keys, and the
+    padded kernel (which reads every slot) is timed but not judged."""
+    out = tmp_path / "rows.json"
+    proc = _child(
+        "import runpy; runpy.run_path('dev/ragged_decode_bench.py', run_name='__main__')",
+        "--device", "cpu", "--shapes", "3x4g2x96x16", "--repeats", "1", "--check",
+        "--paths", "triton-flash:lens,triton-flash:padded,sdpa:mask", "--json", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {r["path"]: r for r in json.loads(out.read_text())}
+    assert rows["triton-flash:lens"]["lens"][0] == 96 and len(set(rows["sdpa:mask"]["lens"])) > 1
+    for answering in ("triton-flash:lens", "sdpa:mask"):
+        assert rows[answering]["max_rel_err"] < 1e-5, rows[answering]
+    assert "max_rel_err" not in rows["triton-flash:padded"] and rows["triton-flash:padded"]["ms"]
+
+
 CACHED_OP = r"""
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
