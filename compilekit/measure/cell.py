@@ -48,8 +48,10 @@ def measure_cell(cell, variant, result, stage_dir: str, cache_dir: str, capture_
             calls.checked(out, expected, "compiled:", result)
             del out
     # 4. The timed calls, before any float64 reference, profiler or hook ran in this process.
+    # In a sweep they hold the GPU alone, and a core of their own where there is one to spare.
     with result.step("time"):
-        steady.time_cell(cell, variant, compiled, args, result, _alone(result, cell.device))
+        alone = lambda: locks.timed_alone(result.steps_s, cell.device)  # noqa: E731
+        steady.time_cell(cell, variant, compiled, args, result, alone)
     result.triton_autotuned = autotuned.choices() or None  # the configs the figures ran
     # 5. The float64 reference and the errors; eager's output is handed over as its only
     # reference, freed before the compiled call (the largest cells need that memory).
@@ -66,12 +68,6 @@ def measure_cell(cell, variant, result, stage_dir: str, cache_dir: str, capture_
     if result.varlen and cell.mode != "eager":
         with result.step("second_batch"), locks.gpu_shared_between_compiles(result.steps_s):
             result.varlen["second_batch"] = ragged.second_batch(cell, variant, compiled)
-
-
-def _alone(result, device: str):
-    """What the timed calls hold to themselves in a sweep (the GPU, and a core where there is
-    one to spare), as a context factory for each timing attempt."""
-    return lambda: locks.timed_alone(result.steps_s, device)
 
 
 def warm_compile(cell, variant, args, cache_dir: str, result):
