@@ -142,3 +142,24 @@ def test_page_of_a_measured_cell_without_its_kernel_map_keeps_the_numbers(tmp_pa
     ).save(str(run_dir))
     text = "".join(Tags(open(pages.run_page(str(run_dir))).read()).text)
     assert "No kernel map" in text and "kernels.json" in text and "1.25" in text
+
+
+def test_sources_and_kernels_are_highlighted_without_loading_lexer_plugins(monkeypatch):
+    """A page highlights Python and C++ by the lexer's name: looking a lexer up by file name
+    makes pygments import every package that registers one (IPython's took half of a run page's
+    0.7 s); a file of another kind is still highlighted, and an unknown one stays plain."""
+    from pygments import plugin
+
+    def scanned(group):
+        raise AssertionError(f"pygments scanned the installed packages for {group}")
+
+    monkeypatch.setattr(plugin, "iter_entry_points", scanned)
+    python = pages.highlight_lines("def f(x):\n    return x  # why\n", "variants/naive.py")
+    assert len(python) == 2 and 'class="k"' in python[0] and 'class="c1"' in python[1]
+    cpp = pages.highlight_lines("for(int i=0; i<8; i++) {}\n", "/tmp/cache/cpp/k.cpp")
+    assert 'class="k"' in cpp[0]
+    monkeypatch.undo()
+    toml = pages.highlight_lines('name = "cpu_small"\n', "experiments/cpu_small.toml")
+    assert "<span" in toml[0]
+    plain = pages.highlight_lines("just text\n", "notes.unknownsuffix")
+    assert plain == ["just text"]
