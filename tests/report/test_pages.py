@@ -154,12 +154,14 @@ def test_sources_and_kernels_are_highlighted_without_loading_lexer_plugins(monke
         raise AssertionError(f"pygments scanned the installed packages for {group}")
 
     monkeypatch.setattr(plugin, "iter_entry_points", scanned)
-    python = pages.highlight_lines("def f(x):\n    return x  # why\n", "variants/naive.py")
+    from compilekit.report.highlight import highlight_lines
+
+    python = highlight_lines("def f(x):\n    return x  # why\n", "variants/naive.py")
     assert len(python) == 2 and 'class="k"' in python[0] and 'class="c1"' in python[1]
-    cpp = pages.highlight_lines("for(int i=0; i<8; i++) {}\n", "/tmp/cache/cpp/k.cpp")
+    cpp = highlight_lines("for(int i=0; i<8; i++) {}\n", "/tmp/cache/cpp/k.cpp")
     assert 'class="k"' in cpp[0]
     monkeypatch.undo()
-    toml = pages.highlight_lines('name = "cpu_small"\n', "experiments/cpu_small.toml")
+    toml = highlight_lines('name = "cpu_small"\n', "experiments/cpu_small.toml")
     assert "<span" in toml[0]
-    plain = pages.highlight_lines("just text\n", "notes.unknownsuffix")
+    plain = highlight_lines("just text\n", "notes.unknownsuffix")
     assert plain == ["just text"]
