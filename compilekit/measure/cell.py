@@ -50,7 +50,7 @@ def measure_cell(cell, variant, result, stage_dir: str, cache_dir: str, capture_
     # 4. The timed calls, before any float64 reference, profiler or hook ran in this process.
     # In a sweep they hold the GPU alone, and a core of their own where there is one to spare.
     with result.step("time"):
-        alone = lambda: locks.timed_alone(result.steps_s, cell.device)  # noqa: E731
+        alone = locks.timed_alone(result.steps_s, cell.device)
         steady.time_cell(cell, variant, compiled, args, result, alone)
     result.triton_autotuned = autotuned.choices() or None  # the configs the figures ran
     # 5. The float64 reference and the errors; eager's output is handed over as its only

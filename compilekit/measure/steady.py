@@ -11,14 +11,14 @@ import os
 NOISY_SPREAD = 1.5
 
 
-def time_cell(cell, variant, compiled, args, result, alone=contextlib.nullcontext) -> None:
+def time_cell(cell, variant, compiled, args, result, alone=None) -> None:
     """Steady state of eager and compiled (do_bench on CUDA), the host cost of one call, and on
     CUDA a user's loop of each (back-to-back calls: what host-bound judgements read), with the
     noise note (noise_note) where the samples' spread or the machine's load says the timing was
-    disturbed. `alone()` holds what the timed calls must have to themselves (in a sweep, the
-    GPU and a core: measure/locks.py)."""
+    disturbed. `alone`, a context, holds what the timed calls must have to themselves (in a
+    sweep, the GPU and a core: measure/locks.py)."""
     with_eager = result.eager_note is None  # else eager ran out of memory: compiled alone
-    with alone():
+    with alone or contextlib.nullcontext():
         eager, steady, host, loops = timed_calls(cell, variant, compiled, args, with_eager)
         # in a sweep the timing thread had a core of its own: the machine's load says
         # nothing of that core, and the spread alone tells

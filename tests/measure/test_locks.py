@@ -118,7 +118,7 @@ def test_the_measure_process_holds_the_gpu_alone_only_for_its_figures(tmp_path, 
     monkeypatch.setattr(calls, "eager_first", noting("eager probe", calls.eager_first))
 
     def timing(cell, variant, compiled, args, result, alone):
-        with alone():  # what the measure process gives each timing attempt to hold
+        with alone:  # what the measure process gives the timed calls to hold
             seen["timed calls"] = gpu_lock_state(lock)
 
     monkeypatch.setattr(steady, "time_cell", timing)

@@ -638,7 +638,7 @@ def _time_with(monkeypatch, benches, load=0.0, pinned=False, alone=None):
     result = CellResult(
         variant="v", mode="default", shape="1x1x8x8", dtype="float32", device="cpu"
     )
-    steady.time_cell(spec, variant, None, (), result, *([alone] if alone else []))
+    steady.time_cell(spec, variant, None, (), result, alone and alone())
     return result
 
 
