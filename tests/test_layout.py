@@ -143,9 +143,9 @@ def test_importing_the_model_imports_no_torch():
 
 
 def test_the_command_line_and_a_cells_parent_import_no_torch():
-    """`compilekit run` spends none of a cell's seconds importing torch in the parent (1.6 s on
-    2 cores): the parser, the runner, the sweep and a cell process's entry module leave torch
-    to the processes that measure."""
+    """`compilekit run` spends none of a cell's seconds importing torch in the parent (seconds
+    of its own): the parser, the runner, the sweep and a cell process's entry module leave
+    torch to the processes that measure."""
     code = (
         "import sys\nimport compilekit.cli as cli\ncli.build_parser()\n"
         "import compilekit.launch.runner, compilekit.launch.sweep, compilekit.launch.cell\n"

@@ -19,7 +19,7 @@ def highlight_lines(code: str, filename: str) -> list[str]:
 
     options = {"stripnl": False, "ensurenl": False}
     # by name for the files a page shows: by file name, pygments first imports every installed
-    # package that registers a lexer (IPython's took 0.35 s of a 0.7 s run page)
+    # package that registers a lexer (IPython, for one), which can cost more than the page
     name = LEXER_NAMES.get(os.path.splitext(filename)[1])
     try:
         if name:

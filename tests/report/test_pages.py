@@ -146,8 +146,8 @@ def test_page_of_a_measured_cell_without_its_kernel_map_keeps_the_numbers(tmp_pa
 
 def test_sources_and_kernels_are_highlighted_without_loading_lexer_plugins(monkeypatch):
     """A page highlights Python and C++ by the lexer's name: looking a lexer up by file name
-    makes pygments import every package that registers one (IPython's took half of a run page's
-    0.7 s); a file of another kind is still highlighted, and an unknown one stays plain."""
+    makes pygments import every package that registers one (IPython, for one), which can cost
+    more than the page; a file of another kind is still highlighted, an unknown one stays plain."""
     from pygments import plugin
 
     def scanned(group):
