@@ -30,6 +30,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from compilekit.measure.inputs import max_rel_err  # noqa: E402
 from dev.decode_varlen_bench import bench  # noqa: E402
 
 SHAPES = "1x32g8x8192x128;16x32g8x8192x128;16x32g8x32768x128;64x32g8x8192x128"
@@ -128,9 +129,7 @@ def row(spec: str, shape: str, device: str, check: bool, repeats: int, seed: int
         out["gbps"] = held / (out["ms"] * 1e-3) / 1e9
         out["lens"] = lens.tolist()
         if check and answers:
-            ref = reference(q, k, v, lens)
-            err = (result.double().cpu() - ref).abs().max() / ref.abs().max()
-            out["max_rel_err"] = float(err)
+            out["max_rel_err"] = max_rel_err(result.cpu(), reference(q, k, v, lens))
     except Exception as exc:  # a refusal or a failure is this row's figure
         out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
     return out
