@@ -83,12 +83,10 @@ def main(argv: list[str]) -> int:
     phase, cell_json, stage_dir, cache_dir, timeout_s = argv
     reaper.die_with_parent_and_on_timeout(float(timeout_s), stage_dir)
     from compilekit.compile import modes
-    from compilekit.measure import locks
     from compilekit.model.errors import Unsupported, UserError
     from compilekit.model.result import for_cell
     from compilekit.model.spec import Cell
 
-    locks.adopt_inherited()
     cell = Cell.from_dict(json.loads(cell_json))
     result = for_cell(cell, processes={phase: PROCESS_NOTES[phase]})
     spawned_at = os.environ.get("COMPILEKIT_SPAWNED_AT")

@@ -41,24 +41,18 @@ class ColdEnded(Exception):
 
 def wait_for_measure_imports(cache_dir: str, result) -> None:
     """In the cold process, started beside the measure process: wait for its imports to be done
-    before the cold compile, so the cold figure has no other process's work beside it. The CPU
-    lock is let go meanwhile (a sweep's timer may be waiting for it, and the measure process
-    for that timer)."""
-    from compilekit.measure import locks
-
+    before the cold compile, so the cold figure has no other process's work beside it."""
     if not os.environ.get(BESIDE_ENV):
         return
     with result.step("wait_for_measure_imports"):
-        locks.release_shared()
         while not os.path.exists(os.path.join(cache_dir, IMPORTED)):
             time.sleep(0.01)
-        locks.acquire_shared()
 
 
 def wait_for_cold(cache_dir: str, result, cell=None) -> None:
     """In the measure process, started beside the cold process (under max-autotune, the
-    capture process, after the cold one): say its imports are done, then wait (without the CPU
-    lock) for that process to end, with the cache filled. Where the capture may run beside
+    capture process, after the cold one): say its imports are done, then wait for that process
+    to end, with the cache filled. Where the capture may run beside
     (capture_beside), only the cold compile's record is needed now: wait_for_capture waits for
     the rest before the kernel map. ColdEnded where no cold figure or capture was left."""
     if not os.environ.get(BESIDE_ENV):
@@ -82,20 +76,16 @@ def _left_behind(cache_dir: str, only_cold: bool = False) -> None:
 
 
 def _wait_for_end(cache_dir: str) -> None:
-    """Wait, without the CPU lock (a sweep's timer may want it, and the process waited for that
-    timer), for the process before measure to end: it holds COLD_LOCK from birth to death."""
+    """Wait for the process before measure to end: it holds COLD_LOCK from birth to death."""
     import fcntl
 
-    from compilekit.measure import locks
     from compilekit.model.store import open_lock
 
-    locks.release_shared()
     fd = open_lock(os.path.join(cache_dir, COLD_LOCK))
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
     finally:
         os.close(fd)
-    locks.acquire_shared()
 
 
 def capture_beside(cell) -> bool:
@@ -114,8 +104,8 @@ def capture_beside(cell) -> bool:
 
 
 def wait_for_capture(cell, cache_dir: str, result) -> None:
-    """In a measure process whose capture ran beside it (capture_beside): wait (without the CPU
-    lock) for the capture process to end. ColdEnded where it left no capture."""
+    """In a measure process whose capture ran beside it (capture_beside): wait for the capture
+    process to end. ColdEnded where it left no capture."""
     if not (os.environ.get(BESIDE_ENV) and capture_beside(cell)):
         return
     with result.step("wait_for_capture"):

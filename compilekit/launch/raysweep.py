@@ -9,7 +9,8 @@ node mounts at the same path. Done cells are never submitted again; a task whose
 died is retried by Ray (max_retries) and, past that, recorded as a failed cell.
 
 On a node, the cells of one sweep take turns the way a local sweep's do: each GPU Ray assigns
-has its lock file, and the timed phase holds the node's CPU alone (compilekit/measure/locks.py).
+has its lock file and, where the node has cores to spare, a core for its timed calls
+(compilekit/measure/locks.py); a CPU cell asks for every CPU of a node, so it runs alone.
 Ray is optional (`pip install 'compilekit[ray]'`); nothing here is imported by a local sweep.
 """
 
@@ -37,12 +38,13 @@ from compilekit.model.store import Busy, exclusive_lock
 MAX_RETRIES = 2
 
 
-def task_resources(device: str, override: dict | None) -> dict:
-    """What each cell's task asks of Ray: one GPU for a CUDA cell, one CPU for a CPU cell, or
-    the user's own (--ray-resources)."""
+def task_resources(device: str, override: dict | None, node_cpus: int) -> dict:
+    """What each cell's task asks of Ray: one GPU for a CUDA cell, a whole node's CPUs (the
+    smallest node's count: its kernels use every core, and nothing may run beside its timed
+    calls) for a CPU cell, or the user's own (--ray-resources)."""
     if override:
         return dict(override)
-    return {"GPU": 1} if device == "cuda" else {"CPU": 1}
+    return {"GPU": 1} if device == "cuda" else {"CPU": node_cpus}
 
 
 def _options(resources: dict) -> dict:
@@ -128,12 +130,7 @@ def _host_gpus(visible: str) -> list[str]:
 
 
 def _measure(cell, task: dict, node: dict) -> dict:
-    env = {
-        # the node's cells of this sweep take turns on the CPU's timed phase
-        "COMPILEKIT_CPU_LOCK": os.path.join(
-            tempfile.gettempdir(), f"compilekit-ray-{task['sweep_id']}.cpu.lock"
-        )
-    }
+    env = {}
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     if cell.device == "cuda" and gpus:  # the GPU Ray gave this task, locked like a local one
         env["CUDA_VISIBLE_DEVICES"] = gpus
@@ -218,7 +215,9 @@ def _run(ray, experiment, out_dir, done, todo, resources, shared_dir, cache_root
     from compilekit import __version__
 
     total, pending = len(experiment.cells), len(todo)
-    nodes = sorted({n.get("NodeManagerHostname", "?") for n in ray.nodes() if n.get("Alive")})
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    nodes = sorted({n.get("NodeManagerHostname", "?") for n in alive})
+    node_cpus = min((int(n.get("Resources", {}).get("CPU", 1)) for n in alive), default=1)
     print(
         f"{experiment.name}: {total} cells, {total - pending} already done, {pending} to run "
         f"on Ray ({len(nodes)} node{'s' * (len(nodes) != 1)}: {', '.join(nodes)})",
@@ -229,7 +228,6 @@ def _run(ray, experiment, out_dir, done, todo, resources, shared_dir, cache_root
     board = ray.remote(num_cpus=0)(Board).remote()
     task = {
         "compilekit": __version__,
-        "sweep_id": f"{os.getpid()}-{int(time.time())}",
         "shared_dir": os.path.abspath(out_dir) if shared_dir else None,
         "cache_root": cache_root,
         "fresh": fresh,
@@ -238,7 +236,7 @@ def _run(ray, experiment, out_dir, done, todo, resources, shared_dir, cache_root
     # submitted longest first: Ray starts tasks about in that order (a CUDA cell's task takes
     # a whole GPU unless --ray-resources says less)
     for cell in sweep.longest_first(todo):
-        res = task_resources(cell.device, resources)
+        res = task_resources(cell.device, resources, node_cpus)
         ref = remote.options(**_options(res)).remote(
             cell.to_dict(),
             {**task, "timeout_s": experiment.timeout_s.get(cell.label(), 900)},

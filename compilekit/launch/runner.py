@@ -89,27 +89,19 @@ def _start(phase, cell, stage_dir, cache_dir, timeout_s, env, log, pass_fds=()):
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, child_env.get("PYTHONPATH")]))
     cmd = [sys.executable, "-m", "compilekit.launch.cell", phase, json.dumps(cell.to_dict()),
            stage_dir, cache_dir, str(timeout_s)]  # fmt: skip
-    lock_path, fds = child_env.get("COMPILEKIT_CPU_LOCK"), ()
-    if lock_path:  # start up under the sweep's shared CPU lock (compilekit/measure/locks.py)
-        fd = locks.shared_fd(lock_path)
-        fds, child_env["COMPILEKIT_CPU_LOCK_FD"] = (fd,), str(fd)
     print(f"--- compilekit: {phase} process ---", file=log, flush=True)
     reaper.become_subreaper()  # a helper the cell starts in a session of its own comes here
-    try:
-        with reaper.LOCK:
-            proc = subprocess.Popen(
-                cmd,
-                env=child_env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                pass_fds=fds + tuple(pass_fds),
-            )
-            _RUNNING.add(proc)
-        locks.keep_off_quiet_cores(proc.pid, child_env)
-    finally:
-        for fd in fds:
-            os.close(fd)  # the child holds the lock now
+    with reaper.LOCK:
+        proc = subprocess.Popen(
+            cmd,
+            env=child_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=pass_fds,
+        )
+        _RUNNING.add(proc)
+    locks.keep_off_quiet_cores(proc.pid, child_env)
     return proc
 
 

@@ -49,15 +49,17 @@ def longest_first(cells) -> list:
 
 class Todo:
     """The cells left to run, handed to the sweep's workers longest_first, with at most
-    AUTOTUNE_PER_GPU max-autotune cells running on a GPU at once, and a cell whose matrix sets
+    AUTOTUNE_PER_GPU max-autotune cells running on a GPU at once, a cell whose matrix sets
     per_gpu (limits: label -> N) started only where its GPU then runs fewer than N cells and
-    runs none whose own N that would reach."""
+    runs none whose own N that would reach, and a CPU cell (its kernels use every core) only
+    where no other cell runs, with none started beside it."""
 
     def __init__(self, cells, limits: dict | None = None):
         self._cells = longest_first(cells)
         self._limits = limits or {}
         self._autotuning = collections.Counter()  # gpu -> its max-autotune cells running
         self._running = collections.defaultdict(list)  # gpu -> its running cells' limits
+        self._cpu_cell = False  # a CPU cell runs
         self._changed = threading.Condition()
 
     def __len__(self) -> int:
@@ -66,6 +68,8 @@ class Todo:
     def _fits(self, cell, gpu) -> bool:
         if gpu is None:  # a CPU sweep: one worker
             return True
+        if self._cpu_cell or cell.device == "cpu" and any(self._running.values()):
+            return False
         if _autotunes(cell) and self._autotuning[gpu] >= AUTOTUNE_PER_GPU:
             return False
         running = self._running[gpu]
@@ -81,6 +85,7 @@ class Todo:
                     if self._fits(cell, gpu):
                         self._autotuning[gpu] += _autotunes(cell)
                         self._running[gpu].append(self._limits.get(cell.label()))
+                        self._cpu_cell = gpu is not None and cell.device == "cpu"
                         return self._cells.pop(i)
                 self._changed.wait()
             return None
@@ -90,6 +95,7 @@ class Todo:
         with self._changed:
             self._autotuning[gpu] -= _autotunes(cell)  # take() counted it, whatever the gpu
             self._running[gpu].remove(self._limits.get(cell.label()))
+            self._cpu_cell = False if cell.device == "cpu" else self._cpu_cell
             self._changed.notify_all()
 
 
@@ -205,8 +211,9 @@ def run_sweep(
     """Run every missing cell of the experiment into out_dir; returns every cell's result.
 
     gpus: CUDA device indices to spread cells over; None or [] runs one cell at a time on the
-    default device. Each GPU gets `per_gpu` cell processes at once; they take turns on the GPU
-    and on the CPU's timed phase (compilekit/measure/locks.py), so every timing has both to itself.
+    default device. Each GPU gets `per_gpu` cell processes at once; they take turns on the GPU,
+    and each GPU's timed calls get a core of their own (compilekit/measure/locks.py), so every
+    timing has both to itself; a machine with too few cores for that runs one cell at a time.
     A second sweep into the same out_dir is refused (UserError naming the holder's PID).
     """
     log = log or sys.stdout  # the stdout of the call, not of the import
@@ -238,15 +245,21 @@ def _run_locked(experiment, out_dir, gpus, force, retry, cache_root, fresh, per_
     lock, start = threading.Lock(), time.perf_counter()
     finished = 0
     workers = [gpu for gpu in gpus for _ in range(per_gpu)] if gpus else [None]
-    shared, cores = {}, None
-    if len(workers) > 1:  # several cell processes at once: the timed phase takes the CPU alone
-        shared["COMPILEKIT_CPU_LOCK"] = os.path.join(tempfile.gettempdir(), "compilekit-cpu.lock")
-        cores = locks.core_plan(gpus)  # or a core of its own, where the machine has enough
+    cores = locks.core_plan(gpus) if len(workers) > 1 else None
+    if len(workers) > 1 and cores is None:  # a timing beside other cells' compiles
+        print(
+            f"{len(os.sched_getaffinity(0))} CPUs are too few to give each of {len(gpus)} GPU(s) "
+            "a core of its own for its timed calls: one cell at a time",
+            file=log,
+            flush=True,
+        )
+        workers = workers[:1]
 
     def launch(cell, gpu) -> results.CellResult:
-        env = dict(shared)
+        env = {}
         if gpu is not None:
-            env.update((cores or {}).get(gpu, {}))
+            if cell.device == "cuda":  # a CPU cell runs alone, on every core
+                env.update((cores or {}).get(gpu, {}))
             env["CUDA_VISIBLE_DEVICES"] = gpu
             env["COMPILEKIT_GPU_LOCK"] = os.path.join(
                 tempfile.gettempdir(), f"compilekit-gpu{gpu}.lock"

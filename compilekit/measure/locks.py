@@ -7,21 +7,15 @@
   a compile lets it go while Dynamo and Inductor work on the CPU, but for its benchmarks
   (gpu_shared_between_compiles); a series of a compile's benchmarks (max-autotune's candidates)
   takes one turn alone, not one each (LINGER_S). So no figure is read while another cell's
-  kernels run, and a figure waits for kernels, not for compiles. A turnstile, as for the CPU,
-  keeps new sharers out while a figure waits.
-- The CPU, for a CUDA cell's timed calls, where the machine has cores to spare (core_plan):
-  each GPU of the sweep gets a physical core that no cell process runs on (QUIET_ENV), the rest
-  (BUSY_ENV) carry every cell process and its compile workers; the timing thread moves onto its
-  GPU's quiet core for the timed calls (timed_alone). Start-ups and compiles go on meanwhile.
-- The CPU otherwise (a CPU cell's timed calls, whose kernels use every core; a machine with
-  too few cores): a readers-writer lock over the whole sweep (COMPILEKIT_CPU_LOCK). Starting
-  up and compiling hold it shared; the timed calls hold it alone (cpu_alone), so no other cell
-  process of the sweep imports, starts up or compiles while they run. A second lock file (the
-  turnstile) keeps new readers out while a timer waits, so timers are never starved.
-  The parent takes the shared lock before it starts a cell process and hands the descriptor
-  down (COMPILEKIT_CPU_LOCK_FD), so even the child's imports run under it.
+  kernels run, and a figure waits for kernels, not for compiles. A turnstile (a second lock
+  file) keeps new sharers out while a figure waits, so figures are never starved.
+- The CPU: each GPU of the sweep gets a physical core that no cell process runs on
+  (QUIET_ENV, core_plan), the rest (BUSY_ENV) carry every cell process and its compile
+  workers; the timing thread moves onto its GPU's quiet core for the timed calls (timed_alone),
+  while start-ups and compiles go on beside it. A sweep runs several cell processes at once
+  only where the machine has such cores, and a CPU cell (whose kernels use every core) with no
+  other cell running (launch/sweep.py).
 
-Lock order, to rule out deadlock: never wait for the GPU while holding the CPU lock.
 Without the environment variables (a single `compilekit run`) every function here is a no-op.
 """
 
@@ -35,70 +29,9 @@ import time
 
 from compilekit.model.store import open_lock
 
-_shared_fd: int | None = None
-
 
 def _turnstile(path: str) -> str:
     return path + ".turn"
-
-
-def shared_fd(path: str) -> int:
-    """Take the CPU lock shared (through the turnstile); returns the descriptor that holds it."""
-    turn = open_lock(_turnstile(path))
-    try:
-        fcntl.flock(turn, fcntl.LOCK_EX)
-        fd = open_lock(path)
-        fcntl.flock(fd, fcntl.LOCK_SH)
-    finally:
-        os.close(turn)  # closing releases the turnstile
-    return fd
-
-
-def _path() -> str | None:
-    return os.environ.get("COMPILEKIT_CPU_LOCK")
-
-
-def adopt_inherited() -> None:
-    """In a cell process: remember the shared CPU lock the parent handed down, if any."""
-    global _shared_fd
-    fd = os.environ.get("COMPILEKIT_CPU_LOCK_FD")
-    if _path() and fd:
-        _shared_fd = int(fd)
-
-
-def release_shared() -> None:
-    global _shared_fd
-    if _shared_fd is not None:
-        os.close(_shared_fd)  # the only descriptor left on that lock: closing releases it
-        _shared_fd = None
-
-
-def acquire_shared() -> None:
-    global _shared_fd
-    if _path() and _shared_fd is None:
-        _shared_fd = shared_fd(_path())
-
-
-@contextlib.contextmanager
-def cpu_alone(record: dict):
-    """Hold the CPU lock exclusively for the block (the timed calls); record the wait."""
-    path = _path()
-    if not path:
-        yield
-        return
-    release_shared()
-    start = time.perf_counter()
-    turn = open_lock(_turnstile(path))
-    fd = open_lock(path)
-    try:
-        fcntl.flock(turn, fcntl.LOCK_EX)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        record["cpu_lock_wait_s"] = round(time.perf_counter() - start, 3)
-        yield
-    finally:
-        os.close(fd)
-        os.close(turn)
-    acquire_shared()
 
 
 QUIET_ENV = "COMPILEKIT_QUIET_CORES"  # this cell's GPU's cores for its timed calls
@@ -128,8 +61,8 @@ def core_plan(gpus: list[str]) -> dict[str, dict[str, str]] | None:
     """For a sweep's cell processes on these GPUs: {gpu: environment} giving each GPU a
     physical core of its own (QUIET_ENV) for its cells' timed calls and all the other cores
     (BUSY_ENV) to every cell process's start-up and compiles. None where the machine has too
-    few cores to spare one per GPU and keep two for the rest: the timed calls then take the
-    whole CPU through the CPU lock (cpu_alone)."""
+    few cores to spare one per GPU and keep two for the rest: the sweep then runs one cell
+    process at a time."""
     allowed = os.sched_getaffinity(0)
     groups: list[set[int]] = []
     for core in sorted(allowed, reverse=True):  # the last cores: the first carry the OS's work
@@ -153,15 +86,14 @@ def keep_off_quiet_cores(pid: int, env: dict) -> None:
 
 @contextlib.contextmanager
 def timed_alone(record: dict, device: str):
-    """The timed calls: this cell's GPU alone (gpu_turn), and a CPU no other cell process of the
-    sweep uses: for a CUDA cell where the sweep gave its GPU a quiet core, this thread moves
-    there for the block (the others keep to the busy cores, so start-ups and compiles go on
-    beside it); otherwise the whole CPU through the CPU lock."""
+    """The timed calls: this cell's GPU alone (gpu_turn), and, for a CUDA cell whose GPU the
+    sweep gave a quiet core, that core: this thread moves there for the block (the others keep
+    to the busy cores, so start-ups and compiles go on beside it). A CPU cell's kernels use
+    every core: the sweep runs it with no other cell beside it."""
     quiet = os.environ.get(QUIET_ENV)
     with gpu_turn(record):
         if device != "cuda" or not quiet:
-            with cpu_alone(record):
-                yield
+            yield
             return
         before = os.sched_getaffinity(0)
         os.sched_setaffinity(0, _cores(quiet))  # this thread: the one that times
@@ -255,7 +187,6 @@ class _GpuHold:
         self._settle()
         if self.fds:
             return
-        release_shared()  # waiting for the GPU while holding the CPU lock could deadlock a timer
         start = time.perf_counter()
         turn, fd = open_lock(_turnstile(self.path)), open_lock(self.path)
         self.fds = [fd, turn]
@@ -270,7 +201,6 @@ class _GpuHold:
         self.since = now
         if self.exclusive:  # each turn alone makes every sharer of the GPU let go first
             self.record["gpu_alone_turns"] = self.record.get("gpu_alone_turns", 0) + 1
-        acquire_shared()
 
     def let_go(self) -> None:
         self._settle()

@@ -523,11 +523,15 @@ def test_a_parallel_sweep_times_its_noisy_cells_again_alone(tmp_path, monkeypatc
     import threading
 
     from compilekit.launch import runner, sweep
+    from compilekit.measure import locks
     from compilekit.model.result import load
     from compilekit.userexperiment import load_experiment
 
     path = tmp_path / "two.toml"
-    path.write_text('variants = ["naive", "sdpa"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n')
+    path.write_text(
+        'variants = ["naive", "sdpa"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\ndevice = "cuda"\n'
+    )
+    monkeypatch.setattr(locks, "core_plan", lambda gpus: {"0": {}})  # two processes at once
     experiment = load_experiment(str(path))
     runs, lock = [], threading.Lock()
 
@@ -675,11 +679,15 @@ def test_a_parallel_sweep_runs_a_cell_out_of_memory_again_alone(tmp_path, monkey
     import threading
 
     from compilekit.launch import runner, sweep
+    from compilekit.measure import locks
     from compilekit.measure.failures import classify, failure_outside_probe
     from compilekit.userexperiment import load_experiment
 
     path = tmp_path / "two.toml"
-    path.write_text('variants = ["naive", "sdpa"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\n')
+    path.write_text(
+        'variants = ["naive", "sdpa"]\nmodes = ["eager"]\nshapes = ["1x2x64x32"]\ndevice = "cuda"\n'
+    )
+    monkeypatch.setattr(locks, "core_plan", lambda gpus: {"0": {}})  # two processes at once
     experiment = load_experiment(str(path))
     runs, lock = [], threading.Lock()
     import torch

@@ -642,13 +642,15 @@ def test_publish_asks_again_whether_the_attention_rewrite_left_the_pattern(tmp_p
     assert results_mod.load(str(tmp_path)).attention_rewrite is None
 
 
-def _sweep_on_one_gpu(toml: str, tmp_path, monkeypatch, what) -> tuple[list, list]:
-    """The experiment in `toml` swept with eight processes on GPU "0", each cell a 0.3 s
-    sleep: its results, and what(cell) of the cells running each time one started."""
+def _sweep_on_one_gpu(toml: str, tmp_path, monkeypatch, what, cores=True) -> tuple[list, list]:
+    """The experiment in `toml` swept with eight processes on GPU "0" of a machine with cores
+    to spare for it (cores) or not, each cell a 0.3 s sleep: its results, and what(cell) of
+    the cells running each time one started."""
     import io
     import threading
 
     from compilekit.launch import sweep
+    from compilekit.measure import locks
     from compilekit.model import result as results
     from compilekit.userexperiment import load_experiment
 
@@ -666,10 +668,13 @@ def _sweep_on_one_gpu(toml: str, tmp_path, monkeypatch, what) -> tuple[list, lis
         return results.for_cell(cell, status="ok", compiled_ms=1.0)
 
     monkeypatch.setattr(sweep, "launch_or_record", fake_launch)
+    plan = {"0": {locks.QUIET_ENV: "1", locks.BUSY_ENV: "0"}} if cores else None
+    monkeypatch.setattr(locks, "core_plan", lambda gpus: plan)
+    log = io.StringIO()
     done = sweep.run_sweep(
-        load_experiment(str(path)), str(tmp_path / "out"), gpus=["0"], per_gpu=8, log=io.StringIO()
+        load_experiment(str(path)), str(tmp_path / "out"), gpus=["0"], per_gpu=8, log=log
     )
-    return done, seen
+    return done, seen, log.getvalue()
 
 
 def test_a_gpu_runs_at_most_its_share_of_max_autotune_cells_and_others_beside_them(
@@ -681,9 +686,9 @@ def test_a_gpu_runs_at_most_its_share_of_max_autotune_cells_and_others_beside_th
     from compilekit.launch import sweep
 
     monkeypatch.setattr(sweep, "AUTOTUNE_PER_GPU", 2)
-    done, seen = _sweep_on_one_gpu(
+    done, seen, _ = _sweep_on_one_gpu(
         'variants = ["naive", "sdpa"]\nmodes = ["eager", "max-autotune", '
-        '"max-autotune-no-cudagraphs"]\nshapes = ["1x2x64x32", "1x2x96x32"]\ndevice = "cpu"\n',
+        '"max-autotune-no-cudagraphs"]\nshapes = ["1x2x64x32", "1x2x96x32"]\ndevice = "cuda"\n',
         tmp_path,
         monkeypatch,
         lambda cell: cell.mode,
@@ -699,8 +704,8 @@ def test_a_matrix_per_gpu_limit_keeps_its_cells_few_on_a_gpu(monkeypatch, tmp_pa
     """Cells of a matrix with per_gpu = 2 (a model that needs much of the GPU's memory) start
     only where their GPU runs fewer than two cells, and nothing else starts beside two; the
     other cells still run eight at once."""
-    done, seen = _sweep_on_one_gpu(
-        'device = "cpu"\nmodes = ["eager", "default"]\n'
+    done, seen, _ = _sweep_on_one_gpu(
+        'device = "cuda"\nmodes = ["eager", "default"]\n'
         '[[matrix]]\nvariants = ["naive", "inplace"]\nshapes = ["1x2x64x32", "1x2x96x32"]\n'
         '[[matrix]]\nvariants = ["sdpa"]\nshapes = ["1x2x64x32", "1x2x96x32"]\nper_gpu = 2\n',
         tmp_path,
@@ -710,6 +715,33 @@ def test_a_matrix_per_gpu_limit_keeps_its_cells_few_on_a_gpu(monkeypatch, tmp_pa
     assert [r.status for r in done] == ["ok"] * 12
     assert all(len(now) <= 2 for now in seen if "sdpa" in now), seen
     assert max(len(now) for now in seen) == 8, seen  # the eight others at once
+
+
+MIXED = (
+    'modes = ["eager", "default"]\nshapes = ["1x2x64x32", "1x2x96x32"]\n'
+    '[[matrix]]\nvariants = ["naive", "inplace", "sdpa"]\ndevice = "cuda"\n'
+    '[[matrix]]\nvariants = ["naive"]\ndevice = "cpu"\n'
+)
+
+
+def test_a_cpu_cell_in_a_gpu_sweep_runs_with_no_other_cell_beside_it(tmp_path, monkeypatch):
+    """Its kernels use every core and its timed calls must have them: no other cell runs while
+    it does, and the CUDA cells still run eight at once."""
+    done, seen, _ = _sweep_on_one_gpu(MIXED, tmp_path, monkeypatch, lambda c: c.label())
+    assert [r.status for r in done] == ["ok"] * 16
+    assert all(len(now) == 1 for now in seen if any(c.endswith("__cpu") for c in now)), seen
+    assert max(len(now) for now in seen) == 8, seen
+
+
+def test_a_machine_without_a_core_to_spare_per_gpu_runs_one_cell_at_a_time(tmp_path, monkeypatch):
+    """No core of its own for a GPU's timed calls: cells would be timed beside other cells'
+    compiles, so they run one at a time, and the sweep says why."""
+    done, seen, log = _sweep_on_one_gpu(
+        MIXED, tmp_path, monkeypatch, lambda c: c.label(), cores=False
+    )
+    assert [r.status for r in done] == ["ok"] * 16
+    assert max(len(now) for now in seen) == 1, seen
+    assert "too few to give each of 1 GPU(s) a core of its own" in log
 
 
 def test_a_per_gpu_below_one_is_one_line(tmp_path):

@@ -1,6 +1,5 @@
-"""Taking turns in a sweep (compilekit/measure/locks.py): the CPU lock (a timer has the CPU alone,
-and readers that come while it waits wait for it), the quiet cores, the GPU lock. Processes,
-not threads: the locks are held per process."""
+"""Taking turns in a sweep (compilekit/measure/locks.py): the quiet cores, the GPU lock.
+Processes, not threads: the locks are held per process."""
 
 import multiprocessing
 import os
@@ -12,26 +11,6 @@ from compilekit.measure import locks
 from tests.conftest import gpu_lock_state
 
 CTX = multiprocessing.get_context("fork")
-
-
-def _read(path, hold_s, events, name):
-    """A reader (a compile): take the lock shared, hold it, let go."""
-    os.environ["COMPILEKIT_CPU_LOCK"] = path
-    fd = locks.shared_fd(path)
-    events.put((name, "got", time.monotonic()))
-    time.sleep(hold_s)
-    events.put((name, "done", time.monotonic()))
-    os.close(fd)
-
-
-def _time(path, hold_s, events, name):
-    """A timer: the CPU alone for hold_s."""
-    os.environ["COMPILEKIT_CPU_LOCK"] = path
-    record = {}
-    with locks.cpu_alone(record):
-        events.put((name, "got", time.monotonic()))
-        time.sleep(hold_s)
-        events.put((name, "done", time.monotonic()))
 
 
 def _start(target, *args):
@@ -51,22 +30,9 @@ def _timeline(procs, events) -> dict:
     return out
 
 
-def test_a_timer_waits_for_readers_and_holds_new_ones_back(tmp_path):
-    path, events = str(tmp_path / "cpu.lock"), CTX.Queue()
-    compile_ = _start(_read, path, 0.6, events, "compile")
-    time.sleep(0.2)
-    timer = _start(_time, path, 0.4, events, "timer")
-    time.sleep(0.2)
-    late = _start(_read, path, 0.1, events, "late compile")
-    t = _timeline([compile_, timer, late], events)
-    assert t[("timer", "got")] >= t[("compile", "done")]  # no compile beside the timed calls
-    assert t[("late compile", "got")] >= t[("timer", "done")]
-
-
 def _gpu(path, exclusive, hold_s, events, name):
     """GPU work: a figure (the GPU alone) or none (the GPU shared), for hold_s."""
     os.environ["COMPILEKIT_GPU_LOCK"] = path
-    os.environ.pop("COMPILEKIT_CPU_LOCK", None)
     take = locks.gpu_turn if exclusive else locks.gpu_shared
     with take({}):
         events.put((name, "got", time.monotonic()))
@@ -105,7 +71,6 @@ def test_the_measure_process_holds_the_gpu_alone_only_for_its_figures(tmp_path, 
 
     lock = tmp_path / "gpu0.lock"
     monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(lock))
-    monkeypatch.delenv("COMPILEKIT_CPU_LOCK", raising=False)
     seen = {}
 
     def noting(name, real):
@@ -148,34 +113,28 @@ def test_each_gpu_gets_a_physical_core_no_cell_process_runs_on(monkeypatch):
     assert locks.core_plan(["0"]) is None
 
 
-def _cuda_timer(path, quiet, busy, events):
-    """A CUDA cell's timed calls in a sweep with quiet cores, on the busy cores until then."""
-    os.environ.update({"COMPILEKIT_CPU_LOCK": path, locks.QUIET_ENV: quiet, locks.BUSY_ENV: busy})
+def _timer(device, quiet, busy, events):
+    """A cell's timed calls in a sweep with quiet cores, on the busy cores until then."""
+    os.environ.update({locks.QUIET_ENV: quiet, locks.BUSY_ENV: busy})
     os.environ.pop("COMPILEKIT_GPU_LOCK", None)
     locks.keep_off_quiet_cores(0, os.environ)
-    with locks.timed_alone({}, "cuda"):
-        events.put(("timer", "got", time.monotonic()))
-        events.put(("timer", "on", sorted(os.sched_getaffinity(0))))
-    events.put(("timer", "after", sorted(os.sched_getaffinity(0))))
+    with locks.timed_alone({}, device):
+        events.put((device, "on", sorted(os.sched_getaffinity(0))))
+    events.put((device, "after", sorted(os.sched_getaffinity(0))))
 
 
-def test_a_cuda_timer_takes_its_quiet_core_and_lets_compiles_go_on(tmp_path):
-    """The timer does not wait for a compile that holds the CPU lock; it runs on its quiet core
-    and goes back to the busy ones after."""
+def test_a_cuda_timer_takes_its_quiet_core_and_a_cpu_cell_keeps_every_core(tmp_path):
+    """A CUDA cell's timed calls run on its GPU's quiet core and go back to the busy ones after;
+    a CPU cell's (its kernels use every core, and it runs alone) are not moved."""
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
-        import pytest
-
         pytest.skip("needs two CPUs")
     quiet, busy = str(cores[-1]), ",".join(map(str, cores[:-1]))
-    path, events = str(tmp_path / "cpu.lock"), CTX.Queue()
-    compile_ = _start(_read, path, 1.0, events, "compile")
-    time.sleep(0.2)
-    timer = _start(_cuda_timer, path, quiet, busy, events)
-    t = _timeline([compile_, timer], events)
-    assert t[("timer", "got")] < t[("compile", "done")]
-    assert t[("timer", "on")] == [cores[-1]]
-    assert t[("timer", "after")] == cores[:-1]
+    events = CTX.Queue()
+    t = _timeline([_start(_timer, d, quiet, busy, events) for d in ("cuda", "cpu")], events)
+    assert t[("cuda", "on")] == [cores[-1]]
+    assert t[("cuda", "after")] == cores[:-1]
+    assert t[("cpu", "on")] == cores[:-1]
 
 
 def _compile_under_the_gpu_lock(lock, record):
@@ -219,7 +178,6 @@ def test_a_compile_lets_the_gpu_go_while_it_compiles_but_for_its_benchmarks(tmp_
     kernels; free after the block."""
     lock = tmp_path / "gpu0.lock"
     monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(lock))
-    monkeypatch.delenv("COMPILEKIT_CPU_LOCK", raising=False)
     record = {}
     seen = _compile_under_the_gpu_lock(lock, record)
     assert seen == [
@@ -249,7 +207,6 @@ def test_benchmarks_take_the_gpu_alone_on_a_torch_without_the_hook(tmp_path, mon
     assert classes  # the benchmarkers this relies on are still there
     lock = tmp_path / "gpu0.lock"
     monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(lock))
-    monkeypatch.delenv("COMPILEKIT_CPU_LOCK", raising=False)
     seen = _compile_under_the_gpu_lock(lock, {})
     assert ("benchmarking", "alone") in seen and ("compiling", "free") in seen
     assert all(vars(cls)["benchmark_gpu"] is fn for cls, fn in classes.items())
@@ -309,7 +266,6 @@ def test_the_cold_process_takes_the_gpu_after_its_cpu_work(tmp_path, monkeypatch
 
     lock = tmp_path / "gpu0.lock"
     monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(lock))
-    monkeypatch.delenv("COMPILEKIT_CPU_LOCK", raising=False)
     monkeypatch.delenv(coldphase.BESIDE_ENV, raising=False)
     seen = {}
     real_settings = settings.toolkit_settings
@@ -376,7 +332,6 @@ def test_in_a_sweep_the_measure_process_waits_for_the_capture_only_before_the_ke
     monkeypatch.setenv(coldphase.BESIDE_ENV, "1")
     monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(tmp_path / "gpu0.lock"))
     monkeypatch.setenv(locks.QUIET_ENV, "1")
-    monkeypatch.delenv("COMPILEKIT_CPU_LOCK", raising=False)
 
     def capture_for(seconds, leaves_graphs=True):  # the capture process: COLD_LOCK held
         held = open_lock(str(cache / coldphase.COLD_LOCK))
@@ -415,7 +370,6 @@ def test_a_triton_autotuner_times_its_configs_with_the_gpu_alone(tmp_path, monke
     autotuner = pytest.importorskip("triton.runtime.autotuner").Autotuner
     lock = tmp_path / "gpu0.lock"
     monkeypatch.setenv("COMPILEKIT_GPU_LOCK", str(lock))
-    monkeypatch.delenv("COMPILEKIT_CPU_LOCK", raising=False)
     seen = []
 
     def bench(self, *args, config=None, **meta):
