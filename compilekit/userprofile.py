@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import warnings
 
 LABEL = "compilekit.profile"
 
@@ -44,6 +45,9 @@ class Profile:
     # the block's device time by part: attention, matmuls, norms_activations, other (shares),
     # from its kernels (and with lines=True, the code around each line: evidence/shares.py)
     shares: dict | None = None
+    # what a reader must not miss: with lines=True, the recorder's own host time left out,
+    # and compiled code that ran uncompiled under it
+    notes: list = dataclasses.field(default_factory=list)
     done: bool = False  # the block has ended and every field is filled
 
     def table(self, by: str = "time", top: int = 20) -> str:
@@ -62,7 +66,29 @@ class Profile:
         rows = opsview.rank(self.ops, by, self.device == "cuda")
         text = opsview.table(rows[:top], self.device == "cuda", self.peak_memory_mb)
         text += memoryview.under_ops(self.memory, by)
-        return text + (f"\n{shares_line(self.shares)}" if self.shares else "")
+        text += f"\n{shares_line(self.shares)}" if self.shares else ""
+        return text + "".join(f"\n{note}" for note in self.notes)
+
+
+def line_notes(recorded, prof, forwards: int) -> list[str]:
+    """What lines=True changed in the block's figures, in a line each: compiled code that ran
+    uncompiled under the recorder, and the recorder's own host time (left out of the figures)."""
+    from compilekit.evidence.profiling import RECORDER
+
+    notes = []
+    if recorded.ran_compiled:
+        notes.append(
+            "lines=True: torch.compile'd code in the block ran uncompiled (Dynamo runs no "
+            "compiled code under the line recorder's dispatch mode): these are eager code's "
+            "figures; profile without lines=True for the compiled code's"
+        )
+    recorder_ms = sum(e.self_cpu_time_total for e in prof.events() if e.name == RECORDER)
+    if recorder_ms:
+        notes.append(
+            f"lines=True: the line recorder's own host time, {recorder_ms / 1e3 / forwards:.1f} "
+            "ms per pass, is left out of the ops and kernels"
+        )
+    return notes
 
 
 def checked_device(out_dir: str | None, device: str | None, forwards, grad: str = "off") -> str:
@@ -110,8 +136,9 @@ def profile(
     trace.json (Perfetto), ops.json, kernels.json and index.html (both, ranked). device: "cuda"
     or "cpu", by default cuda where torch sees a GPU. lines: map each kernel to the line of
     the block's code that launched it (Profile.lines, the page's source table), by recording
-    every op's call stack as it runs: eager code only (an already compiled model would be
-    compiled again, or run uncompiled, under the recorder), and host times grow by it. grad:
+    every op's call stack as it runs: eager code only (an already compiled model runs
+    uncompiled under the recorder: Profile.notes says so), and host times grow by it (its own
+    time is left out of the figures). grad:
     "no-grad" or "inference" runs the block inside torch.no_grad() or torch.inference_mode().
     Arguments are checked before the block runs (checked_device)."""
     import torch
@@ -160,6 +187,9 @@ def profile(
         for k in found.kernels:  # each launch's own lines; the map merges a layer's repeats
             k["source_lines"] = kernelmap.eager_site(k, recorded, {})[0]["source_lines"]
         found.lines = forward["by_source_line"] = kernelmap.by_source_line(records)
+        found.notes = line_notes(recorded, prof, forwards)
+        if recorded.ran_compiled:
+            warnings.warn(found.notes[0], stacklevel=3)
     if out_dir:
         prof.export_chrome_trace(os.path.join(out_dir, "trace.json"))
         write_json(os.path.join(out_dir, "ops.json"), found.ops)

@@ -1,7 +1,7 @@
 """Which line of the user's code launched each op: the call stack of every op as it runs,
 recorded by a torch function mode and a dispatch mode (the profiler's own stacks name only the
-function, and crash now and then on torch 2.13). Eager code only: under these modes Dynamo would
-compile an already compiled model again, or run it uncompiled.
+function, and crash now and then on torch 2.13). Eager code only: under these modes Dynamo runs
+an already compiled model uncompiled (Recorded.ran_compiled tells).
 
 Ops are recorded twice: as ATen dispatches (`aten::bmm`, `aten::_softmax`: the ops that launch
 GPU kernels) and as torch functions (`aten::matmul`, `aten::softmax`: the ops the CPU profile
@@ -13,21 +13,49 @@ A kernel launched outside any op (a raw Triton launch) takes its definition's li
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import traceback
 
 from compilekit.evidence.kernelmap import is_user_file
 
 
+class Recorded(dict):
+    """{(op, n): user frames, innermost first}; ran_compiled: whether an op ran below a
+    torch.compile'd function's frame, which Dynamo runs uncompiled under the recorder's modes
+    ("non-infra torch dispatch mode present"), so the block's figures are eager code's."""
+
+    ran_compiled = False
+
+
+def _below_compiled(frame) -> bool:
+    """Whether a torch.compile'd function's wrapper (an OptimizeContext's, in Dynamo's
+    eval_frame.py) is on the stack; torch.compiler.disable's wrapper (a DisableContext, also
+    there when Dynamo skips a frame) is not one."""
+    from torch._dynamo.eval_frame import OptimizeContext
+
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(EVAL_FRAME):
+            if isinstance(frame.f_locals.get("self"), OptimizeContext):
+                return True
+        frame = frame.f_back
+    return False
+
+
+EVAL_FRAME = os.path.join("torch", "_dynamo", "eval_frame.py")
+
+
 @contextlib.contextmanager
 def recording(dispatches: bool = True):
-    """Yield {(op, n): user frames, innermost first}, filled while the block runs."""
+    """Yield a Recorded, filled while the block runs."""
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    lines: dict[tuple[str, int], list[dict]] = {}
+    lines = Recorded()
     counts: dict[str, int] = {}
 
     def record(name: str) -> None:
+        lines.ran_compiled = lines.ran_compiled or _below_compiled(sys._getframe())
         frames = [
             {"file": f.filename, "line": f.lineno, "code": (f.line or "").strip()}
             for f in reversed(traceback.extract_stack())

@@ -16,8 +16,10 @@ def op_table(
     calls, share of the forward's time; with memory_prof (a profile_memory session, run apart so
     its allocator hooks never touch the timed profile), the bytes each op allocated itself, in
     MiB.
-    The step markers and the `label` range around each forward are not ops."""
-    rows = [(kind, a) for kind, a in _averages(prof) if a.key not in ("ProfilerStep*", label)]
+    The step markers, the `label` range around each forward and the line recorder's ranges
+    (profiling.RECORDER: its own host time) are not ops."""
+    skip = ("ProfilerStep*", label, profiling.RECORDER)
+    rows = [(kind, a) for kind, a in _averages(prof) if a.key not in skip]
     key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
     # the share of the forward's time: on CUDA, of its kernels' time (each kernel shows twice,
     # as its own row and in the self time of the op that launched it: count it once)

@@ -88,6 +88,44 @@ def test_lines_charge_each_kernel_to_the_line_that_launched_it(tmp_path):
     assert plain.lines == []
 
 
+def test_lines_on_compiled_code_say_it_ran_uncompiled(tmp_path):
+    """Dynamo runs no compiled code under the line recorder's dispatch mode: the block's
+    figures are eager code's, and the profile says so (a warning, a note under the table and
+    on the page). Eager code, and a torch.compiler.disable'd function, get no such note."""
+    compiled = torch.compile(lambda x: (x.sin() + 1) * 2)
+    skipped = torch.compiler.disable(lambda x: x.cos() * 2)
+    x = torch.randn(64, 64)
+    compiled(x)
+    with pytest.warns(UserWarning, match="ran uncompiled"):
+        with compilekit.profile(str(tmp_path), device="cpu", lines=True) as p:
+            compiled(x)
+    assert "ran uncompiled" in p.notes[0] and p.notes[0] in p.table()
+    assert "ran uncompiled" in (tmp_path / "index.html").read_text()
+    for eager in (lambda x: (x.sin() + 1) * 2, skipped):
+        with compilekit.profile(device="cpu", lines=True) as q:
+            eager(x)
+        assert not [n for n in q.notes if "ran uncompiled" in n], q.notes
+
+
+def test_the_line_recorders_own_time_is_not_charged_to_the_ops_it_wraps():
+    """On a CPU an op's time is its kernel's: the recorder's Python (its PythonDispatchMode
+    ranges, inside the op's own range) is taken out of the launch's time."""
+    from types import SimpleNamespace as Event
+
+    from compilekit.evidence.profiling import _step_launches
+
+    def event(name, total, self_us, children=()):
+        return Event(name=name, cpu_time_total=total, self_cpu_time_total=self_us,
+                     cpu_children=list(children))  # fmt: skip
+
+    addmm = event("aten::addmm", 200.0, 200.0)
+    linear = event(
+        "aten::linear", 1000.0, 0.0, [event("PythonDispatchMode", 1000.0, 800.0, [addmm])]
+    )
+    launches = _step_launches(event("step", 1000.0, 0.0, [linear]), "cpu")
+    assert [(name, ms) for name, _, ms in launches] == [("aten::linear", pytest.approx(0.2))]
+
+
 def _tiny(name):
     """(model, input ids) of a tiny config of transformers' own class, random weights."""
     from tests.variants.tiny_models import tiny_transformers
@@ -110,6 +148,8 @@ def test_lines_hold_on_transformers_models_with_a_range_of_the_users_inside(name
             model(ids)
     assert p.kernels and all("source_lines" in k for k in p.kernels)
     assert not [k for k in p.kernels if k["name"] in ("my forward", "PythonDispatchMode")]
+    assert not [r for r in p.ops if r["name"] == "PythonDispatchMode"]  # the recorder's own
+    assert [n for n in p.notes if "recorder's own host time" in n]
     modeling = os.path.dirname(transformers.__file__)
     charged = sum(r["attributed_ms"] for r in p.lines if r["file"].startswith(modeling))
     assert charged > 0.5 * p.forward_device_ms, [(r["file"], r["line"]) for r in p.lines][:5]
