@@ -41,13 +41,11 @@ PROCESS_NOTES = {
 
 def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
     """The measure process: its imports and Inductor settings, then (after a first run's cold
-    process: coldphase.wait_for_cold) measure_cell, the steps in compilekit/measure/cell.py."""
+    process: coldphase.wait_for_cold) measure_cell, the steps in compilekit/measure/cell.py,
+    or for a generation decodephase.measure_decode, the same steps around a decode."""
     from compilekit.model.spec import Decode
 
-    if isinstance(cell.shape, Decode):  # a generation, not one call
-        from compilekit.launch import decodephase
-
-        return decodephase.run_decode(cell, stage_dir, cache_dir, result)
+    decode = isinstance(cell.shape, Decode)
     with result.step("imports"):  # torch, and the variant's module
         import torch
 
@@ -55,6 +53,8 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
         from compilekit.evidence import envinfo
         from compilekit.measure.cell import measure_cell
 
+        if decode:
+            from compilekit.launch import decodephase
         variant = failures.cell_variant(cell)
     result.torch_version = torch.__version__
     if reason := modes.unsupported_reason(cell.mode, cell.device, cell.alloc):
@@ -71,11 +71,15 @@ def run_measure(cell, stage_dir: str, cache_dir: str, result) -> None:
         # before the cold process is told this one's imports are done: its compile then has
         # no other process's work beside it
         calls.make_device_context(cell.device, result)
-        coldphase.wait_for_cold(cache_dir, result, cell)  # a first run: after the cold process
-        measure_cell(
-            cell, variant, result, stage_dir, cache_dir,
-            capture_ready=lambda: coldphase.wait_for_capture(cell, cache_dir, result),
-        )  # fmt: skip
+        # a first run: after the cold process (a decode reads its capture with the cold one's)
+        coldphase.wait_for_cold(cache_dir, result, None if decode else cell)
+        if decode:
+            decodephase.measure_decode(cell, variant, result, stage_dir, cache_dir)
+        else:
+            measure_cell(
+                cell, variant, result, stage_dir, cache_dir,
+                capture_ready=lambda: coldphase.wait_for_capture(cell, cache_dir, result),
+            )  # fmt: skip
     result.env = envinfo.cell_env(cell.device)  # after the GPU work: it asks for the GPU's name
 
 

@@ -1,5 +1,6 @@
-"""A decode cell's measure process (compilekit/measure/decode): the steps of measure/cell.py,
-for a generation instead of one call.
+"""A decode cell's measure steps (compilekit/measure/decode), which launch/cell.run_measure runs
+after its imports and settings: the steps of measure/cell.py, for a generation instead of one
+call.
 
 In order, as for every cell: imports; the eager generation (its greedy tokens are the
 reference); the warm compiles (the step, whose cold compile the cold process timed, and
@@ -14,13 +15,11 @@ room for them: compilekit/measure/fits.py).
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from compilekit.evidence import gather as evidence
-from compilekit.launch import coldphase
-from compilekit.measure import calls, failures
 from compilekit.measure import cell as measure_cell
+from compilekit.measure import failures
 from compilekit.measure.decode import figures
 from compilekit.measure.decode.generate import run_generate
 from compilekit.measure.decode.loop import run_loop
@@ -36,45 +35,27 @@ CHECKED_STEPS = 8  # the first tokens whose logits are checked against the float
 PATHS = ("loop", "generate")
 
 
-def run_decode(cell, stage_dir: str, cache_dir: str, result) -> None:
-    """Generate, time both paths, profile one step, check; into `result` and stage_dir."""
-    with result.step("imports"):
-        import torch
+def measure_decode(cell, variant, result, stage_dir: str, cache_dir: str) -> None:
+    """Generate, time both paths, profile one step, check; into `result` and stage_dir (in
+    the measure process, after launch/cell.run_measure's imports and settings)."""
+    from compilekit.evidence import envinfo
+    from compilekit.measure import locks
 
-        from compilekit.compile import modes, settings
-        from compilekit.evidence import envinfo
-        from compilekit.measure import locks
-
-        variant = failures.cell_variant(cell)
-    result.torch_version = torch.__version__
-    if reason := modes.unsupported_reason(cell.mode, cell.device, cell.alloc):
-        raise failures.CellEnded("unsupported", reason)
-    with contextlib.ExitStack() as stack:
-        if cell.mode != "eager":
-            with result.step("inductor_import_and_settings"):
-                changes = stack.enter_context(
-                    settings.toolkit_settings(
-                        cell.device, False, dict(cell.config), calls.cell_pass(cell)
-                    )
-                )
-            result.settings = {f"torch._inductor.config.{k}": v for k, v in changes.items()}
-        coldphase.wait_for_cold(cache_dir, result)
-        with locks.gpu_shared_between_compiles(result.steps_s):
-            session, args, fns, eager = _prepare(cell, variant, cache_dir, result)
-            weights = figures.weight_bytes(session.model, cell.shape.batch)
-            kv = figures.kv_bytes_per_position(session.cache)
-        with result.step("time"), locks.timed_alone(result.steps_s, cell.device):
-            runs = {key: _timed(key, session, fns, _runs(cell, key[1])) for key in _keys(cell)}
-        own = runs[("loop", _own(cell))]
-        if "error" in own:  # the cell's own figure: without it there is nothing to report
-            raise failures.CellEnded(*failures.failure_in_mode(cell, own["error"]))
-        with locks.gpu_turn(result.steps_s):  # the profile's kernel times are figures
-            evidence.gather(cell, fns["step"], args, stage_dir, cache_dir, result)
-        with result.step("reference_and_check"), locks.gpu_shared(result.steps_s):
-            checks = _check(cell, variant, session, fns, eager, runs, result)
+    with locks.gpu_shared_between_compiles(result.steps_s):
+        session, args, fns, eager = _prepare(cell, variant, cache_dir, result)
+        weights = figures.weight_bytes(session.model, cell.shape.batch)
+        kv = figures.kv_bytes_per_position(session.cache)
+    with result.step("time"), locks.timed_alone(result.steps_s, cell.device):
+        runs = {key: _timed(key, session, fns, _runs(cell, key[1])) for key in _keys(cell)}
+    own = runs[("loop", _own(cell))]
+    if "error" in own:  # the cell's own figure: without it there is nothing to report
+        raise failures.CellEnded(*failures.failure_in_mode(cell, own["error"]))
+    with locks.gpu_turn(result.steps_s):  # the profile's kernel times are figures
+        evidence.gather(cell, fns["step"], args, stage_dir, cache_dir, result)
+    with result.step("reference_and_check"), locks.gpu_shared(result.steps_s):
+        checks = _check(cell, variant, session, fns, eager, runs, result)
     ceilings = envinfo.device_ceilings(cell.device, os.path.dirname(cache_dir))
     _record(cell, result, runs, checks, weights, kv, ceilings.get("copy_gbps"), fns, stage_dir)
-    result.env = envinfo.cell_env(cell.device)
 
 
 def _own(cell) -> str:
