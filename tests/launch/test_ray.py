@@ -164,8 +164,9 @@ def test_killed_ray_sweep_resumes_only_missing_cells_also_into_a_shared_dir(
     path = tmp_path / "resume.toml"
     path.write_text(EAGER_ONLY)
     out = tmp_path / "out"
+    # two cells at a time (a CPU cell asks for the whole node by default): resuming is tested
     cmd = [sys.executable, "-m", "compilekit", "sweep", str(path), "--out", str(out),
-           "--ray", cluster]  # fmt: skip
+           "--ray", cluster, "--ray-resources", '{"CPU": 1}']  # fmt: skip
     env = {**os.environ, "COMPILEKIT_CACHE": cache_root}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
@@ -201,7 +202,8 @@ def test_a_task_killed_mid_cell_is_retried_or_recorded_failed(cluster, tmp_path,
         'modes = ["eager"]\nshapes = ["1x2x64x32"]\ndevice = "cpu"\n'
     )
     out = tmp_path / "out"
-    proc = cli("sweep", str(tmp_path / "kill.toml"), "--ray", cluster, "--out", str(out))
+    proc = cli("sweep", str(tmp_path / "kill.toml"), "--ray", cluster, "--out", str(out),
+               "--ray-resources", '{"CPU": 1}')  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the cell that never survives
     by_variant = {}
     for label in _done(out):
@@ -322,10 +324,13 @@ class _FakeRay:
     the order the cells were submitted in is kept."""
 
     def __init__(self):
-        self.submitted = []
+        self.submitted, self.options = [], []
 
-    def nodes(self):
-        return [{"Alive": True, "NodeManagerHostname": "node"}]
+    def nodes(self):  # the smaller node of two has 6 CPUs
+        return [
+            {"Alive": True, "NodeManagerHostname": "a", "Resources": {"CPU": 6.0}},
+            {"Alive": True, "NodeManagerHostname": "b", "Resources": {"CPU": 16.0, "GPU": 2.0}},
+        ]
 
     def remote(self, fn=None, **_):
         if fn is None:  # ray.remote(num_cpus=0)(Board): the actor class
@@ -350,7 +355,8 @@ class _Handle:
     def __getattr__(self, name):
         return self
 
-    def options(self, **_):
+    def options(self, **kw):
+        self.ray.options.append(kw)
         return self
 
     def remote(self, *args):
@@ -386,3 +392,6 @@ def test_a_ray_sweep_submits_max_autotune_cells_first(tmp_path):
         "max-autotune", "max-autotune-no-cudagraphs", "eager", "default", "reduce-overhead"
     ]  # fmt: skip
     assert [r.status for r in ordered] == ["failed"] * 5
+    # a CPU cell's kernels use every core and nothing may run beside its timed calls: it asks
+    # for all of the smaller node's CPUs
+    assert [o["num_cpus"] for o in ray.options] == [6] * 5
