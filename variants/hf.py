@@ -140,6 +140,13 @@ def workload(shape, dtype: str, device: str, where: str, weights: str = "auto",
     from compilekit.model.spec import Decode
 
     config = config_of(where)
+    if isinstance(shape, Decode) and not (causal(config) or getattr(config, "is_decoder", False)):
+        # transformers would build its LM head over an encoder that attends both ways
+        raise UserError(
+            f"hf:{where}: its {getattr(config, 'model_type', '?')} model does not attend "
+            "causally, and a decode shape (BxP+N) needs a causal LM: give a forward shape (BxS), "
+            'or set "is_decoder": true in its config.json to decode with it anyway'
+        )
     if attention:
         config._attn_implementation = attention
     cls = model_class(config, isinstance(shape, Decode))

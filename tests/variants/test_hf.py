@@ -80,6 +80,8 @@ def test_bad_checkpoints_are_one_line_each(checkpoints, tmp_path, monkeypatch):
         assert "\n" not in str(raised.value)
     with pytest.raises(UserError, match="HF_HUB_OFFLINE is set"):
         check_variant("hf:nobody/no-model")
+    with pytest.raises(UserError, match="does not attend causally, and a decode shape"):
+        _built(f"hf:{bert}", shape="1x8+4")  # BERT's LM head over an encoder: no decode
 
 
 def test_the_command_line_measures_a_checkpoint_and_decodes_a_causal_one(checkpoints, tmp_path):
