@@ -6,7 +6,9 @@ A kernel's time is split evenly between its origin lines (the innermost line of 
 into it), as the kernel map's per-line view splits it. A line is attention's when the class or
 function around it in its file is named for attention (`BertSelfAttention`, `LlamaAttention`,
 `eager_attention_forward`, `sdpa_attention_forward`, a compilekit variant's `attention`) or for
-the rotary positions it applies (`apply_rotary_pos_emb`, `rotate_half`); a norm's or an
+the rotary positions it applies (`apply_rotary_pos_emb`, `rotate_half`), or when the line itself
+calls attention (`scaled_dot_product_attention`, whose GEMMs and softmax Inductor may write out
+in a user's own block, `flex_attention`, `flash_attn_*`); a norm's or an
 activation's likewise (`LlamaRMSNorm`, `GELUActivation`). Any other line goes by the kernel:
 attention where it is an attention kernel (SDPA's, flash, cuDNN's, flex, ours) or where its
 only op was called from attention code, matmuls where its ops or name are a GEMM's, norms and
@@ -70,10 +72,15 @@ def names_around(path: str, line: int) -> list[str]:
     return [name for first, last, name in _scopes(path) if first <= line <= last]
 
 
+# a line that calls attention itself: Inductor may decompose SDPA into GEMMs and a softmax
+ATTENTION_CALL = re.compile(r"scaled_dot_product_attention|flex_attention|flash_attn_\w*\(")
+
+
 def line_part(line: dict) -> str | None:
-    """attention, norms_activations, or None where the code around the line says neither."""
+    """attention, norms_activations, or None where the code around the line (or, for
+    attention, the line's own call) says neither."""
     names = " ".join(names_around(line["file"], line["line"]))
-    if ATTENTION_SCOPE.search(names):
+    if ATTENTION_SCOPE.search(names) or ATTENTION_CALL.search(line.get("code") or ""):
         return "attention"
     if NORM_ACT_SCOPE.search(names):
         return "norms_activations"

@@ -71,3 +71,31 @@ def test_each_kernels_time_goes_to_the_part_its_code_or_its_ops_say(tmp_path):
         shares.shares_line(alone)
     )
     assert shares.shares([]) is None
+
+
+USER_BLOCK = """class Block:
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, -1)
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(a)
+"""
+
+
+def test_a_line_that_calls_sdpa_is_attention_in_a_block_named_for_nothing(tmp_path):
+    """A user's own block: Inductor writes SDPA out as GEMMs and a softmax on the CPU, all on
+    the line that calls it; they are attention's, the projections around it matmuls."""
+    path = str(tmp_path / "mymodel.py")
+    with open(path, "w") as f:
+        f.write(USER_BLOCK)
+
+    def at(line):
+        return {"file": path, "line": line, "code": USER_BLOCK.splitlines()[line - 1].strip()}
+
+    records = [
+        _kernel("aten::addmm", ["aten.addmm"], 3.0, [at(3)]),
+        _kernel("aten::bmm", ["aten.bmm"], 1.0, [at(4)], calls=2.0),
+        _kernel("cpp_fused__safe_softmax_1", ["aten.amax", "aten.exp", "aten.div"], 1.0, [at(4)]),
+        _kernel("aten::addmm", ["aten.addmm"], 2.0, [at(5)]),
+    ]
+    found = shares.shares(records)  # by hand, of 8 ms: attention 2 + 1, matmuls 3 + 2
+    assert found["attention"] == pytest.approx(3 / 8) and found["matmuls"] == pytest.approx(5 / 8)
