@@ -31,13 +31,15 @@ def _kernel(name, ops, ms, origins, stack=None, calls=1.0):
             "calls_per_forward": calls, "origin_lines": origins, "source_lines": stack or origins}  # fmt: skip
 
 
-def test_each_kernels_time_goes_to_the_part_its_code_or_its_ops_say(tmp_path):
-    path = str(tmp_path / "modeling_tiny.py")
+def _written(path, text):
+    """Write text to path; a function from a line number to that line as the map gives it."""
     with open(path, "w") as f:
-        f.write(MODELING)
+        f.write(text)
+    return lambda n: {"file": str(path), "line": n, "code": text.splitlines()[n - 1].strip()}
 
-    def at(line):
-        return {"file": path, "line": line, "code": MODELING.splitlines()[line - 1].strip()}
+
+def test_each_kernels_time_goes_to_the_part_its_code_or_its_ops_say(tmp_path):
+    at = _written(tmp_path / "modeling_tiny.py", MODELING)
 
     records = [
         _kernel("nvjet_q_proj", ["aten.addmm"], 2.0, [at(3)]),  # a projection in attention code
@@ -84,12 +86,7 @@ USER_BLOCK = """class Block:
 def test_a_line_that_calls_sdpa_is_attention_in_a_block_named_for_nothing(tmp_path):
     """A user's own block: Inductor writes SDPA out as GEMMs and a softmax on the CPU, all on
     the line that calls it; they are attention's, the projections around it matmuls."""
-    path = str(tmp_path / "mymodel.py")
-    with open(path, "w") as f:
-        f.write(USER_BLOCK)
-
-    def at(line):
-        return {"file": path, "line": line, "code": USER_BLOCK.splitlines()[line - 1].strip()}
+    at = _written(tmp_path / "mymodel.py", USER_BLOCK)
 
     records = [
         _kernel("aten::addmm", ["aten.addmm"], 3.0, [at(3)]),
