@@ -140,7 +140,8 @@ def workload(shape, dtype: str, device: str, where: str, weights: str = "auto",
     from compilekit.model.spec import Decode
 
     config = config_of(where)
-    if isinstance(shape, Decode) and not (causal(config) or getattr(config, "is_decoder", False)):
+    decode = isinstance(shape, Decode)
+    if decode and not (causal(config) or getattr(config, "is_decoder", False)):
         # transformers would build its LM head over an encoder that attends both ways
         raise UserError(
             f"hf:{where}: its {getattr(config, 'model_type', '?')} model does not attend "
@@ -149,7 +150,7 @@ def workload(shape, dtype: str, device: str, where: str, weights: str = "auto",
         )
     if attention:
         config._attn_implementation = attention
-    cls = model_class(config, isinstance(shape, Decode))
+    cls = model_class(config, decode)
     found = weights_at(where) if weights == "auto" and device != "meta" else None
     try:
         if found:

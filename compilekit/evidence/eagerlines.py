@@ -28,26 +28,22 @@ class Recorded(dict):
     ran_compiled = False
 
 
-def _below_compiled(frame) -> bool:
-    """Whether a torch.compile'd function's wrapper (an OptimizeContext's, in Dynamo's
-    eval_frame.py) is on the stack; torch.compiler.disable's wrapper (a DisableContext, also
-    there when Dynamo skips a frame) is not one."""
-    from torch._dynamo.eval_frame import OptimizeContext
-
-    while frame is not None:
-        if frame.f_code.co_filename.endswith(EVAL_FRAME):
-            if isinstance(frame.f_locals.get("self"), OptimizeContext):
-                return True
-        frame = frame.f_back
-    return False
-
-
 EVAL_FRAME = os.path.join("torch", "_dynamo", "eval_frame.py")
+
+
+def _compiled_wrapper(frame, optimize_context: type) -> bool:
+    """Whether frame is a torch.compile'd function's wrapper (an OptimizeContext's, in Dynamo's
+    eval_frame.py); torch.compiler.disable's wrapper (a DisableContext, also there when Dynamo
+    skips a frame) is not one."""
+    return frame.f_code.co_filename.endswith(EVAL_FRAME) and isinstance(
+        frame.f_locals.get("self"), optimize_context
+    )
 
 
 @contextlib.contextmanager
 def recording(dispatches: bool = True):
     """Yield a Recorded, filled while the block runs."""
+    from torch._dynamo.eval_frame import OptimizeContext
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -55,10 +51,12 @@ def recording(dispatches: bool = True):
     counts: dict[str, int] = {}
 
     def record(name: str) -> None:
-        lines.ran_compiled = lines.ran_compiled or _below_compiled(sys._getframe())
+        stack = list(traceback.walk_stack(sys._getframe()))  # innermost first, walked once
+        if not lines.ran_compiled:
+            lines.ran_compiled = any(_compiled_wrapper(f, OptimizeContext) for f, _ in stack)
         frames = [
             {"file": f.filename, "line": f.lineno, "code": (f.line or "").strip()}
-            for f in reversed(traceback.extract_stack())
+            for f in traceback.StackSummary.extract(stack)
             if is_user_file(f.filename)
         ]
         index = counts.get(name, 0)

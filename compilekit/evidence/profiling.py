@@ -22,11 +22,11 @@ from compilekit.evidence.kernelmap import NO_OP
 
 WAIT, WARMUP, ACTIVE = 1, 2, 5
 # Frames torch.compile wraps around the real work; on CPU we descend through them to the kernels.
-# PythonDispatchMode: the range a Python dispatch mode (eagerlines' recorder) puts around an op.
+# RECORDER: the range a Python dispatch mode (eagerlines' recorder) puts around an op.
 RECORDER = "PythonDispatchMode"
 WRAPPER_RE = re.compile(
     r"^(Torch-Compiled Region|TorchDynamo Cache Lookup|## |AOTDispatcher|"
-    r"CompiledFunction|Pregraph|Inductor|cudagraph|CUDAGraph|## Call|PythonDispatchMode$)"
+    rf"CompiledFunction|Pregraph|Inductor|cudagraph|CUDAGraph|## Call|{RECORDER}$)"
 )
 CPU_KERNEL_RE = re.compile(r"^graph_\d+_(cpp_\w+)$")
 

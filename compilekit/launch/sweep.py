@@ -85,7 +85,8 @@ class Todo:
                     if self._fits(cell, gpu):
                         self._autotuning[gpu] += _autotunes(cell)
                         self._running[gpu].append(self._limits.get(cell.label()))
-                        self._cpu_cell = gpu is not None and cell.device == "cpu"
+                        if gpu is not None and cell.device == "cpu":
+                            self._cpu_cell = True
                         return self._cells.pop(i)
                 self._changed.wait()
             return None
@@ -95,7 +96,8 @@ class Todo:
         with self._changed:
             self._autotuning[gpu] -= _autotunes(cell)  # take() counted it, whatever the gpu
             self._running[gpu].remove(self._limits.get(cell.label()))
-            self._cpu_cell = False if cell.device == "cpu" else self._cpu_cell
+            if cell.device == "cpu":
+                self._cpu_cell = False
             self._changed.notify_all()
 
 
