@@ -28,7 +28,10 @@ def bare_median_ms(fn, args, device: str) -> float:
     if device == "cuda":
         from triton.testing import do_bench
 
-        return float(do_bench(lambda: fn(*args), warmup=25, rep=500, return_mode="median"))
+        from compilekit.measure.timing import GPU_BENCH_S
+
+        rep = int(GPU_BENCH_S * 1e3)
+        return float(do_bench(lambda: fn(*args), warmup=25, rep=rep, return_mode="median"))
     for _ in range(3):
         fn(*args)
     samples = []
