@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call on an H200 (the `device` tool, carry [".whl"]): the wheels torch does not
 # bring, then the phases asked, in order; what they write comes back in $OUT/results.tgz.
-#   C  a bare user's process compiling naive cold, warm and FX-cache-off (dev/cold_breakdown.py)
+#   C  a bare user's process compiling naive cold, warm and FX-cache-off (dev/cold_breakdown.py),
+#      within C_S seconds (default 120)
 #   S  the single cell cold (fresh cache) and warm, naive default at the blog shape: wall times
 #      and the measure process's steps_s
 #   V  sdpa eager and triton-flash eager at the blog shape, then `compilekit verify` of those
@@ -111,7 +112,7 @@ for phase in ${PHASES:-S V G}; do
   echo "=== phase $phase $(date +%T)" | tee -a "$OUT/phases.txt"
   case $phase in
     C)
-      python3 dev/cold_breakdown.py cuda > "$OUT/C_bare.txt" 2>&1 ;;
+      timeout "$(within "${C_S:-120}")" python3 dev/cold_breakdown.py cuda > "$OUT/C_bare.txt" 2>&1 ;;
     S)
       for run in cold warm warm2; do
         start=$(date +%s.%N)
