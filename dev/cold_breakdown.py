@@ -1,7 +1,8 @@
 """Where a cold cell's seconds go outside compilekit: a bare user's process, fresh, that imports
 torch, compiles naive attention (the blog shape) and calls it once; with empty Inductor caches
-(cold), then again with them filled (warm; once more with the first call under cProfile), then with the FX cache off (a capture-like
-recompile). Prints each process's steps and Dynamo's own compile_times.
+(cold), then again with them filled (warm; once more with the first call under cProfile),
+then with the FX cache off (a capture-like recompile). Prints each process's steps and
+Dynamo's own compile_times.
 
 python dev/cold_breakdown.py [DEVICE]    (writes nothing; run it where the cache may be emptied)
 """
