@@ -136,7 +136,13 @@ def _bench_cuda(fn: Callable, args, budget_s: float) -> dict:
         from triton.testing import do_bench
     except ImportError:  # a CUDA torch without triton: plain events, no L2 flush
         return _bench_events(fn, args, budget_s)
+    import torch
+
     samples = do_bench(lambda: fn(*args), warmup=25, rep=int(budget_s * 1e3), return_mode="all")
+    # do_bench's 244 MiB L2-flush buffer, freed, stays cached: a block a later call keeps (a
+    # CUDA graph's, say) can split it, and empty_cache cannot free a split segment, so the
+    # cell's memory figures would read the toolkit's timing as the model's fragmentation
+    torch.cuda.empty_cache()
     return summary(list(samples))
 
 
