@@ -44,6 +44,10 @@ def _has_grads(results: list) -> bool:
     return any(r.grad != "off" for r in results)
 
 
+def _has_allocs(results: list) -> bool:
+    return any(r.alloc for r in results)
+
+
 # what a grad mode wraps the calls in, as a user writes it
 GRAD_CONTEXT = {"no-grad": "torch.no_grad()", "inference": "torch.inference_mode()"}
 
@@ -109,9 +113,12 @@ HEADERS = [
 def headers(results: list) -> list[str]:
     """The table's columns; `config` only when some cell carries Inductor options, `pass` only
     when some cell runs a graph pass, `grad` only when some cell runs inside a grad mode,
-    `attention` (its share of a model's device time) only where some cell has it, `node` only
-    when the cells come from more than one machine."""
+    `alloc` only when some cell sets the CUDA allocator's options, `attention` (its share of
+    a model's device time) only where some cell has it, `node` only when the cells come from
+    more than one machine."""
     out = list(HEADERS)
+    if _has_allocs(results):
+        out.insert(2, "alloc")
     if _has_grads(results):
         out.insert(2, "grad")
     if _has_passes(results):
@@ -132,6 +139,7 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
     with_config, with_node = _has_configs(results), len(hosts(results)) > 1
     with_passes, with_varlen = _has_passes(results), varlenview.has_varlen(results)
     with_grad, with_shares = _has_grads(results), any(r.time_shares for r in results)
+    with_alloc = _has_allocs(results)
     out = []
     for r in results:
         # no eager figure (eager could not run): no break-even either
@@ -160,6 +168,8 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
                 busy_text(r),
             ]
         )
+        if with_alloc:
+            out[-1].insert(2, r.alloc or "default")
         if with_grad:
             out[-1].insert(2, r.grad)
         if with_passes:
@@ -171,7 +181,7 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
         if with_node:
             out[-1].append((r.env or {}).get("host") or "-")
         if with_varlen:
-            at = HEADERS.index("TFLOP/s") + 1 + with_passes + with_config + with_grad  # before
+            at = HEADERS.index("TFLOP/s") + 1 + with_passes + with_config + with_grad + with_alloc
             out[-1].insert(at, varlenview.waste_text(r))
     return out
 

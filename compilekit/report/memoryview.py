@@ -102,7 +102,9 @@ def section(results: list, name) -> list[str]:
         "|" + "---|" * (len(HEADERS) + 2),
     ]
     for r in measured:
-        conf = f" [{r.memory['allocator_conf']}]" if r.memory.get("allocator_conf") else ""
+        # a cell's own --alloc is in its name already; an inherited setting is not
+        inherited = r.memory.get("allocator_conf") if not r.alloc else None
+        conf = f" [{inherited}]" if inherited else ""
         for row in rows(r.memory):
             ms = r.eager_ms if row[0] == "eager" else r.compiled_ms
             row += [f"{ms:.4g}" if ms is not None else "-"]

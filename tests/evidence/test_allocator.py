@@ -168,3 +168,25 @@ def test_do_bench_s_flush_buffer_is_handed_back_before_the_next_call(monkeypatch
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: events.append("empty_cache"))
     timing.bench(lambda: events.append("call"), (), "cuda")
     assert events == ["call", "do_bench returned", "empty_cache"]
+
+
+def test_two_allocators_of_one_cell_read_apart_in_the_cells_table_and_the_memory_table():
+    """memory.toml runs a cell under both allocators: the report's cells table gets an alloc
+    column (or the two rows read alike), and the memory table names the setting once."""
+    from compilekit.report import cellview
+
+    memory = {"allocator_conf": "expandable_segments:True", "eager": allocator.forward_figures(STATS)}
+    both = [
+        CellResult("bert-base", "eager", "64x128", "bfloat16", "cuda", status="ok",
+                   compiled_ms=1.0, eager_ms=1.0, memory={**memory, "allocator_conf": ""}),
+        CellResult("bert-base", "eager", "64x128", "bfloat16", "cuda", status="ok",
+                   compiled_ms=1.0, eager_ms=1.0, memory=memory,
+                   alloc="expandable_segments:True"),
+    ]  # fmt: skip
+    headers = cellview.headers(both)
+    at = headers.index("alloc")
+    assert [row[at] for row in cellview.rows(both, None)] == ["default", "expandable_segments:True"]
+    assert "alloc" not in cellview.headers(both[:1])
+    md = memoryview.section(both, cellview.cell_name)
+    named = [line for line in md if "expandable_segments:True" in line]
+    assert named and all(line.count("expandable_segments:True") == 1 for line in named)
