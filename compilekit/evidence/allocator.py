@@ -82,15 +82,26 @@ def one_forward(fn, args, own_pools: bool) -> dict:
     return figures
 
 
-def measure(eager, compiled, args, mode: str) -> dict:
+def held_mb(device: str = "cuda") -> float | None:
+    """MiB the process holds reserved now (read right after the timed calls: steady state);
+    None on the CPU."""
+    if device != "cuda":
+        return None
+    import torch
+
+    return torch.cuda.memory_reserved() / MB
+
+
+def measure(eager, compiled, args, mode: str, held: float | None = None) -> dict:
     """{"what", "held_reserved_mb", "allocator_conf", "eager": figures, "compiled": figures}
     (a side's figures {"error": line} where its forward failed here): eager None where eager
-    did not run; an eager cell has only "eager"."""
+    did not run; an eager cell has only "eager". held: held_mb() as the timed calls left it
+    (read now where not given)."""
     import torch
 
     memory = {
         "what": "one forward per side, each from an emptied cache",
-        "held_reserved_mb": torch.cuda.memory_reserved() / MB,
+        "held_reserved_mb": held_mb() if held is None else held,
         "allocator_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
     }
     sides = {"eager": eager, "compiled": compiled if mode != "eager" else None}
@@ -105,9 +116,9 @@ def measure(eager, compiled, args, mode: str) -> dict:
     return memory
 
 
-def record(cell, compiled, eager, args, result) -> None:
+def record(cell, compiled, eager, args, result, held: float | None = None) -> None:
     """A cell's result.memory and peak_memory_mb (the CPU's note on a CPU): eager's side
-    where `eager` is given and ran in the timed calls."""
+    where `eager` is given and ran in the timed calls; held as measure's."""
     if cell.device != "cuda":
         result.memory = {"note": CPU_NOTE}
         return
@@ -115,7 +126,7 @@ def record(cell, compiled, eager, args, result) -> None:
         eager = compiled
     elif result.eager_ms is None:  # eager did not run (out of memory): nor here
         eager = None
-    result.memory = measure(eager, compiled, args, cell.mode)
+    result.memory = measure(eager, compiled, args, cell.mode, held)
     result.peak_memory_mb = peak_mb(result.memory)
 
 

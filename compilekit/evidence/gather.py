@@ -11,16 +11,19 @@ from compilekit.model.errors import first_line
 from compilekit.model.spec import Shape, Tokens
 
 
-def gather(cell, compiled, args, stage_dir: str, cache_dir: str, result, eager=None) -> None:
+def gather(
+    cell, compiled, args, stage_dir: str, cache_dir: str, result, eager=None, held=None
+) -> None:
     """After the timed calls: the allocator's figures (eager's too, where `eager` is given
-    and ran) and history, profile, kernel map, diagnostics."""
+    and ran; `held`, allocator.held_mb() as the timed calls left it) and history, profile,
+    kernel map, diagnostics."""
     import torch
 
     from compilekit.evidence import allocator
     from compilekit.model.store import read_json, write_json
 
     with result.step("allocator"):
-        allocator.record(cell, compiled, eager, args, result)
+        allocator.record(cell, compiled, eager, args, result, held)
     history = _record_history(cell, compiled, args, stage_dir, result)  # its own step
     label = f"{cell.variant}/{cell.mode}"
     with result.step("profile"):  # the profiler's import included

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from compilekit.evidence import autotuned, diagnose
+from compilekit.evidence import allocator, autotuned, diagnose
 from compilekit.evidence import gather as evidence
 from compilekit.measure import calls, failures, inputs, locks, ragged, steady
 
@@ -52,6 +52,8 @@ def measure_cell(cell, variant, result, stage_dir: str, cache_dir: str, capture_
     with result.step("time"):
         alone = locks.timed_alone(result.steps_s, cell.device)
         steady.time_cell(cell, variant, compiled, args, result, alone)
+    # what the process holds in steady state, before the check's float64 reference is made
+    held = allocator.held_mb(cell.device)
     result.triton_autotuned = autotuned.choices() or None  # the configs the figures ran
     # 5. The float64 reference and the errors; eager's output is handed over as its only
     # reference, freed before the compiled call (the largest cells need that memory).
@@ -63,7 +65,9 @@ def measure_cell(cell, variant, result, stage_dir: str, cache_dir: str, capture_
             capture_ready()
         read_capture(cell, cache_dir, result)
     with locks.gpu_turn(result.steps_s):  # the profile's kernel times are figures
-        evidence.gather(cell, compiled, args, stage_dir, cache_dir, result, variant.attention)
+        evidence.gather(
+            cell, compiled, args, stage_dir, cache_dir, result, variant.attention, held
+        )
     # 7. A ragged batch: does another batch compile again? Last: it may compile.
     if result.varlen and cell.mode != "eager":
         with result.step("second_batch"), locks.gpu_shared_between_compiles(result.steps_s):
