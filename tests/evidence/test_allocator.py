@@ -196,7 +196,7 @@ def test_what_the_process_holds_is_read_after_the_timed_calls_and_before_the_che
     tmp_path, monkeypatch
 ):
     """`held after the timed calls` is the steady state a user's loop leaves: read before the
-    check builds its float64 reference (on an H100 a Llama block's 25 GB came from it)."""
+    check builds its float64 reference (a Llama block at 64x512 read 25 GB held after it)."""
     from compilekit.launch import cell
     from compilekit.measure import cell as measuring
     from compilekit.model.result import for_cell
