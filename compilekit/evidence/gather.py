@@ -11,12 +11,9 @@ from compilekit.model.errors import first_line
 from compilekit.model.spec import Shape, Tokens
 
 
-def gather(
-    cell, compiled, args, stage_dir: str, cache_dir: str, result, eager=None, held=None
-) -> None:
-    """After the timed calls: the allocator's figures (eager's too, where `eager` is given
-    and ran; `held`, allocator.held_mb() as the timed calls left it) and history, profile,
-    kernel map, diagnostics."""
+def gather(cell, compiled, args, stage_dir, cache_dir, result, eager=None, held=None) -> None:
+    """After the timed calls: the allocator's figures (eager's too, where `eager` ran; `held`:
+    allocator.held_mb() as the timed calls left it) and history, profile, map, diagnostics."""
     import torch
 
     from compilekit.evidence import allocator
