@@ -262,21 +262,6 @@ def test_user_variant_maps_to_its_own_lines(run_cell, user_variant):
     assert rows[tanh_line]["attributed_ms"] > 0
 
 
-def test_depyf_dump_complete_under_max_autotune(run_cell):
-    result = run_cell("naive", "max-autotune")
-    assert result.status == "ok", result.reason
-    files = os.listdir(os.path.join(result.run_dir, "depyf"))
-    for pattern in (
-        "full_code_for_attention",
-        "__transformed_code_",
-        "Forward_graph",
-        "AFTER_POST_GRAD",
-        ".kernel_",
-    ):
-        assert any(pattern in f for f in files), (pattern, files)
-    assert any(f.endswith(".cpp") for f in os.listdir(os.path.join(result.run_dir, "kernels")))
-
-
 def test_kernels_cli_table_one_kernel_and_diff(run_cell, cli):
     default, autotune = run_cell("naive", "default"), run_cell("naive", "max-autotune")
     proc = cli("kernels", default.run_dir)

@@ -81,6 +81,15 @@ def test_every_mode_runs_naive_on_cpu(run_cell, mode):
         assert "wait_for_cold" in result.steps_s and "cold.wait_for_measure_imports" not in (
             result.steps_s
         )
+        # the capture's own process still dumps everything depyf and Inductor wrote
+        files = os.listdir(os.path.join(result.run_dir, "depyf"))
+        for pattern in (
+            "full_code_for_attention", "__transformed_code_", "Forward_graph", "AFTER_POST_GRAD",
+            ".kernel_",
+        ):  # fmt: skip
+            assert any(pattern in f for f in files), (pattern, files)
+        kernels = os.listdir(os.path.join(result.run_dir, "kernels"))
+        assert any(f.endswith(".cpp") for f in kernels)
     else:
         assert not cudagraphs["requested"]
 
