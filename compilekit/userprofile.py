@@ -73,7 +73,7 @@ class Profile:
 def line_notes(recorded, prof, forwards: int) -> list[str]:
     """What lines=True changed in the block's figures, in a line each: compiled code that ran
     uncompiled under the recorder, and the recorder's own host time (left out of the figures)."""
-    from compilekit.evidence.profiling import RECORDER
+    from compilekit.evidence.profiling import recorder_us
 
     notes = []
     if recorded.ran_compiled:
@@ -82,7 +82,7 @@ def line_notes(recorded, prof, forwards: int) -> list[str]:
             "compiled code under the line recorder's dispatch mode): these are eager code's "
             "figures; profile without lines=True for the compiled code's"
         )
-    recorder_ms = sum(e.self_cpu_time_total for e in prof.events() if e.name == RECORDER)
+    recorder_ms = recorder_us(prof.events())
     if recorder_ms:
         notes.append(
             f"lines=True: the line recorder's own host time, {recorder_ms / 1e3 / forwards:.1f} "

@@ -189,11 +189,11 @@ def _descendants(event) -> list:
     return out
 
 
-def recorder_us(event) -> float:
-    """The CPU time of the line recorder's own Python inside event (its RECORDER ranges' self
-    time): on a CPU an op's time is its kernel's, and the recorder's stack walks, 20 times
-    the ops' own time in a transformers forward, would be charged to the ops they wrap."""
-    return sum(e.self_cpu_time_total for e in _descendants(event) if e.name == RECORDER)
+def recorder_us(events) -> float:
+    """The CPU time (us) of the line recorder's own Python among events (its RECORDER ranges'
+    self time): on a CPU an op's time is its kernel's, and the recorder's stack walks, 20
+    times the ops' own time in a transformers forward, would be charged to the ops they wrap."""
+    return sum(e.self_cpu_time_total for e in events if e.name == RECORDER)
 
 
 def _step_launches(step, device: str) -> list[tuple[str, object, float]]:
@@ -205,10 +205,8 @@ def _step_launches(step, device: str) -> list[tuple[str, object, float]]:
     if device != "cuda":
         leaves: list = []
         _cpu_kernels(step, leaves)
-        return [
-            (CPU_KERNEL_RE.sub(r"\1", e.name), e, (e.cpu_time_total - recorder_us(e)) / 1e3)
-            for e in leaves
-        ]
+        own_us = lambda e: e.cpu_time_total - recorder_us(_descendants(e))  # noqa: E731
+        return [(CPU_KERNEL_RE.sub(r"\1", e.name), e, own_us(e) / 1e3) for e in leaves]
     ops = sorted((e for e in _descendants(step) if e.kernels), key=lambda e: e.time_range.start)
     return [(k.name, e, k.duration / 1e3) for e in ops for k in e.kernels]
 
