@@ -140,6 +140,8 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
     with_passes, with_varlen = _has_passes(results), varlenview.has_varlen(results)
     with_grad, with_shares = _has_grads(results), any(r.time_shares for r in results)
     with_alloc = _has_allocs(results)
+    # where the varlen column goes once the columns before it are in: where headers() puts it
+    varlen_at = headers(results).index(varlenview.COLUMN) if with_varlen else None
     out = []
     for r in results:
         # no eager figure (eager could not run): no break-even either
@@ -181,8 +183,7 @@ def rows(results: list, peak_tflops: float | None) -> list[list]:
         if with_node:
             out[-1].append((r.env or {}).get("host") or "-")
         if with_varlen:
-            at = HEADERS.index("TFLOP/s") + 1 + with_passes + with_config + with_grad + with_alloc
-            out[-1].insert(at, varlenview.waste_text(r))
+            out[-1].insert(varlen_at, varlenview.waste_text(r))
     return out
 
 

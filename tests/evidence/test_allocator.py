@@ -212,3 +212,23 @@ def test_what_the_process_holds_is_read_after_the_timed_calls_and_before_the_che
     eager = Cell("naive", "eager", parse_shape("1x2x64x16"), "float32", "cpu")
     cell.run_measure(eager, str(tmp_path), str(tmp_path), for_cell(eager))
     assert events == ["held", "check", ("record", 7.0)]
+
+
+def test_every_optional_column_of_the_cells_table_sits_under_its_header():
+    """The alloc, grad and padding-waste columns come and go with the cells: with all of them
+    in, each row's value is under its own header."""
+    from compilekit.report import cellview, varlenview
+
+    ragged = CellResult("naive", "default", "1x4x128x32", "bfloat16", "cuda", status="ok",
+                        compiled_ms=1.0, eager_ms=2.0, grad="inference",
+                        alloc="expandable_segments:True",
+                        varlen={"padding_waste": 0.25})  # fmt: skip
+    plain = CellResult("naive", "default", "1x4x128x32", "bfloat16", "cuda", status="ok",
+                       compiled_ms=1.0, eager_ms=2.0)  # fmt: skip
+    headers = cellview.headers([ragged, plain])
+    first, second = cellview.rows([ragged, plain], None)
+    assert len(first) == len(headers)
+    at = dict(zip(headers, first))
+    assert at[varlenview.COLUMN] == "25%" and at["grad"] == "inference"
+    assert at["alloc"] == "expandable_segments:True" and at["TFLOP/s"] == "-"
+    assert dict(zip(headers, second))["alloc"] == "default"
