@@ -50,6 +50,26 @@ class Profile:
     notes: list = dataclasses.field(default_factory=list)
     done: bool = False  # the block has ended and every field is filled
 
+    def __repr__(self) -> str:
+        """One line a reader can take in: the fields' sizes and the block's headline figures
+        (`print(p.table())` for the table, the fields themselves for the rows)."""
+        if not self.done:
+            return "Profile(not filled yet: the block has not ended)"
+        parts = [f"device={self.device!r}", f"forward_device_ms={self.forward_device_ms:.4g}"]
+        parts += [f"{name}=[{len(getattr(self, name))} rows]" for name in ("ops", "kernels")]
+        if self.lines:
+            parts.append(f"lines=[{len(self.lines)} rows]")
+        if self.shares:
+            from compilekit.evidence.shares import PARTS
+
+            shares = {k: round(v, 3) for k, v in self.shares.items() if k in PARTS}
+            parts.append(f"shares={shares}")
+        if self.peak_memory_mb is not None:
+            parts.append(f"peak_memory_mb={self.peak_memory_mb:.1f}")
+        if self.out_dir:
+            parts.append(f"out_dir={self.out_dir!r}")
+        return f"Profile({', '.join(parts)})"
+
     def table(self, by: str = "time", top: int = 20) -> str:
         """The cost matrix as text, ranked by time or memory (compilekit ops's columns)."""
         from compilekit.model.errors import UserError

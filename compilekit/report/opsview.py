@@ -101,31 +101,23 @@ def ops_view(run_dir: str, by: str = "time", top: int = 20, only: str | None = N
 
 
 def table(rows: list[dict], cuda: bool, peak_memory_mb: float | None) -> str:
-    """Ranked rows as text, with the peak memory line."""
-    lines = [
-        [
-            r["name"][:60],
-            r["kind"],
-            f"{r['calls_per_forward']:g}",
-            f"{r['self_time_ms']:.4f}",
-            f"{r.get('device_ms', 0):.4f}" if cuda else "-",
-            f"{r['self_cpu_ms']:.4f}",
-            f"{r['share']:.0%}",
-            f"{r['allocated_mb']:.2f}" if r.get("allocated_mb") else "-",
-        ]
-        for r in rows
-    ]
-    where = "device" if cuda else "CPU"
-    head = [
-        "op",
-        "kind",
-        "calls/fwd",
-        f"self {where} ms",
-        "total device ms",
-        "self CPU ms",
-        "share",
-        "allocated MiB",
-    ]
+    """Ranked rows as text, with the peak memory line. On the CPU an op's own time is its CPU
+    time and there is no device time: one time column, not the same figure twice beside a
+    column of dashes."""
+
+    def line(r: dict) -> list:
+        times = (
+            [f"{r['self_time_ms']:.4f}", f"{r.get('device_ms', 0):.4f}", f"{r['self_cpu_ms']:.4f}"]
+            if cuda
+            else [f"{r['self_cpu_ms']:.4f}"]
+        )
+        memory = f"{r['allocated_mb']:.2f}" if r.get("allocated_mb") else "-"
+        return [r["name"][:60], r["kind"], f"{r['calls_per_forward']:g}", *times,
+                f"{r['share']:.0%}", memory]  # fmt: skip
+
+    times = ["self device ms", "total device ms", "self CPU ms"] if cuda else ["self CPU ms"]
+    head = ["op", "kind", "calls/fwd", *times, "share", "allocated MiB"]
+    lines = [line(r) for r in rows]
     peak = (
         f"peak memory of a forward: {peak_memory_mb:.1f} MiB"
         if peak_memory_mb is not None

@@ -33,6 +33,12 @@ def test_an_eager_block_shows_what_each_op_allocated_per_pass(tmp_path):
     assert "measured on CUDA only" in by_memory and p.memory["note"] not in by_memory  # once
     table = p.table(by="memory").splitlines()
     assert table[2].startswith("aten::empty") or table[2].startswith("aten::full")
+    # the CPU has no device time: one time column, not the CPU time twice beside dashes
+    assert table[0].split("  ")[0] == "op" and table[0].count("ms") == 1
+    assert table[0].split().count("self") == 1 and "device" not in table[0]
+    # printed, the profile is one line of sizes and figures, not its thousands of rows
+    shown = repr(p)
+    assert "\n" not in shown and len(shown) < 300 and f"ops=[{len(p.ops)} rows]" in shown
     with open(tmp_path / "ops.json") as f:
         assert json.load(f) == p.ops
     # the page: the ops by memory, the largest allocation first, and every kernel of a pass
