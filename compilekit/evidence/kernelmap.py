@@ -196,8 +196,10 @@ def _compiled_site(k: dict, by_provenance: dict, by_comments: dict) -> tuple[dic
         ):
             sites = index.get(key)
             if sites:
-                # the n-th call of an op in the forward is its n-th call site in the graph
-                return sites[min(k.get("launcher_index", 0), len(sites) - 1)], how
+                # the n-th call of an op in the forward is its n-th call site in the graph; in
+                # a replay, the n-th launch of a kernel by the region
+                n = k.get("launcher_index", 0) + k.get("launch_in_op", 0)
+                return sites[min(n, len(sites) - 1)], how
     return None, "none"
 
 

@@ -291,14 +291,22 @@ def _add_step(step, device: str, itemsize: int, per_key: dict) -> int:
     for at, (_, _, _, op, ms, _) in enumerate(launches):
         if id(op) not in longest or ms > launches[longest[id(op)]][4]:
             longest[id(op)] = at
+    # A compiled region's CUDA-graph replay launches every kernel of the graph (a BERT's 72
+    # GEMMs of one cuBLAS name) from the one region op: each launch keeps its place among its
+    # name's, so that the map can give the n-th its own call site. An ATen op's repeats of a
+    # kernel (a foreach op's chunks) stay one record.
+    seen: dict[tuple[int, str], int] = {}
     for at, (name, launcher, index, op, ms, outer) in enumerate(launches):
         main = longest[id(op)] == at
+        nth = seen.get((id(op), name), 0) if not launcher.startswith("aten::") else 0
+        seen[(id(op), name)] = nth + 1
         rec = per_key.setdefault(
-            (name, launcher, index),
+            (name, launcher, index, nth),
             {
                 "name": name,
                 "launcher": launcher,
                 "launcher_index": index,
+                **({"launch_in_op": nth} if nth else {}),
                 "samples_ms": [],
                 "bytes": launcher_bytes(op, itemsize) if main else None,
                 "flops": op_flops(op, device) if main else None,
@@ -315,7 +323,9 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
     Returns {"kernels": [{"name", "launcher", "launcher_index", "calls_per_forward",
     "device_ms", "bytes", "flops"}], "kernels_per_forward", "forward_device_ms" (busy time per
     forward), "forward_host_ms", "bytes_dtypes"}. `launcher_index` counts earlier launches by an
-    op of the same name in the forward (the second bmm is 1). `bytes` and `flops` are the
+    op of the same name in the forward (the second bmm is 1); `launch_in_op`, where not 0, the
+    earlier launches of the kernel by the same launcher, not an ATen op (a CUDA-graph replay's
+    region launching a GEMM 72 times). `bytes` and `flops` are the
     launching op's, given to the longest kernel it launched (see launcher_bytes, with
     `itemsize` bytes per element where the profiler records no dtypes, as `bytes_dtypes` says;
     flops only where torch counts them). Device time is a kernel's duration on the GPU, or its
@@ -329,10 +339,10 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
     n_launches = sum(_add_step(step, device, itemsize, per_key) for step in steps)
     if device == "cuda":
         attached: dict[str, int] = {}
-        for (name, _, _), rec in per_key.items():
+        for (name, *_), rec in per_key.items():
             attached[name] = attached.get(name, 0) + len(rec["samples_ms"])
         for (name, index), samples in _unattached(events, label, attached, n_steps).items():
-            per_key[(name, NO_OP, index)] = {
+            per_key[(name, NO_OP, index, 0)] = {
                 "name": name,
                 "launcher": NO_OP,
                 "launcher_index": index,
@@ -347,6 +357,7 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
             "name": r["name"],
             "launcher": r["launcher"],
             "launcher_index": r["launcher_index"],
+            **({"launch_in_op": r["launch_in_op"]} if "launch_in_op" in r else {}),
             "calls_per_forward": len(r["samples_ms"]) / n_steps,
             "device_ms": statistics.median(r["samples_ms"]),
             "bytes": r["bytes"],

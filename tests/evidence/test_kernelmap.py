@@ -516,6 +516,50 @@ def test_an_ops_bytes_and_flops_go_to_its_longest_kernel_only():
     assert [k["bytes"] for k in forward["kernels"]] == [3 * 64 * 64 * 2, None]
 
 
+def test_a_replays_gemms_of_one_name_each_take_their_own_call_site():
+    """On an H100 under reduce-overhead every kernel of the replayed graph hangs under the one
+    `Torch-Compiled Region` op: a BERT's GEMMs, all one cuBLAS name, became one record with
+    the first GEMM's site (the query projection) and the forward read 82% attention, 0%
+    matmuls. Each launch keeps its place, so the second GEMM takes the graph's second site."""
+    from types import SimpleNamespace
+
+    from compilekit.evidence import profiling
+
+    region, events = "Torch-Compiled Region: 0/0", []
+    for step in range(2):
+        t = 1000.0 * step
+        replay = _event(
+            region,
+            "cpu",
+            t + 1,
+            t + 9,
+            kernels=[
+                SimpleNamespace(name=n, duration=d)
+                for n, d in (("nvjet_gemm", 4.0), ("triton_per_fused_softmax_0", 2.0),
+                             ("nvjet_gemm", 6.0), ("triton_per_fused_softmax_0", 3.0))
+            ],
+        )  # fmt: skip
+        events += [_event("bert/reduce-overhead", "cpu", t, t + 20, children=[replay])]
+    forward = profiling.forward_kernels(
+        SimpleNamespace(events=lambda: events), "bert/reduce-overhead", "cuda", 2
+    )
+    assert [k["name"] for k in forward["kernels"]].count("nvjet_gemm") == 2
+    # the generated softmax kernel is called from two sites of the graph as well
+    graph = json.loads(json.dumps(GRAPH_WITH_PROVENANCE))
+    graph["node_mappings"]["cppCodeToPost"]["triton_per_fused_softmax_0:4"] = ["amax"]
+    graph["kernel_stack_traces"]["triton_per_fused_softmax_0:4"] = [_stack(8, "p2 = s.softmax(-1)")]
+    records = kernelmap.build_map(forward, {"0/0": graph}, {}, "", True)
+    lines = sorted(
+        (r["name"], r["device_ms"], [ln["line"] for ln in r["source_lines"]]) for r in records
+    )
+    assert lines == [
+        ("nvjet_gemm", 0.004, [5]),
+        ("nvjet_gemm", 0.006, [7]),
+        ("triton_per_fused_softmax_0", 0.002, [6]),
+        ("triton_per_fused_softmax_0", 0.003, [8]),
+    ], lines
+
+
 RAW_KERNEL_FILE = """import triton
 import triton.language as tl
 
