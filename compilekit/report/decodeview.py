@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from compilekit.report import worth
+
 HEADERS = [
     "path",
     "kind",
@@ -166,36 +168,23 @@ SECTION_INTRO = (
 )
 
 
-# A compiled cell times eager's loop once beside its own, as the baseline of its speedup; more
-# than this far from the same shape's eager cell, that baseline is said to be off
-BESIDE_APART = 1.2
-
-
 def _loop_eager_ms(result) -> float | None:
     return ((result.decode["paths"].get("loop") or {}).get("eager") or {}).get("median_ms")
 
 
 def beside_note(result, results: list) -> str | None:
-    """Where a compiled cell's eager loop, timed beside it, is more than BESIDE_APART from the
-    eager cell of the same variant and shape (a host-bound eager loop follows the host: in a
-    sweep, other cells compile beside it): both figures, since its speedup reads against it."""
+    """Where a compiled cell's eager loop, timed beside it as the baseline of its speedup, is
+    more than worth.BASELINE_APART from the eager cell of its workload (a host-bound eager loop
+    follows the host: in a sweep, other cells compile beside it): both figures."""
     if result.mode == "eager" or not (beside := _loop_eager_ms(result)):
         return None
-    key = (result.variant, result.shape, result.dtype, result.device)
-    own = next(
-        (
-            _loop_eager_ms(r)
-            for r in results
-            if r.mode == "eager" and r.decode and r.measured
-            and (r.variant, r.shape, r.dtype, r.device) == key
-        ),
-        None,
-    )  # fmt: skip
-    if not own or 1 / BESIDE_APART <= beside / own <= BESIDE_APART:
+    own = worth.eager_cell(result, results)
+    own_ms = _loop_eager_ms(own) if own is not None and own.decode else None
+    if not own_ms or not worth.apart(beside, own_ms):
         return None
     return (
         f"eager's loop timed beside this cell read {beside:.3f} ms per token, the eager cell of "
-        f"this shape {own:.3f} ({beside / own:.2f}x): this cell's speedup reads against the "
+        f"this shape {own_ms:.3f} ({beside / own_ms:.2f}x): this cell's speedup reads against the "
         "first; the eager cell's row is the steadier baseline"
     )
 

@@ -12,7 +12,7 @@ from compilekit.model import result as results_mod
 from compilekit.model.errors import UserError
 from compilekit.model.spec import parse_shape
 from compilekit.model.store import CorruptFile, kept, read_json, write_text
-from compilekit.report import baselines, decodeview, memoryview
+from compilekit.report import baselines, decodeview, memoryview, worth
 from compilekit.report.cellview import (
     _num,
     attempts_text,
@@ -285,11 +285,11 @@ def _note_sections(results: list) -> list[str]:
     ]
     attempts = [f"- {cell_name(r)}: {attempts_text(r)}" for r in results if r.attempts]
     host_bound = [f"- {cell_name(r)}: {host_bound_text(r)}" for r in results if r.host_bound]
-    noisy = [
-        f"- {cell_name(r)}: " + "; ".join(filter(None, [r.noise_note, retimed_text(r)]))
-        for r in results
-        if r.noisy or r.timing_attempts
-    ]
+    noisy = []
+    for r in results:
+        notes = [r.noise_note, retimed_text(r), worth.baseline_note(r, results)]
+        if any(notes):
+            noisy.append(f"- {cell_name(r)}: " + "; ".join(filter(None, notes)))
     why = why_slow(results)
     md = []
     if host_bound:

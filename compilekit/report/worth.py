@@ -69,3 +69,54 @@ def pays_text(r, cold: str, warm: str) -> str:
     if (paced_speedup(r) or 0) > 1:
         return "break-even unknown: faster at the median, but the timings' spreads overlap"
     return "never pays off: compiled is not faster beyond the timing spread"
+
+
+# A compiled cell's eager baseline is timed in its own process, beside its compiled calls. In a
+# sweep other cells compile on the same host meanwhile, and a host-bound eager call follows the
+# host: farther than this from the sweep's eager cell of the same workload, the report gives both
+BASELINE_APART = 1.2
+
+
+def workload_key(r) -> tuple:
+    """What makes two cells' eager calls the same: the workload and how it was called, not the
+    compile mode or its Inductor options."""
+    return (r.variant, str(r.shape), r.dtype, r.device, r.alloc, r.grad, r.weights)
+
+
+def eager_cell(r, results: list):
+    """The sweep's measured eager cell of r's workload, or None."""
+    key = workload_key(r)
+    return next(
+        (e for e in results if e.mode == "eager" and e.measured and workload_key(e) == key),
+        None,
+    )
+
+
+def apart(beside: float, own: float) -> bool:
+    """Whether two eager figures of one workload are more than BASELINE_APART apart."""
+    return not 1 / BASELINE_APART <= beside / own <= BASELINE_APART
+
+
+def baseline_note(r, results: list) -> str | None:
+    """Where a compiled forward's own eager baseline and the sweep's eager cell of its workload
+    are more than BASELINE_APART apart, on the timings its speedup reads (`paced`: a user's loop
+    for a host-bound cell): both figures, and the speedup against each."""
+    if r.mode == "eager" or r.decode or not r.measured or r.eager_ms is None:
+        return None
+    own = eager_cell(r, results)
+    if own is None:
+        return None
+    beside, compiled = (t["median_ms"] for t in paced(r))
+    if r.paced_by_loop:
+        other = ((own.loop_timing or {}).get("eager") or {}).get("median_ms")
+    else:
+        other = own.eager_ms
+    if not other or not apart(beside, other):
+        return None
+    how = "in a loop " if r.paced_by_loop else ""
+    return (
+        f"its own eager baseline read {beside:.3f} ms {how}per call, the eager cell of this "
+        f"workload {other:.3f} ({beside / other:.2f}x: one of the two was disturbed; in a sweep "
+        f"other cells compile on the host beside a cell's timed calls): its speedup is "
+        f"{beside / compiled:.2f}x against the first, {other / compiled:.2f}x against the second"
+    )

@@ -338,11 +338,12 @@ def test_an_eager_baseline_far_from_the_eager_cells_own_is_said():
 
     from compilekit.report.decodeview import beside_note
 
-    def cell(mode, eager_ms, shape="1x32+200@8192"):
+    def cell(mode, eager_ms, shape="1x32+200@8192", alloc=""):
         loop = {"eager": {"median_ms": eager_ms}}
         return SimpleNamespace(
             mode=mode, variant="llama2-7b", shape=shape, dtype="bfloat16", device="cuda",
-            measured=True, decode={"paths": {"loop": loop}},
+            alloc=alloc, grad="off", weights="auto", measured=True,
+            decode={"paths": {"loop": loop}},
         )  # fmt: skip
 
     eager, other = cell("eager", 24.055), cell("eager", 10.0, shape="1x32+200@2048")
@@ -352,6 +353,10 @@ def test_an_eager_baseline_far_from_the_eager_cells_own_is_said():
     assert "44.881" in note and "24.055" in note and "(1.87x)" in note
     assert beside_note(close, results) is None and beside_note(eager, results) is None
     assert beside_note(off, [other, off]) is None
+    # the other allocator's eager cell is another workload's baseline
+    expandable = "expandable_segments:True"
+    beside = [eager, cell("eager", 44.0, alloc=expandable), cell("default", 45.0, alloc=expandable)]
+    assert beside_note(beside[2], beside) is None
 
 
 def test_the_float_reference_cache_holds_only_the_checked_positions():

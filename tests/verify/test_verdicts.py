@@ -664,6 +664,36 @@ def test_a_disturbed_timing_is_flagged_with_its_reason_and_reported(monkeypatch,
     assert "`v` / `default` / 1x1x8x8: p90 is 2.42x the fastest sample" in disturbed
 
 
+def test_a_compiled_cells_eager_baseline_apart_from_the_eager_cell_is_reported(tmp_path):
+    """In an H100 sweep a reduce-overhead cell's own eager baseline read 1.855 ms where the
+    sweep's eager cell of the same block read 1.043 (other cells compiled on the host beside
+    it), and its speedup said 4.90x: the report gives both figures and the speedup against the
+    eager cell. 1.1x apart, or another allocator's eager cell, says nothing."""
+    from compilekit.model.result import CellResult
+    from compilekit.report import sweepreport
+
+    def cell(mode, eager_ms, compiled_ms, alloc=""):
+        r = CellResult(
+            variant="v", mode=mode, shape="1x1x8x8", dtype="float32", device="cpu",
+            alloc=alloc, status="ok", eager_ms=eager_ms, compiled_ms=compiled_ms,
+            speedup=eager_ms / compiled_ms,
+        )  # fmt: skip
+        r.label = f"v__{mode}__1x1x8x8__float32__cpu" + (f"__alloc-{alloc}" if alloc else "")
+        (tmp_path / r.label).mkdir()
+        r.save(str(tmp_path / r.label))
+
+    cell("eager", 1.043, 1.043)
+    cell("reduce-overhead", 1.855, 0.3785)
+    cell("default", 1.15, 0.3821)  # 1.10x its eager cell
+    cell("default", 1.855, 0.3785, alloc="expandable")  # no eager cell of its allocator
+    sweepreport.report(str(tmp_path))
+    disturbed = (tmp_path / "REPORT.md").read_text().split("## Timings that may be disturbed")[1]
+    lines = [line for line in disturbed.splitlines() if line.startswith("- ")]
+    assert len(lines) == 1 and lines[0].startswith("- `v` / `reduce-overhead` / 1x1x8x8:"), lines
+    assert "read 1.855 ms per call, the eager cell of this workload 1.043 (1.78x" in lines[0]
+    assert "its speedup is 4.90x against the first, 2.76x against the second" in lines[0]
+
+
 def test_a_loaded_machine_marks_a_timing_unless_it_ran_on_a_core_of_its_own(monkeypatch):
     """A load average over the cores says another process competed; a thread pinned to a core
     of its own (a sweep's quiet core) is judged by its spread alone: the machine's load, the
