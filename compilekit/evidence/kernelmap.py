@@ -272,14 +272,22 @@ def build_map(
     return merge_repeats(records)
 
 
+# a library's second kernel for one call: cuBLASLt's split-K reduction after its GEMM, cuDNN's
+# reduction after its attention kernel
+HELPER_KERNEL = re.compile(r"splitkreduce|cudnn::fusion|lean_reduction", re.IGNORECASE)
+
+
 def _replayed_site(k: dict, sites: list, used: list) -> dict | None:
     """A replayed library kernel's call site: the next unused one of its class (an attention
     kernel an attention op's, a GEMM a matmul's), so a kernel without a site of its own (the
-    input copies launched before a CUDA-graph replay, a library's helper kernel) takes none
-    and shifts no later kernel onto another's line. Kernels an op launched outright (aten::...)
-    are not replayed: they take none."""
+    input copies launched before a CUDA-graph replay) takes none and shifts no later kernel
+    onto another's line; a library's helper kernel (a split-K reduction) takes the site of the
+    library kernel replayed just before it, whose call launched both. Kernels an op launched
+    outright (aten::...) are not replayed: they take none."""
     if k["launcher"].startswith("aten::"):
         return None
+    if HELPER_KERNEL.search(k["name"]):
+        return next((u for u in reversed(used) if any(u is rec for rec in sites)), None)
     kind = library_class(k["name"])
     return next(
         (

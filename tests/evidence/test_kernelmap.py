@@ -520,7 +520,8 @@ def test_a_replays_gemms_of_one_name_each_take_their_own_call_site():
     """On an H100 under reduce-overhead every kernel of the replayed graph hangs under the one
     `Torch-Compiled Region` op: a BERT's GEMMs, all one cuBLAS name, became one record with
     the first GEMM's site (the query projection) and the forward read 82% attention, 0%
-    matmuls. Each launch keeps its place, so the second GEMM takes the graph's second site."""
+    matmuls. Each launch keeps its place, so the second GEMM takes the graph's second site,
+    and cuBLASLt's split-K reduction its own GEMM's, not the next GEMM's."""
     from types import SimpleNamespace
 
     from compilekit.evidence import profiling
@@ -535,8 +536,9 @@ def test_a_replays_gemms_of_one_name_each_take_their_own_call_site():
             t + 9,
             kernels=[
                 SimpleNamespace(name=n, duration=d)
-                for n, d in (("nvjet_gemm", 4.0), ("triton_per_fused_softmax_0", 2.0),
-                             ("nvjet_gemm", 6.0), ("triton_per_fused_softmax_0", 3.0))
+                for n, d in (("nvjet_gemm", 4.0), ("void cublasLt::splitKreduce_kernel", 1.0),
+                             ("triton_per_fused_softmax_0", 2.0), ("nvjet_gemm", 6.0),
+                             ("triton_per_fused_softmax_0", 3.0))
             ],
         )  # fmt: skip
         events += [_event("bert/reduce-overhead", "cpu", t, t + 20, children=[replay])]
@@ -557,6 +559,7 @@ def test_a_replays_gemms_of_one_name_each_take_their_own_call_site():
         ("nvjet_gemm", 0.006, [7]),
         ("triton_per_fused_softmax_0", 0.002, [6]),
         ("triton_per_fused_softmax_0", 0.003, [8]),
+        ("void cublasLt::splitKreduce_kernel", 0.001, [5]),  # its GEMM's call launched it
     ], lines
 
 
