@@ -15,7 +15,7 @@ import torch
 
 from compilekit.compile.variant import VARIANTS_DIR
 from compilekit.evidence import codecost, partial
-from compilekit.evidence.shares import library_class
+from compilekit.evidence.shares import HELPER_KERNEL, library_class
 
 TORCH_DIR = os.path.dirname(torch.__file__)
 COMPILEKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -272,18 +272,12 @@ def build_map(
     return merge_repeats(records)
 
 
-# a library's second kernel for one call: cuBLASLt's split-K reduction after its GEMM, cuDNN's
-# reduction after its attention kernel
-HELPER_KERNEL = re.compile(r"splitkreduce|cudnn::fusion|lean_reduction", re.IGNORECASE)
-
-
 def _replayed_site(k: dict, sites: list, used: list) -> dict | None:
     """A replayed library kernel's call site: the next unused one of its class (an attention
     kernel an attention op's, a GEMM a matmul's), so a kernel without a site of its own (the
-    input copies launched before a CUDA-graph replay) takes none and shifts no later kernel
-    onto another's line; a library's helper kernel (a split-K reduction) takes the site of the
-    library kernel replayed just before it, whose call launched both. Kernels an op launched
-    outright (aten::...) are not replayed: they take none."""
+    input copies launched before a CUDA-graph replay) shifts no later kernel onto another's
+    line; a helper kernel (a split-K reduction) the site of the library kernel just before it.
+    Kernels an op launched outright (aten::...) are not replayed: they take none."""
     if k["launcher"].startswith("aten::"):
         return None
     if HELPER_KERNEL.search(k["name"]):

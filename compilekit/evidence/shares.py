@@ -48,6 +48,11 @@ def library_class(text: str) -> str:
     return "gemm" if GEMM_RE.search(text) else "other"
 
 
+# a library's second kernel for one call: cuBLASLt's split-K reduction after its GEMM, cuDNN's
+# reduction after its attention kernel (kernelmap gives it that kernel's call site)
+HELPER_KERNEL = re.compile(r"splitkreduce|cudnn::fusion|lean_reduction", re.IGNORECASE)
+
+
 NORM_ACT_OPS = re.compile(
     r"norm|gelu|silu|relu|tanh|sigmoid|softmax|erf|rsqrt|hardswish|mish", re.IGNORECASE
 )
