@@ -291,7 +291,7 @@ def _add_step(step, device: str, itemsize: int, per_key: dict) -> int:
     for at, (_, _, _, op, ms, _) in enumerate(launches):
         if id(op) not in longest or ms > launches[longest[id(op)]][4]:
             longest[id(op)] = at
-    # A compiled region's CUDA-graph replay launches every kernel of the graph (a BERT's 72
+    # A compiled region's CUDA-graph replay launches every kernel of the graph (a BERT's 48
     # GEMMs of one cuBLAS name) from the one region op: each launch keeps its place among its
     # name's, so that the map can give the n-th its own call site. An ATen op's repeats of a
     # kernel (a foreach op's chunks) stay one record.
@@ -325,7 +325,7 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
     forward), "forward_host_ms", "bytes_dtypes"}. `launcher_index` counts earlier launches by an
     op of the same name in the forward (the second bmm is 1); `launch_in_op`, where not 0, the
     earlier launches of the kernel by the same launcher, not an ATen op (a CUDA-graph replay's
-    region launching a GEMM 72 times). `bytes` and `flops` are the
+    region launching one GEMM kernel 48 times). `bytes` and `flops` are the
     launching op's, given to the longest kernel it launched (see launcher_bytes, with
     `itemsize` bytes per element where the profiler records no dtypes, as `bytes_dtypes` says;
     flops only where torch counts them). Device time is a kernel's duration on the GPU, or its
