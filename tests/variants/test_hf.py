@@ -57,6 +57,17 @@ def test_a_checkpoint_runs_its_own_class_with_its_weights_or_random_ones(name, c
         assert not torch.equal(random.fn(*random.inputs), theirs)
 
 
+def test_random_weights_take_the_cells_dtype_not_the_one_config_json_names(checkpoints):
+    """The tiny checkpoints' config.json says float32: a bfloat16 cell builds in bfloat16,
+    from the config alone and with --weights random, a causal LM (decode) and an encoder."""
+    for name, shape in (("llama", "1x4+4"), ("bert", "2x12")):
+        folder, config_only, _ = checkpoints[name]
+        for spec, weights in ((f"hf:{config_only}", "auto"), (f"hf:{folder}", "random")):
+            variant = load_variant(spec, weights)
+            made = workload.build(variant.factory, spec, parse_shape(shape), "bfloat16", "cpu", 0)
+            assert {p.dtype for p in made.model.parameters()} == {torch.bfloat16}, (name, spec)
+
+
 def test_bad_checkpoints_are_one_line_each(checkpoints, tmp_path, monkeypatch):
     from huggingface_hub import constants
 
