@@ -355,7 +355,11 @@ def test_an_eager_baseline_far_from_the_eager_cells_own_is_said():
     assert beside_note(off, [other, off]) is None
     # the other allocator's eager cell is another workload's baseline
     expandable = "expandable_segments:True"
-    beside = [eager, cell("eager", 44.0, alloc=expandable), cell("default", 45.0, alloc=expandable)]
+    beside = [
+        eager,
+        cell("eager", 44.0, alloc=expandable),
+        cell("default", 45.0, alloc=expandable),
+    ]
     assert beside_note(beside[2], beside) is None
 
 
@@ -403,3 +407,50 @@ def test_a_plugged_in_attentions_decode_is_checked_against_the_models_own_sdpa(
     assert result.reference.endswith(
         "against the same model in float64 with {'_attn_implementation': 'sdpa'}"
     ), result.reference
+
+
+def _sliding_session(tmp_path, window: int, shape: str):
+    """A tiny Mistral (a sliding window of `window` positions in every layer) saved as a
+    checkpoint, its decode session on CPU in float32."""
+    pytest.importorskip("transformers")
+    import torch
+    import transformers as tf
+
+    from compilekit.compile.variant import load_variant
+    from compilekit.measure import workload
+    from compilekit.measure.decode.session import Session
+
+    config = tf.MistralConfig(vocab_size=100, hidden_size=32, intermediate_size=64,
+                              num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                              max_position_embeddings=64, sliding_window=window)  # fmt: skip
+    torch.manual_seed(0)
+    tf.MistralForCausalLM(config).save_pretrained(tmp_path / "mistral")
+    spec = f"hf:{tmp_path / 'mistral'}"
+    made = workload.build(
+        load_variant(spec).factory, spec, parse_shape(shape), "float32", "cpu", 0
+    )
+    return Session(made, parse_shape(shape), spec)
+
+
+def test_a_sliding_window_models_decode_gives_its_own_logits(tmp_path):
+    """Mistral's sliding-window cache counts the tokens it took on the host; the loop sets its
+    position on the device and calls a step more than once at one position (the session's own
+    prefill, then the run's). Each token's logits are the model's forward over the whole
+    sequence, as if no cache were there."""
+    import torch
+
+    from compilekit.measure.decode.loop import run_loop
+
+    session = _sliding_session(tmp_path, window=32, shape="1x6+8")
+    run_loop(session, session.prefill, session.step)  # a warm-up run, as the timed paths have
+    run = run_loop(session, session.prefill, session.step, keep=range(8))
+    sequence = torch.cat([session.prompt, run.tokens[:, :-1]], dim=1)
+    with torch.no_grad():
+        whole = session.model(input_ids=sequence).logits[0, 5:]
+    assert all(torch.allclose(mine[0], ref, atol=1e-5) for mine, ref in zip(run.logits, whole))
+
+
+def test_a_decode_past_the_models_sliding_window_is_one_line(tmp_path):
+    words = r"attention window \(8 positions\) is shorter than this decode's 14 "
+    with pytest.raises(UserError, match=words):
+        _sliding_session(tmp_path, window=8, shape="1x6+8")

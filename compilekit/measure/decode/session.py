@@ -49,6 +49,14 @@ class Session:
                 f"{spec!r}: {shape.prompt} prompt + {shape.new} new tokens exceed the model's "
                 f"{limit} positions: generate fewer tokens"
             )
+        window = _shortest_window(model.config)
+        if window is not None and shape.cache_len > window:
+            raise UserError(
+                f"{spec!r}: its attention window ({window} positions) is shorter than this "
+                f"decode's {shape.cache_len} (prompt + new tokens); compilekit's loop keeps the "
+                "cache position on the device, and a cache sliding past its window needs it on "
+                f"the host: decode at most {window} positions"
+            )
         self.model, self.prompt, self.shape = model, prompt, shape
         self.device = prompt.device
         self.cache_kw, self.takes_cache_position = _cache_argument(model)
@@ -90,12 +98,20 @@ class Session:
 
     def new_cache(self, positions: int | None = None):
         """A static cache of `positions` (default the shape's capacity); its tensors appear on
-        the first write."""
+        the first write. A sliding-window (or chunked) layer's cache becomes a plain static
+        one: it chooses its writes and its mask's size by a count of the tokens it took, kept
+        on the host, which the loop's device-side position never sets (a step called twice at
+        one position would count two tokens). Within the window, which the run never passes
+        (Session refuses that), the window changes nothing."""
         from transformers import StaticCache
+        from transformers.cache_utils import StaticLayer
 
-        return StaticCache(
-            config=self.model.config, max_cache_len=positions or self.shape.cache_len
-        )
+        capacity = positions or self.shape.cache_len
+        cache = StaticCache(config=self.model.config, max_cache_len=capacity)
+        for index, layer in enumerate(cache.layers):
+            if getattr(layer, "is_sliding", False):
+                cache.layers[index] = StaticLayer(max_cache_len=capacity)
+        return cache
 
     def forward_greedy(self, ids: torch.Tensor, position: torch.Tensor):
         """Write ids' keys and values at `position` onwards, return (next ids, last logits)."""
@@ -118,6 +134,17 @@ class Session:
     def step(self, ids: torch.Tensor, position: torch.Tensor):
         """One token's forward: (next token, its logits)."""
         return self.forward_greedy(ids, position)
+
+
+def _shortest_window(config) -> int | None:
+    """The shortest sliding window (or attention chunk) among the model's layers, None where
+    every layer attends to all the positions before it."""
+    from transformers import cache_utils
+
+    text = config.get_text_config(decoder=True)
+    _, per_layer = cache_utils.get_layer_types_and_kwargs(text)
+    windows = [kw["sliding_window"] for kw in per_layer if kw.get("sliding_window")]
+    return min(windows, default=None)
 
 
 def _takes_kv_cache(implementation: str) -> bool:
