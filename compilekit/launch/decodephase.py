@@ -156,7 +156,7 @@ def _check(cell, variant, session, fns, eager, runs, result) -> dict:
     import torch
 
     from compilekit.measure import fits, inputs
-    from compilekit.model.result import EAGER_MULTIPLIER, verdict_beside_eager
+    from compilekit.model.result import EAGER_MULTIPLIER, eager_adrift, verdict_beside_eager
 
     reference_tokens = eager.tokens
     first = range(min(CHECKED_STEPS, cell.shape.new))
@@ -206,7 +206,7 @@ def _check(cell, variant, session, fns, eager, runs, result) -> dict:
         result.max_rel_err, result.eager_max_rel_err, result.error_bound
     )
     if result.status == "wrong":
-        result.reason = (
+        result.reason = eager_adrift(result.eager_max_rel_err, result.error_bound, cell.dtype) or (
             f"compiled logits off by {result.max_rel_err:.3g} (relative), over the "
             f"{cell.dtype} bound {result.error_bound} and over {EAGER_MULTIPLIER:g}x "
             f"eager's own {result.eager_max_rel_err:.3g}"

@@ -114,7 +114,7 @@ def warm_compile(cell, variant, args, cache_dir: str, result):
 def check_against_reference(cell, variant, compiled, args, eager_outs: list, result) -> None:
     """The float64 reference, eager's output (eager_outs: [it or None], taken out here) and a
     fresh compiled call's errors against it, and the verdict."""
-    from compilekit.model.result import EAGER_MULTIPLIER, verdict
+    from compilekit.model.result import EAGER_MULTIPLIER, eager_adrift, verdict
     from compilekit.model.spec import Tokens
 
     with result.step("reference_and_check"), locks.gpu_shared(result.steps_s):
@@ -140,6 +140,8 @@ def check_against_reference(cell, variant, compiled, args, eager_outs: list, res
         result.reason = f"max_rel_err {worst:.3g} over the {cell.dtype} bound {result.error_bound}"
         if model and result.eager_max_rel_err is not None:
             result.reason += f" and over {EAGER_MULTIPLIER:g}x eager's own"
+        adrift = model and eager_adrift(result.eager_max_rel_err, result.error_bound, cell.dtype)
+        result.reason = adrift or result.reason
     elif model and (result.eager_max_rel_err or 0.0) > result.error_bound:
         result.reference += (
             f"; eager in {cell.dtype} is itself {result.eager_max_rel_err:.3g} from it, over "
