@@ -12,7 +12,8 @@ in a user's own block, `flex_attention`, `flash_attn_*`); a norm's or an
 activation's likewise (`LlamaRMSNorm`, `GELUActivation`). Any other line goes by the kernel:
 attention where it is an attention kernel (SDPA's, flash, cuDNN's, flex, ours) or where its
 only op was called from attention code, matmuls where its ops or name are a GEMM's, norms and
-activations where its ops are, else other.
+activations where its ops are or its line calls the model's activation (`self.act(x)`), else
+other.
 """
 
 from __future__ import annotations
@@ -81,6 +82,12 @@ def names_around(path: str, line: int) -> list[str]:
 ATTENTION_CALL = re.compile(r"scaled_dot_product_attention|flex_attention|flash_attn_\w*\(")
 
 
+# a line that calls the model's activation module: GPT-2's tanh GELU runs eagerly as a pow, muls,
+# adds and a tanh, each its own kernel charged to the MLP's `self.act(...)` line (a GEMM on
+# that line stays a matmul: this is asked only of a kernel that is no GEMM)
+ACTIVATION_CALL = re.compile(r"\bself\.(act|act_fn|activation(_fn|_function)?)\(")
+
+
 def line_part(line: dict) -> str | None:
     """attention, norms_activations, or None where the code around the line (or, for
     attention, the line's own call) says neither."""
@@ -104,6 +111,8 @@ def kernel_part(record: dict) -> str:
     if GEMM_RE.search(words):
         return "matmuls"
     if NORM_ACT_OPS.search(" ".join(record["aten_ops"]) or record["name"]):
+        return "norms_activations"
+    if any(ACTIVATION_CALL.search(f.get("code") or "") for f in origins):
         return "norms_activations"
     return "other"
 

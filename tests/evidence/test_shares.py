@@ -96,3 +96,27 @@ def test_a_line_that_calls_sdpa_is_attention_in_a_block_named_for_nothing(tmp_pa
     ]
     found = shares.shares(records)  # by hand, of 8 ms: attention 2 + 1, matmuls 3 + 2
     assert found["attention"] == pytest.approx(3 / 8) and found["matmuls"] == pytest.approx(5 / 8)
+
+
+GPT2_MLP = """class GPT2MLP:
+    def forward(self, x):
+        h = self.c_fc(x)
+        h = self.act(h)
+        return self.c_proj(self.act(h))
+"""
+
+
+def test_the_kernels_of_an_activation_module_are_its_part_whatever_their_ops(tmp_path):
+    """GPT-2's eager GELU: a pow, muls, adds and a tanh, each a kernel of generic elementwise
+    ops on the MLP's `self.act(h)` line; the GEMM on a line that also calls it stays a matmul."""
+    at = _written(tmp_path / "modeling_gpt2.py", GPT2_MLP)
+
+    records = [
+        _kernel("nvjet_c_fc", ["aten.addmm"], 2.0, [at(3)]),
+        _kernel("vectorized_elementwise_kernel", ["aten.mul"], 0.5, [at(4)], calls=4.0),
+        _kernel("vectorized_elementwise_kernel", ["aten.add"], 0.5, [at(4)], calls=2.0),
+        _kernel("nvjet_c_proj", ["aten.addmm"], 2.0, [at(5)]),
+    ]
+    found = shares.shares(records)  # by hand, of 7 ms: matmuls 2 + 2, activations 2 + 1
+    assert found["matmuls"] == pytest.approx(4 / 7)
+    assert found["norms_activations"] == pytest.approx(3 / 7) and found["other"] == 0
