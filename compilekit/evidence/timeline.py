@@ -194,11 +194,11 @@ def summarize(events: list[dict], before: dict, records: list[dict], graphs: dic
 
 def load(run_dir: str, result) -> dict:
     """A run's memory_timeline.json; one line naming the fix where it has none."""
-    from compilekit.model.store import read_json
+    from compilekit.model.store import kept, read_json
 
     if result.device != "cuda":
         raise UserError(CPU_REFUSAL.format(run=run_dir))
-    path = os.path.join(run_dir, TIMELINE)
+    path = kept(os.path.join(run_dir, TIMELINE))  # a published cell's is gzipped
     if not os.path.isfile(path):
         why = (result.memory or {}).get("timeline_error")
         raise UserError(

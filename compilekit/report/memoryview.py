@@ -185,9 +185,9 @@ def page_timeline(run_dir: str) -> dict | None:
     """A CUDA run's memory_timeline.json with its curve drawn, for the run page; None where
     it has none."""
     from compilekit.evidence.timeline import TIMELINE
-    from compilekit.model.store import read_json
+    from compilekit.model.store import kept, read_json
 
-    path = os.path.join(run_dir, TIMELINE)
+    path = kept(os.path.join(run_dir, TIMELINE))  # a published cell's is gzipped
     if not os.path.isfile(path):
         return None
     found = read_json(path)

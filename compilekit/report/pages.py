@@ -264,6 +264,7 @@ def evidence_links(run_dir: str) -> list[tuple[str, str]]:
             "one forward's CUDA memory: open it in https://pytorch.org/memory_viz",
         ),
         ("memory_timeline.json", "that forward's curve and the tensors live at its peak"),
+        ("memory_timeline.json.gz", "that forward's curve and the tensors at its peak (gzipped)"),
         ("output_code*.py", "Inductor's output code"),
         ("kernels/*", "generated kernel"),
         ("depyf/*", "depyf dump"),

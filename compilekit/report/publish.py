@@ -2,8 +2,8 @@
 commit and share, with every figure still checkable.
 
 Per cell it keeps result.json, kernels.json, ops.json (the op cost matrix) and a CUDA cell's
-memory_timeline.json, the second and third gzipped (kernels.json.gz, ops.json.gz: every reader
-takes them as it takes the plain ones), and the records of the runs kept in attempts/; then it
+memory_timeline.json, each gzipped (kernels.json.gz, ...: every reader takes them as it takes
+the plain ones), and the records of the runs kept in attempts/; then it
 renders REPORT.md, the plots and the sweep page with this checkout's code. Run pages come only
 for the cells named with --page, and generated code only for those named with --code: traces,
 depyf dumps, TORCH_TRACE logs, logs and kernel sources stay behind (a reader regenerates every
@@ -45,7 +45,8 @@ from compilekit.report import pages, sweeppage, sweepreport
 
 CELL_FILES = (
     "result.json", "result.json.gz", "kernels.json", "kernels.json.gz", "ops.json", "ops.json.gz",
-    "memory_timeline.json",  # a CUDA cell's forward over time (its snapshot pickle stays behind)
+    # a CUDA cell's forward over time (its snapshot pickle stays behind)
+    "memory_timeline.json", "memory_timeline.json.gz",
     # the other runs a result lists (a failed rerun, a noisy timing): their records only
     "attempts/*/result.json", "attempts/*/attempts/*/result.json",
 )  # fmt: skip
@@ -239,7 +240,7 @@ def _write(sweep_dir, dest, cells, page_cells, code_cells, extras, log) -> list[
             changed.append(cell)
         # a model's kernel map holds every kernel's source stack, its op table every op; and a
         # cell's record, indented, is most of what a sweep of small kernel maps publishes
-        for name in ("kernels.json", "ops.json", "result.json"):
+        for name in ("kernels.json", "ops.json", "result.json", "memory_timeline.json"):
             path = os.path.join(dest, cell, name)
             if os.path.isfile(path):
                 write_json_gz(path, read_json(path))

@@ -2,6 +2,7 @@
 before anything is written, and a failure that leaves the earlier publication whole. (What a
 publication holds: tests/launch/test_sweep.py, on a real sweep.)"""
 
+import json
 import os
 import subprocess
 import sys
@@ -105,3 +106,25 @@ def test_the_command_line_refuses_in_one_line_and_the_sweep_stays(sweep):
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "new folder" in proc.stderr
     assert (sweep / CELL / "trace.json").is_file()
+
+
+def test_a_cells_memory_timeline_is_published_gzipped_and_read_as_before(sweep, tmp_path):
+    """The timeline is a CUDA cell's bulkiest file beside its kernel map (12-33 KB a model
+    cell): published gzipped, and `compilekit memory` reads the published cell."""
+    from types import SimpleNamespace
+
+    from compilekit.evidence import timeline
+    from compilekit.model.result import CellResult
+
+    cell = "naive__eager__1x2x16x8__float32__cuda"
+    (sweep / CELL).rename(sweep / cell)
+    measured = CellResult("naive", "eager", "1x2x16x8", "float32", "cuda", label=cell)
+    measured.status, measured.eager_ms, measured.compiled_ms = "ok", 1.0, 1.0
+    measured.save(str(sweep / cell))
+    curve = {"points": [[0.0, 1.0, 2.0]], "peak_allocated_mb": 1.0, "largest_at_peak": []}
+    (sweep / cell / "memory_timeline.json").write_text(json.dumps(curve))
+    dest = tmp_path / "published"
+    publish.publish(str(sweep), str(dest), log=lambda *_: None)
+    assert sorted(os.listdir(dest / cell)) == ["memory_timeline.json.gz", "result.json.gz"]
+    cuda = SimpleNamespace(device="cuda", memory=None)
+    assert timeline.load(str(dest / cell), cuda) == curve
