@@ -18,7 +18,8 @@ It never deletes what it did not write. DEST must be new, empty, or an earlier p
 it, or holding it. Every argument is checked before anything is written; the publication is
 built in a staging folder beside DEST and swapped in at the end, so a failure leaves the old
 one whole. From an earlier publication the new one keeps README.md (prose about the results)
-and every file that publication did not write.
+and every file that publication did not write, and gives again the run pages (and code) it
+had.
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ def publish(
         if not os.path.isfile(extra):
             raise UserError(f"--extra {extra!r} is not a file: name a file to copy beside")
     kept_files = _kept_from_earlier(sweep_dir, dest)
+    page_cells, code_cells = _with_earlier_pages(dest, cells, page_cells, code_cells, log)
     dest = os.path.abspath(dest)
     check_writable(os.path.dirname(dest), "the folder of DEST", "publish somewhere else")
     # the staged folder carries DEST's own name: REPORT.md and the page are titled by it
@@ -200,6 +202,26 @@ def _kept_from_earlier(sweep_dir: str, dest: str) -> list[str]:
             "folder (publishing replaces the folder's contents)"
         ) from None
     return sorted(rel for rel in found if rel not in wrote and rel != MARK)
+
+
+def _with_earlier_pages(dest: str, cells, page_cells, code_cells, log) -> tuple[set, set]:
+    """The cells to give a run page, and generated code: those asked, and those an earlier
+    publication at dest gave them (publishing a sweep again keeps its pages without naming
+    them again), where the sweep still has the cell."""
+    pages_, code = set(page_cells), set(code_cells)
+    try:
+        wrote = set(read_json(os.path.join(dest, MARK))["files"])
+    except (CorruptFile, KeyError, TypeError):
+        return pages_, code
+    for cell in sorted(set(cells) - pages_ - code):
+        if any(rel.startswith(f"{cell}{os.sep}output_code") for rel in wrote):
+            code.add(cell)
+        elif f"{cell}{os.sep}index.html" in wrote:
+            pages_.add(cell)
+        else:
+            continue
+        log(f"kept from the earlier publication: {cell}'s run page")
+    return pages_, code
 
 
 def _files(folder: str) -> list[str]:

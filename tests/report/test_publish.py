@@ -128,3 +128,29 @@ def test_a_cells_memory_timeline_is_published_gzipped_and_read_as_before(sweep, 
     assert sorted(os.listdir(dest / cell)) == ["memory_timeline.json.gz", "result.json.gz"]
     cuda = SimpleNamespace(device="cuda", memory=None)
     assert timeline.load(str(dest / cell), cuda) == curve
+
+
+def test_publishing_again_keeps_the_run_pages_the_earlier_publication_had(tmp_path):
+    """A sweep published with a run page and with a cell's code, then published again without
+    naming them: both are there again (the cells still in the sweep)."""
+    from compilekit.model.result import CellResult
+
+    sweep = tmp_path / "sweep"
+    for name in ("naive", "sdpa"):
+        label = f"{name}__default__1x2x16x8__float32__cpu"
+        measured = CellResult(name, "default", "1x2x16x8", "float32", "cpu", label=label)
+        measured.status, measured.eager_ms, measured.compiled_ms = "ok", 2.0, 1.0
+        (sweep / label).mkdir(parents=True)
+        measured.save(str(sweep / label))
+    (sweep / "naive__default__1x2x16x8__float32__cpu" / "output_code_graph0.py").write_text("#")
+    dest, said = tmp_path / "published", []
+    naive, sdpa = "naive__default__1x2x16x8__float32__cpu", "sdpa__default__1x2x16x8__float32__cpu"
+    publish.publish(str(sweep), str(dest), page_cells=[sdpa], code_cells=[naive], log=said.append)
+    listed = lambda: sorted(  # noqa: E731
+        os.path.relpath(os.path.join(root, n), dest) for root, _, ns in os.walk(dest) for n in ns
+    )
+    first = listed()
+    assert f"{sdpa}/index.html" in first and f"{naive}/output_code_graph0.py" in first
+    publish.publish(str(sweep), str(dest), log=said.append)
+    assert listed() == first
+    assert f"kept from the earlier publication: {sdpa}'s run page" in said
