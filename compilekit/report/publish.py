@@ -131,6 +131,10 @@ def publish(
             raise UserError(f"--extra {extra!r} is not a file: name a file to copy beside")
     kept_files = _kept_from_earlier(sweep_dir, dest)
     page_cells, code_cells = _with_earlier_pages(dest, cells, page_cells, code_cells, log)
+    # an earlier publication's --extra files go on beside the new one, unless given again
+    given = {os.path.basename(e) for e in extras}
+    earlier = [os.path.join(dest, name) for name in _earlier(dest, "extras") if name not in given]
+    extras = list(extras) + [path for path in earlier if os.path.isfile(path)]
     dest = os.path.abspath(dest)
     check_writable(os.path.dirname(dest), "the folder of DEST", "publish somewhere else")
     # the staged folder carries DEST's own name: REPORT.md and the page are titled by it
@@ -151,7 +155,8 @@ def publish(
             target = os.path.join(staged, rel)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             shutil.copy2(os.path.join(dest, rel), target)
-        write_json(os.path.join(staged, MARK), {"files": sorted(written)})
+        names = sorted(os.path.basename(e) for e in extras)
+        write_json(os.path.join(staged, MARK), {"files": sorted(written), "extras": names})
         _swap(staged, dest, staging)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -209,10 +214,7 @@ def _with_earlier_pages(dest: str, cells, page_cells, code_cells, log) -> tuple[
     publication at dest gave them (publishing a sweep again keeps its pages without naming
     them again), where the sweep still has the cell."""
     pages_, code = set(page_cells), set(code_cells)
-    try:
-        wrote = set(read_json(os.path.join(dest, MARK))["files"])
-    except (CorruptFile, KeyError, TypeError):
-        return pages_, code
+    wrote = set(_earlier(dest, "files"))
     for cell in sorted(set(cells) - pages_ - code):
         if any(rel.startswith(f"{cell}{os.sep}output_code") for rel in wrote):
             code.add(cell)
@@ -222,6 +224,16 @@ def _with_earlier_pages(dest: str, cells, page_cells, code_cells, log) -> tuple[
             continue
         log(f"kept from the earlier publication: {cell}'s run page")
     return pages_, code
+
+
+def _earlier(dest: str, key: str) -> list[str]:
+    """What an earlier publication's mark at dest lists under key ("files": what it wrote,
+    "extras": the --extra files among them); [] where there is none."""
+    try:
+        found = read_json(os.path.join(dest, MARK)).get(key, [])
+    except (CorruptFile, AttributeError):
+        return []
+    return [name for name in found if isinstance(name, str)] if isinstance(found, list) else []
 
 
 def _files(folder: str) -> list[str]:

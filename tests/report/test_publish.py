@@ -130,9 +130,9 @@ def test_a_cells_memory_timeline_is_published_gzipped_and_read_as_before(sweep, 
     assert timeline.load(str(dest / cell), cuda) == curve
 
 
-def test_publishing_again_keeps_the_run_pages_the_earlier_publication_had(tmp_path):
-    """A sweep published with a run page and with a cell's code, then published again without
-    naming them: both are there again (the cells still in the sweep)."""
+def test_publishing_again_keeps_the_run_pages_and_extras_the_earlier_publication_had(tmp_path):
+    """A sweep published with a run page, a cell's code and an --extra file, then published
+    again without naming them: all are there again (the cells still in the sweep)."""
     from compilekit.model.result import CellResult
 
     sweep = tmp_path / "sweep"
@@ -145,12 +145,20 @@ def test_publishing_again_keeps_the_run_pages_the_earlier_publication_had(tmp_pa
     (sweep / "naive__default__1x2x16x8__float32__cpu" / "output_code_graph0.py").write_text("#")
     dest, said = tmp_path / "published", []
     naive, sdpa = "naive__default__1x2x16x8__float32__cpu", "sdpa__default__1x2x16x8__float32__cpu"
-    publish.publish(str(sweep), str(dest), page_cells=[sdpa], code_cells=[naive], log=said.append)
+    notes = tmp_path / "figures.txt"
+    notes.write_text("first")
+    publish.publish(
+        str(sweep), str(dest), page_cells=[sdpa], code_cells=[naive], extras=[str(notes)],
+        log=said.append,
+    )  # fmt: skip
     listed = lambda: sorted(  # noqa: E731
         os.path.relpath(os.path.join(root, n), dest) for root, _, ns in os.walk(dest) for n in ns
     )
     first = listed()
     assert f"{sdpa}/index.html" in first and f"{naive}/output_code_graph0.py" in first
     publish.publish(str(sweep), str(dest), log=said.append)
-    assert listed() == first
+    assert listed() == first and (dest / "figures.txt").read_text() == "first"
     assert f"kept from the earlier publication: {sdpa}'s run page" in said
+    notes.write_text("second")  # an extra given again replaces the earlier one
+    publish.publish(str(sweep), str(dest), extras=[str(notes)], log=said.append)
+    assert listed() == first and (dest / "figures.txt").read_text() == "second"
