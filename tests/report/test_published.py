@@ -19,9 +19,10 @@ def test_every_published_sweep_is_under_the_size_a_clone_carries():
         for folder, _, names in os.walk(os.path.join(ROOT, "experiments", "results"))
         for name in names
     )
-    # Seven GPU sweeps and the CPU baseline `make check` gates against take about 3 MiB; the
-    # room above that is for a sweep or two more, not for raw traces.
-    assert PUBLISHED and total <= 4 * 2**20, total
+    # Eight GPU sweeps and the CPU baseline `make check` gates against take about 3.5 MiB, and
+    # memory.toml's 48 cells, gzipped as publish writes them, about 0.9 more; the room above
+    # that is for a sweep more, not for raw traces (one trace.json is tens of MiB).
+    assert PUBLISHED and total <= 5 * 2**20, total
 
 
 @pytest.mark.parametrize("report", PUBLISHED, ids=lambda p: os.path.basename(os.path.dirname(p)))
