@@ -454,3 +454,21 @@ def test_a_decode_past_the_models_sliding_window_is_one_line(tmp_path):
     words = r"attention window \(8 positions\) is shorter than this decode's 14 "
     with pytest.raises(UserError, match=words):
         _sliding_session(tmp_path, window=8, shape="1x6+8")
+
+
+@pytest.mark.parametrize("layered", [True, False], ids=["transformers 5", "transformers 4"])
+def test_the_shortest_window_is_read_from_the_config(layered, monkeypatch):
+    """Where transformers lists its layers' kinds (5.x), and from the config's own fields where
+    it does not (4.x): Mistral's window, Qwen2's only where it is on, none for Llama."""
+    tf = pytest.importorskip("transformers")
+    from transformers import cache_utils
+
+    from compilekit.measure.decode.session import _shortest_window
+
+    if not layered:
+        monkeypatch.delattr(cache_utils, "get_layer_types_and_kwargs", raising=False)
+    tiny = dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=1)
+    assert _shortest_window(tf.MistralConfig(sliding_window=8, **tiny)) == 8
+    assert _shortest_window(tf.MistralConfig(sliding_window=None, **tiny)) is None
+    assert _shortest_window(tf.LlamaConfig(**tiny)) is None
+    assert _shortest_window(tf.Qwen2Config(use_sliding_window=False, **tiny)) is None

@@ -104,12 +104,13 @@ class Session:
         one position would count two tokens). Within the window, which the run never passes
         (Session refuses that), the window changes nothing."""
         from transformers import StaticCache
-        from transformers.cache_utils import StaticLayer
 
         capacity = positions or self.shape.cache_len
         cache = StaticCache(config=self.model.config, max_cache_len=capacity)
-        for index, layer in enumerate(cache.layers):
-            if getattr(layer, "is_sliding", False):
+        for index, layer in enumerate(getattr(cache, "layers", [])):
+            if hasattr(layer, "cumulative_length_int"):  # the count kept on the host
+                from transformers.cache_utils import StaticLayer
+
                 cache.layers[index] = StaticLayer(max_cache_len=capacity)
         return cache
 
@@ -142,7 +143,15 @@ def _shortest_window(config) -> int | None:
     from transformers import cache_utils
 
     text = config.get_text_config(decoder=True)
-    _, per_layer = cache_utils.get_layer_types_and_kwargs(text)
+    per_layer_of = getattr(cache_utils, "get_layer_types_and_kwargs", None)
+    if per_layer_of is None:  # transformers 4: the config's own fields say it
+        types = getattr(text, "layer_types", None) or ["sliding_attention"]
+        window = getattr(text, "sliding_window", None) or getattr(
+            text, "attention_chunk_size", None
+        )
+        windowed = any(t in ("sliding_attention", "chunked_attention") for t in types)
+        return window if window and windowed else None
+    _, per_layer = per_layer_of(text)
     windows = [kw["sliding_window"] for kw in per_layer if kw.get("sliding_window")]
     return min(windows, default=None)
 
