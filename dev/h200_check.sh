@@ -21,6 +21,8 @@
 #      cells recorded their code_sources, which --retry-changed would all run again); an item
 #      may glob ("gluon-flash*__*x128" drops those variants' D = 128 cells); N_ONLY_ON=H200
 #      skips the phase on any other GPU (a table of one machine kind)
+#   N2 after N, a second sweep as N runs it: MODELS_TOML2 into MODELS2 (published to $OUT/<its
+#      folder name>) within N2_S seconds, so one call can finish one experiment and start another
 #   R  cells into MODELS, one `compilekit run` each (R_CELLS: "variant/mode/shape ...", bf16;
 #      a cell already there is measured again; R_VERIFY=1 verifies each against a bare
 #      do_bench), then MODELS published as in N (the
@@ -83,6 +85,25 @@ compiled_look() {  # compiled_look "SHAPES": dev/decode_compiled_look.py at each
       --variants "${LOOK_VARIANTS:-triton-flash,sdpa}" 2>&1 | grep -v "Warning\|^/"
   done
 }
+sweep_into() {  # sweep_into TOML DIR SECONDS TAG: the N phase's sweep, steps and publication
+  local toml=$1 dir=$2 seconds=$3 tag=$4 gpu start pages
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  if [ -n "${N_ONLY_ON:-}" ] && [[ "$gpu" != *"$N_ONLY_ON"* ]]; then
+    echo "$tag skipped: this GPU is $gpu, not N_ONLY_ON=$N_ONLY_ON" | tee "$OUT/${tag}_sweep.txt"
+    return
+  fi
+  [ "$tag" = N ] && for v in ${N_DROP:-}; do rm -rf "${dir:?}"/${v}__*; done  # unquoted: v may glob
+  start=$(date +%s)
+  timeout "$(within "$seconds")" python3 -m compilekit sweep "$toml" --out "$dir" \
+    --per-gpu "${PER_GPU:-4}" ${SWEEP_ARGS:-} > "$OUT/${tag}_sweep.txt" 2>&1
+  echo "$tag sweep rc=$? wall_s $(( $(date +%s) - start ))" | tee -a "$OUT/${tag}_sweep.txt"
+  python3 dev/sweep_steps.py "$dir" > "$OUT/${tag}_steps.txt" 2>&1
+  pages=$(for c in $bert_default ${bert//MODE/reduce-overhead} \
+    llama-block@triton-flash__default__1x2048__bfloat16__cuda; do
+    [ -f "$dir/$c/result.json" ] && echo "--page $c"; done)
+  python3 -m compilekit publish "$dir" "$OUT/$(basename "$dir")" $pages > "$OUT/${tag}_publish.txt" 2>&1
+  tail -3 "$OUT/${tag}_sweep.txt"
+}
 # once per machine: a second instance started beside the first (a phase run in the
 # background) must not reinstall under the first one's imports
 if [ ! -f /tmp/site/.installed ]; then
@@ -132,22 +153,9 @@ for phase in ${PHASES:-S V G}; do
         -k "${GPU_TESTS:-not awkward}" > "$OUT/G_tests.txt" 2>&1
       tail -25 "$OUT/G_tests.txt" ;;
     N)
-      gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-      if [ -n "${N_ONLY_ON:-}" ] && [[ "$gpu" != *"$N_ONLY_ON"* ]]; then
-        echo "N skipped: this GPU is $gpu, not N_ONLY_ON=$N_ONLY_ON" | tee "$OUT/N_sweep.txt"
-        continue
-      fi
-      for v in ${N_DROP:-}; do rm -rf "${MODELS:?}"/${v}__*; done  # unquoted: v may glob
-      start=$(date +%s)
-      timeout "$(within "${N_S:-480}")" python3 -m compilekit sweep "${MODELS_TOML:-experiments/models.toml}" --out "$MODELS" \
-        --per-gpu "${PER_GPU:-4}" ${SWEEP_ARGS:-} > "$OUT/N_sweep.txt" 2>&1
-      echo "models sweep rc=$? wall_s $(( $(date +%s) - start ))" | tee -a "$OUT/N_sweep.txt"
-      python3 dev/sweep_steps.py "$MODELS" > "$OUT/N_steps.txt" 2>&1
-      pages=$(for c in $bert_default ${bert//MODE/reduce-overhead} \
-        llama-block@triton-flash__default__1x2048__bfloat16__cuda; do
-        [ -f "$MODELS/$c/result.json" ] && echo "--page $c"; done)
-      python3 -m compilekit publish "$MODELS" "$OUT/$(basename "$MODELS")" $pages > "$OUT/N_publish.txt" 2>&1
-      tail -3 "$OUT/N_sweep.txt" ;;
+      sweep_into "${MODELS_TOML:-experiments/models.toml}" "$MODELS" "${N_S:-480}" N ;;
+    N2)
+      sweep_into "${MODELS_TOML2:?N2 needs MODELS_TOML2}" "${MODELS2:?N2 needs MODELS2}" "${N2_S:-480}" N2 ;;
     R)
       for spec in ${R_CELLS:-bert-base/default/8x128}; do
         shape=${spec##*/}; rest=${spec%/*}; mode=${rest##*/}; variant=${rest%/*}
