@@ -6,7 +6,7 @@ import os
 import pytest
 
 from compilekit.measure.decode import figures
-from compilekit.model.errors import UserError
+from compilekit.model.errors import Unsupported, UserError
 from compilekit.model.spec import Decode, parse_shape
 from tests.report.test_null_figures import _cli
 
@@ -452,7 +452,7 @@ def test_a_sliding_window_models_decode_gives_its_own_logits(tmp_path):
 
 def test_a_decode_past_the_models_sliding_window_is_one_line(tmp_path):
     words = r"attention window \(8 positions\) is shorter than this decode's 14 "
-    with pytest.raises(UserError, match=words):
+    with pytest.raises(Unsupported, match=words):  # a sweep's cell: unsupported, not failed
         _sliding_session(tmp_path, window=8, shape="1x6+8")
 
 

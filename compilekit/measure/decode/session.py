@@ -13,7 +13,7 @@ import inspect
 
 import torch
 
-from compilekit.model.errors import UserError
+from compilekit.model.errors import Unsupported, UserError
 
 
 class Session:
@@ -50,8 +50,8 @@ class Session:
                 f"{limit} positions: generate fewer tokens"
             )
         window = _shortest_window(model.config)
-        if window is not None and shape.cache_len > window:
-            raise UserError(
+        if window is not None and shape.cache_len > window:  # this model at this shape
+            raise Unsupported(
                 f"{spec!r}: its attention window ({window} positions) is shorter than this "
                 f"decode's {shape.cache_len} (prompt + new tokens); compilekit's loop keeps the "
                 "cache position on the device, and a cache sliding past its window needs it on "
