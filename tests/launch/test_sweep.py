@@ -3,6 +3,7 @@
 import dataclasses
 import glob
 import json
+import math
 import os
 import signal
 import subprocess
@@ -614,6 +615,10 @@ def test_publish_judges_host_bound_again_from_the_stored_figures(tmp_path):
     paced.save(str(tmp_path))
     assert not publish.rederive(str(tmp_path), None)
     assert results_mod.load(str(tmp_path)).host_bound is True
+    # a share stored one rounding apart from the one derived again (a sum in another order)
+    rounded = dataclasses.replace(paced, gpu_busy_share=math.nextafter(paced.gpu_busy_share, 1))
+    rounded.save(str(tmp_path))
+    assert not publish.rederive(str(tmp_path), None)
 
 
 def test_publish_asks_again_whether_the_attention_rewrite_left_the_pattern(tmp_path):
