@@ -108,7 +108,7 @@ class Session:
         capacity = positions or self.shape.cache_len
         cache = StaticCache(config=self.model.config, max_cache_len=capacity)
         for index, layer in enumerate(getattr(cache, "layers", [])):
-            if hasattr(layer, "cumulative_length_int"):  # the count kept on the host
+            if getattr(layer, "is_sliding", False):  # its count of tokens kept on the host
                 from transformers.cache_utils import StaticLayer
 
                 cache.layers[index] = StaticLayer(max_cache_len=capacity)
