@@ -472,3 +472,17 @@ def test_the_shortest_window_is_read_from_the_config(layered, monkeypatch):
     assert _shortest_window(tf.MistralConfig(sliding_window=None, **tiny)) is None
     assert _shortest_window(tf.LlamaConfig(**tiny)) is None
     assert _shortest_window(tf.Qwen2Config(use_sliding_window=False, **tiny)) is None
+
+
+def test_generates_cache_takes_the_cells_capacity_or_says_which_transformers_cannot(monkeypatch):
+    """transformers 5 sizes generate()'s static cache by max_cache_len; 4.x by the tokens it
+    generates, so there a cell's larger capacity is a failed path with its reason."""
+    transformers = pytest.importorskip("transformers")
+    from compilekit.measure.decode.generate import _cache_capacity
+
+    if hasattr(transformers.GenerationConfig(), "max_cache_len"):
+        assert _cache_capacity(parse_shape("1x4+4@16")) == {"max_cache_len": 16}
+    monkeypatch.setattr(transformers, "GenerationConfig", lambda: object())  # as in 4.x
+    assert _cache_capacity(parse_shape("1x4+4")) == {}
+    with pytest.raises(RuntimeError, match="a cache of 16 positions needs transformers 5"):
+        _cache_capacity(parse_shape("1x4+4@16"))

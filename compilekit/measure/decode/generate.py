@@ -41,6 +41,24 @@ class _Marks:
         return scores
 
 
+def _cache_capacity(shape) -> dict:
+    """generate()'s argument for a static cache of the cell's capacity: transformers 5 takes
+    max_cache_len; 4.x sizes the cache by the tokens it generates (P + N - 1), so a cell's
+    larger capacity (`BxP+N@C`) is a failed path there, with its reason."""
+    from transformers import GenerationConfig
+
+    if hasattr(GenerationConfig(), "max_cache_len"):
+        return {"max_cache_len": shape.cache_len}
+    if shape.cache_len != shape.prompt + shape.new:
+        import transformers
+
+        raise RuntimeError(
+            f"transformers {transformers.__version__} sizes generate()'s static cache by the "
+            f"tokens it generates; a cache of {shape.cache_len} positions needs transformers 5"
+        )
+    return {}
+
+
 def run_generate(session, options: dict | None, new: int | None = None) -> Run:
     """`new` (default shape.new) greedy tokens from transformers' generate() with a static
     cache of the cell's capacity; options: the mode's torch.compile arguments (None: eager)."""
@@ -61,7 +79,7 @@ def run_generate(session, options: dict | None, new: int | None = None) -> Run:
         eos_token_id=None,
         do_sample=False,
         cache_implementation="static",
-        max_cache_len=shape.cache_len,
+        **_cache_capacity(shape),
         logits_processor=LogitsProcessorList([_Marks(clock)]),
         **kwargs,
     )

@@ -161,7 +161,11 @@ def _takes_kv_cache(implementation: str) -> bool:
     (variants/models.py's plug_in marks those that do)."""
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-    forward = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, None)
+    interface = ALL_ATTENTION_FUNCTIONS
+    if hasattr(interface, "get_interface"):
+        forward = interface.get_interface(implementation, None)
+    else:  # transformers 4: a mapping
+        forward = interface.get(implementation)
     return bool(getattr(forward, "takes_kv_cache", False))
 
 
