@@ -60,6 +60,8 @@ def decoder_block(overrides: dict, attention: str):
     cfg = config_with(LlamaConfig, attention, num_hidden_layers=1, **overrides)
     mask_params = inspect.signature(create_causal_mask).parameters
     no_cache = {"cache": None} if "cache" in mask_params else {"past_key_values": None}
+    # transformers 4.x spells it input_embeds
+    embeds = "inputs_embeds" if "inputs_embeds" in mask_params else "input_embeds"
 
     class LlamaBlock(torch.nn.Module):
         def __init__(self):
@@ -74,11 +76,11 @@ def decoder_block(overrides: dict, attention: str):
             extra = {"cache_position": position_ids[0]} if "cache_position" in mask_params else {}
             mask = create_causal_mask(
                 config=cfg,
-                inputs_embeds=hidden_states,
                 attention_mask=None,
                 position_ids=position_ids,
                 **no_cache,
                 **extra,
+                **{embeds: hidden_states},
             )
             return self.layer(
                 hidden_states,
