@@ -17,7 +17,7 @@ import os
 import sys
 import traceback
 
-from compilekit.evidence.kernelmap import is_user_file
+from compilekit.evidence.frames import is_user_file
 
 
 class Recorded(dict):

@@ -11,19 +11,11 @@ import json
 import os
 import re
 
-import torch
-
-from compilekit.compile.variant import VARIANTS_DIR
 from compilekit.evidence import codecost, partial
+from compilekit.evidence.frames import origin, user_frames
 from compilekit.evidence.shares import HELPER_KERNEL, library_class
 
-TORCH_DIR = os.path.dirname(torch.__file__)
-COMPILEKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STDLIB_DIR = os.path.dirname(os.__file__)
 NO_OP = "(no torch op)"  # the launcher of a kernel the profiler linked to no CPU op
-FRAME_RE = re.compile(
-    r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)'
-)
 NODE_RE = re.compile(
     r'^\s*(?P<node>\w+): "[^"]*" = torch\.ops\.'
     r"(?P<target>[\w.]+?)(?:\.default|\.Tensor|\.Scalar|\.\w+)?\(",
@@ -56,44 +48,6 @@ def parse_graph_code(code: str) -> dict[str, dict]:
         if node:
             nodes[node["node"]] = {"target": node["target"], **(where or {})}
     return nodes
-
-
-def is_user_file(path: str) -> bool:
-    """A frame worth showing: not torch, not compilekit, not Python's own library; but
-    compilekit's own variants (installed inside compilekit), and packages installed inside
-    Python's library folder (site-packages of a Python without a virtual environment:
-    transformers' modeling files there)."""
-    if path.startswith("<"):  # <frozen runpy>, <stdin>, <string>: no file to show
-        return False
-    path = os.path.abspath(path)
-    if path.startswith(VARIANTS_DIR + os.sep):
-        return True
-    if path.startswith((TORCH_DIR + os.sep, COMPILEKIT_DIR + os.sep)):
-        return False
-    if path.startswith(STDLIB_DIR + os.sep):
-        return os.path.relpath(path, STDLIB_DIR).startswith(("site-packages", "dist-packages"))
-    return True
-
-
-def user_frames(stack_text: str) -> list[dict]:
-    """Frames of a formatted stack outside torch and compilekit, innermost first."""
-    frames = []
-    for m in FRAME_RE.finditer(stack_text):
-        if not is_user_file(m["file"]):
-            continue
-        frames.append({"file": m["file"], "line": int(m["line"]), "code": m["code"].strip()})
-    return frames[::-1]
-
-
-def origin(frames: list[dict]) -> list[dict]:
-    """The line an op is charged to, from its user frames (innermost first): the innermost
-    line in a model's own code (transformers' `modeling_*.py`), where the op came through one,
-    so a model's helpers (its activation, attention and mask functions) charge the model's line
-    that called them; otherwise the innermost line."""
-    for frame in frames:
-        if os.path.basename(frame["file"]).startswith("modeling_"):
-            return [frame]
-    return frames[:1]
 
 
 def _dedupe(lines: list[dict]) -> list[dict]:

@@ -129,7 +129,7 @@ def site(frames: list[dict], by_provenance: dict, eager_ops: dict) -> dict:
     first): in compiled code, the kernel or op of the output code that wrote it, with the
     kernel map's source line for it; in eager code, the innermost line of the user's (a
     model's own modeling file first), with the op the kernel map places there."""
-    from compilekit.evidence.kernelmap import is_user_file, origin
+    from compilekit.evidence.frames import is_user_file, origin
 
     user = []
     for f in frames:
