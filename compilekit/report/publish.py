@@ -142,11 +142,11 @@ def publish(
     for extra in extras:
         if not os.path.isfile(extra):
             raise UserError(f"--extra {extra!r} is not a file: name a file to copy beside")
-    kept_files = _kept_from_earlier(sweep_dir, dest)
-    page_cells, code_cells = _with_earlier_pages(dest, cells, page_cells, code_cells, log)
+    kept_files, mark = _kept_from_earlier(sweep_dir, dest)
+    page_cells, code_cells = _with_earlier_pages(mark, cells, page_cells, code_cells, log)
     # an earlier publication's --extra files go on beside the new one, unless given again
     given = {os.path.basename(e) for e in extras}
-    earlier = [os.path.join(dest, name) for name in _earlier(dest, "extras") if name not in given]
+    earlier = [os.path.join(dest, n) for n in mark.get("extras") or [] if n not in given]
     extras = list(extras) + [path for path in earlier if os.path.isfile(path)]
     dest = os.path.abspath(dest)
     check_writable(os.path.dirname(dest), "the folder of DEST", "publish somewhere else")
@@ -191,9 +191,10 @@ def _cells(sweep_dir: str, page_cells, code_cells) -> list[str]:
     return cells
 
 
-def _kept_from_earlier(sweep_dir: str, dest: str) -> list[str]:
+def _kept_from_earlier(sweep_dir: str, dest: str) -> tuple[list[str], dict]:
     """The files of an earlier publication at dest that the new one keeps (README.md and what
-    that publication did not write); UserError where dest may not be replaced."""
+    that publication did not write), and its mark ({} where there is none); UserError where
+    dest may not be replaced."""
     source, target = (os.path.realpath(p) for p in (sweep_dir, dest))
     if source == target or target.startswith(source + os.sep):
         raise UserError(
@@ -206,28 +207,29 @@ def _kept_from_earlier(sweep_dir: str, dest: str) -> list[str]:
             "publish into a new folder"
         )
     if not os.path.exists(dest):
-        return []
+        return [], {}
     if not os.path.isdir(dest):
         raise UserError(f"{dest!r} is a file: publish into a new folder")
     found = _files(dest)
     if found in ([], ["README.md"]):  # prose written before the first publication
-        return found
+        return found, {}
     try:
-        wrote = set(read_json(os.path.join(dest, MARK))["files"])
+        mark = read_json(os.path.join(dest, MARK))
+        wrote = set(mark["files"])
     except (CorruptFile, KeyError, TypeError):
         raise UserError(
             f"{dest!r} holds files and no earlier publication: publish into a new or empty "
             "folder (publishing replaces the folder's contents)"
         ) from None
-    return sorted(rel for rel in found if rel not in wrote and rel != MARK)
+    return sorted(rel for rel in found if rel not in wrote and rel != MARK), mark
 
 
-def _with_earlier_pages(dest: str, cells, page_cells, code_cells, log) -> tuple[set, set]:
-    """The cells to give a run page, and generated code: those asked, and those an earlier
-    publication at dest gave them (publishing a sweep again keeps its pages without naming
-    them again), where the sweep still has the cell."""
+def _with_earlier_pages(mark: dict, cells, page_cells, code_cells, log) -> tuple[set, set]:
+    """The cells to give a run page, and generated code: those asked, and those the earlier
+    publication whose mark this is gave them (publishing a sweep again keeps its pages without
+    naming them again), where the sweep still has the cell."""
     pages_, code = set(page_cells), set(code_cells)
-    wrote = set(_earlier(dest, "files"))
+    wrote = set(mark.get("files", []))
     for cell in sorted(set(cells) - pages_ - code):
         if any(rel.startswith(f"{cell}{os.sep}output_code") for rel in wrote):
             code.add(cell)
@@ -237,16 +239,6 @@ def _with_earlier_pages(dest: str, cells, page_cells, code_cells, log) -> tuple[
             continue
         log(f"kept from the earlier publication: {cell}'s run page")
     return pages_, code
-
-
-def _earlier(dest: str, key: str) -> list[str]:
-    """What an earlier publication's mark at dest lists under key ("files": what it wrote,
-    "extras": the --extra files among them); [] where there is none."""
-    try:
-        found = read_json(os.path.join(dest, MARK)).get(key, [])
-    except (CorruptFile, AttributeError):
-        return []
-    return [name for name in found if isinstance(name, str)] if isinstance(found, list) else []
 
 
 def _files(folder: str) -> list[str]:
