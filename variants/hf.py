@@ -166,16 +166,11 @@ def workload(shape, dtype: str, device: str, where: str, weights: str = "auto",
 
 
 def _from_config(cls, config, dtype: str, device: str):
-    """cls built from the config alone, with random weights, in dtype on device (not in the
-    dtype config.json names: transformers builds in that one unless told)."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(getattr(torch, dtype))
-    try:
-        with torch.device(device):
-            build = getattr(cls, "from_config", None) or cls._from_config  # an Auto class or not
-            return build(config, dtype=getattr(torch, dtype))
-    finally:
-        torch.set_default_dtype(previous)
+    """cls built from the config alone, with random weights, in dtype on device (told: it
+    would otherwise build in the dtype config.json names)."""
+    with torch.device(device):
+        build = getattr(cls, "from_config", None) or cls._from_config  # an Auto class or not
+        return build(config, dtype=getattr(torch, dtype))
 
 
 def _inputs(shape, config, model, device: str, where: str) -> dict:
