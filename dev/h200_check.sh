@@ -50,6 +50,9 @@
 #      autotuner's config chosen in a run without the profiler first, and pinned under it;
 #      P_NCU_ARGS adds to ncu's; with "--section SourceCounters" (PC sampling) also each
 #      kernel's stalls by SASS opcode and instruction (dev/ncu_stalls.py, P_*_stalls.txt)
+#   A  dev/decode_attention_parts.py at A_SHAPES (default its own: batch 1 and 16, 8k and 32k
+#      keys): each decode path's call, its CUDA-graph replay, and its kernels, gaps and span from
+#      a profile taken after the timing, within A_S seconds (default 150); A_PATHS picks the paths
 #   F  dev/triton_flash_configs.py at F_SHAPES: every triton-flash config's autotuner timing,
 #      its own and F_EXTRA's, beside cuDNN, within F_S seconds
 #   W  dev/gluon_power.py at W_SHAPES: gluon-flash and cuDNN in loops of W_SECONDS (default 2)
@@ -152,6 +155,11 @@ for phase in ${PHASES:-S V G}; do
       timeout "$(within "${G_S:-400}")" python3 -m pytest -q -rA -m gpu tests -p no:cacheprovider \
         -k "${GPU_TESTS:-not awkward}" > "$OUT/G_tests.txt" 2>&1
       tail -25 "$OUT/G_tests.txt" ;;
+    A)
+      timeout "$(within "${A_S:-150}")" python3 dev/decode_attention_parts.py \
+        ${A_SHAPES:+--shapes "$A_SHAPES"} ${A_PATHS:+--paths "$A_PATHS"} \
+        --json "$OUT/A_parts.json" > "$OUT/A_parts.txt" 2>&1
+      tail -40 "$OUT/A_parts.txt" ;;
     N)
       sweep_into "${MODELS_TOML:-experiments/models.toml}" "$MODELS" "${N_S:-480}" N ;;
     N2)
