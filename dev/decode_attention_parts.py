@@ -7,8 +7,8 @@ For each path at each shape, in one process:
 - from a torch.profiler session taken after all timing, with L2 flushed before each call as
   do_bench flushes it: each of the call's kernels' device time, the gaps between them, and the
   call's span on the device (first kernel's start to last kernel's end); medians over the calls.
-Each time is given beside the K/V bytes it reads (GB/s) and the device's copy ceiling (device
-to device copy, measured here). Issue 80 asks where triton-flash's batch-1 call goes beside
+Each time is given beside the K/V bytes it reads (GB/s) and the device's copy ceiling, measured
+here as compilekit measures it for every cell (compilekit.evidence.envinfo). Issue 80 asks where triton-flash's batch-1 call goes beside
 cuDNN's: the split kernel, the combine, the gap between them, or the host.
 
 Usage (GPU): python dev/decode_attention_parts.py [--shapes "S;S"] [--paths P,P] [--calls 50]
@@ -121,17 +121,6 @@ def _graph_of(fn):
     return graph
 
 
-def copy_ceiling_gbps() -> float:
-    """Device-to-device copy GB/s (read and write), do_bench's median over a 1 GiB copy."""
-    import torch
-    import triton.testing
-
-    src = torch.empty(2**30, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=200)
-    return 2 * src.numel() / ms / 1e6
-
-
 def path_row(spec: str, shape_text: str, calls: int) -> dict:
     """One path at one shape: its call, its graph replay, its parts, its K/V bytes."""
     import torch
@@ -202,7 +191,9 @@ def main() -> None:
 
     if not torch.cuda.is_available():
         sys.exit("decode_attention_parts.py: needs a CUDA GPU (CUDA graphs and kernel traces)")
-    ceiling = copy_ceiling_gbps()
+    from compilekit.evidence.envinfo import measure_ceilings
+
+    ceiling = measure_ceilings("cuda")["copy_gbps"]  # the ceiling every cell's gap line uses
     print(f"{torch.cuda.get_device_name()}: copy ceiling {ceiling:.0f} GB/s", flush=True)
     rows = []
     for shape in filter(None, args.shapes.split(";")):
