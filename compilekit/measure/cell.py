@@ -135,13 +135,14 @@ def check_against_reference(cell, variant, compiled, args, eager_outs: list, res
         result.max_rel_err, result.eager_max_rel_err, result.error_bound,
         variant.has_reference, model,
     )  # fmt: skip
-    if result.status == "wrong":
+    adrift = model and eager_adrift(result.eager_max_rel_err, result.error_bound, cell.dtype)
+    if result.status == "wrong" and adrift:
+        result.reason = adrift
+    elif result.status == "wrong":
         worst = max(result.max_rel_err, result.eager_max_rel_err or 0.0)
         result.reason = f"max_rel_err {worst:.3g} over the {cell.dtype} bound {result.error_bound}"
         if model and result.eager_max_rel_err is not None:
             result.reason += f" and over {EAGER_MULTIPLIER:g}x eager's own"
-        adrift = model and eager_adrift(result.eager_max_rel_err, result.error_bound, cell.dtype)
-        result.reason = adrift or result.reason
     elif model and (result.eager_max_rel_err or 0.0) > result.error_bound:
         result.reference += (
             f"; eager in {cell.dtype} is itself {result.eager_max_rel_err:.3g} from it, over "

@@ -204,10 +204,14 @@ EAGER_MULTIPLIER = 2.0
 EAGER_ADRIFT = 10.0
 
 
+def is_adrift(eager_max_rel_err: float | None, bound: float) -> bool:
+    """Whether eager itself is over EAGER_ADRIFT times the bound from the reference."""
+    return eager_max_rel_err is not None and eager_max_rel_err > EAGER_ADRIFT * bound
+
+
 def eager_adrift(eager_max_rel_err: float | None, bound: float, dtype: str) -> str | None:
-    """Why a model's cell is wrong whatever its compile did (eager itself over EAGER_ADRIFT
-    times the bound), or None."""
-    if eager_max_rel_err is None or eager_max_rel_err <= EAGER_ADRIFT * bound:
+    """Why a model's cell is wrong whatever its compile did (is_adrift), or None."""
+    if not is_adrift(eager_max_rel_err, bound):
         return None
     return (
         f"eager in {dtype} is itself {eager_max_rel_err:.3g} from the reference, over "
@@ -222,7 +226,7 @@ def verdict_beside_eager(max_rel_err: float, eager_max_rel_err: float, bound: fl
     eager is adrift (EAGER_ADRIFT)."""
     if max(max_rel_err, eager_max_rel_err) <= bound:
         return "ok"
-    if eager_max_rel_err > EAGER_ADRIFT * bound:
+    if is_adrift(eager_max_rel_err, bound):
         return "wrong"
     if max_rel_err <= EAGER_MULTIPLIER * eager_max_rel_err + bound / 10:
         return "ok"
