@@ -4,12 +4,17 @@ For each path at each shape, in one process:
 - `call`: the eager call as a user times it (do_bench median, before any profiler);
 - `graph`: the same call captured in a CUDA graph and replayed (do_bench median): the host's
   launch cost gone, what is left is the GPU's;
+- `clean`: the graph replay again, with L2 flushed by reading a buffer larger than it instead
+  of do_bench's zeroing one: do_bench's flush leaves L2 full of dirty lines, which the timed
+  call may have to write back to memory as it reads (at batch 1 and 8k keys, L2 holds more
+  than the call reads), where a decode step in a model follows kernels that mostly read;
 - from a torch.profiler session taken after all timing, with L2 flushed before each call as
-  do_bench flushes it: each of the call's kernels' device time, the gaps between them, and the
+  `clean` flushes it: each of the call's kernels' device time, the gaps between them, and the
   call's span on the device (first kernel's start to last kernel's end); medians over the calls.
 Each time is given beside the K/V bytes it reads (GB/s) and the device's copy ceiling, measured
-here as compilekit measures it for every cell (compilekit.evidence.envinfo). Issue 80 asks where triton-flash's batch-1 call goes beside
-cuDNN's: the split kernel, the combine, the gap between them, or the host.
+here as compilekit measures it for every cell (compilekit.evidence.envinfo). Issue 80 asks
+where triton-flash's batch-1 call goes beside cuDNN's: the split kernel, the combine, the gap
+between them, the host, or the flush's dirty lines.
 
 Usage (GPU): python dev/decode_attention_parts.py [--shapes "S;S"] [--paths P,P] [--calls 50]
              [--json out.json]
@@ -28,7 +33,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(__file__))
 from decode_varlen_bench import DECODE_SHAPES  # noqa: E402
 
-PATHS = "triton-flash,sdpa-cudnn,sdpa-flash,sdpa"
+READ = "read"  # not attention: K and V's bytes read by torch.sum, what any kernel may reach
+PATHS = f"triton-flash,sdpa-cudnn,sdpa-flash,sdpa,{READ}"
 FLUSH_BYTES = 256 * 2**20  # as triton.testing.do_bench: larger than any GPU's L2
 
 
@@ -84,14 +90,19 @@ def call_parts(calls: list[list[dict]]) -> dict:
 def _profile_parts(fn, calls: int) -> dict:
     import torch
 
-    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    buffer = torch.ones(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+    total = torch.empty((), dtype=torch.float32, device="cuda")
+
+    def flush():  # a read, as clean_flush_us flushes
+        torch.sum(buffer, dim=0, out=total)
+
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        flush.zero_()  # alone first: its kernel's name marks each call's start
+        flush()  # alone first: its kernel's name marks each call's start
         torch.cuda.synchronize()
     flush_names = {k["name"] for k in _trace_kernels(prof)}
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
-            flush.zero_()
+            flush()
             fn()
         torch.cuda.synchronize()
     return call_parts(calls_between_flushes(_trace_kernels(prof), flush_names))
@@ -103,6 +114,25 @@ def _trace_kernels(prof) -> list[dict]:
         prof.export_chrome_trace(path)
         with open(path) as f:
             return kernel_events(json.load(f))
+
+
+def clean_flush_us(fn, reps: int = 200) -> float:
+    """fn's median time in us, each call after a flush that leaves L2 clean: a sum over a
+    buffer larger than L2 reads it, where do_bench's zero_() writes it."""
+    import torch
+
+    buffer = torch.ones(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+    total = torch.empty((), dtype=torch.float32, device="cuda")
+    events = []
+    for _ in range(reps):
+        torch.sum(buffer, dim=0, out=total)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        events.append((start, end))
+    torch.cuda.synchronize()
+    return 1e3 * statistics.median(s.elapsed_time(e) for s, e in events[reps // 5 :])  # warm
 
 
 def _graph_of(fn):
@@ -132,12 +162,16 @@ def path_row(spec: str, shape_text: str, calls: int) -> dict:
 
     out = {"path": spec, "shape": shape_text}
     try:
-        variant = load_variant(spec)
-        cell = Cell(spec, "eager", parse_shape(shape_text), "bfloat16", "cuda")
+        name = "sdpa" if spec == READ else spec
+        variant = load_variant(name)
+        cell = Cell(name, "eager", parse_shape(shape_text), "bfloat16", "cuda")
         args = inputs_mod.cell_inputs(variant, cell)
         out["kv_bytes"] = sum(a.numel() * a.element_size() for a in args[1:3])
+        kv = torch.stack(args[1:3]) if spec == READ else None
 
         def fn():
+            if kv is not None:  # the same bytes read by one reduction kernel, nothing else
+                return torch.sum(kv, dtype=torch.float32)
             return variant.attention(*args)
 
         fn()  # autotuning and the fast path's first launch, before any timing
@@ -145,6 +179,7 @@ def path_row(spec: str, shape_text: str, calls: int) -> dict:
         try:
             graph = _graph_of(fn)
             out["graph_us"] = 1e3 * triton.testing.do_bench(graph.replay, warmup=50, rep=300)
+            out["clean_us"] = clean_flush_us(graph.replay)
         except Exception as exc:  # a path that cannot be captured says why, the rest goes on
             out["graph_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
         out.update(_profile_parts(fn, calls))
@@ -169,6 +204,8 @@ def describe(r: dict, ceiling_gbps: float) -> str:
         if "graph_us" in r
         else f"  {'':14} graph: {r['graph_error']}"
     )
+    if "clean_us" in r:
+        lines.append(f"  {'':14} clean {at(r['clean_us'])}  (L2 flushed by a read)")
     if r.get("span_us"):
         lines.append(
             f"  {'':14} span {at(r['span_us'])}  over {r['calls']} calls"
