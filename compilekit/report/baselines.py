@@ -130,9 +130,17 @@ def unfinished(out_dir: str, stored: int) -> list[str]:
         return []
     if not isinstance(sweep, dict) or sweep.get("complete", True):
         return []
+    path, cells = sweep.get("path"), sweep.get("cells")
+    if isinstance(cells, int) and stored >= cells:  # stopped in its last step, not before a cell
+        return [
+            f"**Not finished:** every cell of `{path}` is here, but the sweep stopped before "
+            "running again, alone, the cells that were noisy or out of memory beside others; "
+            f"`compilekit sweep {path} --out` this folder `--retry-failed --retry-noisy` runs "
+            "those again.",
+            "",
+        ]
     return [
-        f"**Not finished:** {stored} of the {sweep.get('cells')} cells of "
-        f"`{sweep.get('path')}` are here; `compilekit sweep {sweep.get('path')} --out` this "
-        "folder runs the rest.",
+        f"**Not finished:** {stored} of the {cells} cells of `{path}` are here; "
+        f"`compilekit sweep {path} --out` this folder runs the rest.",
         "",
     ]
