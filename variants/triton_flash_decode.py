@@ -7,8 +7,10 @@ leave most of the GPU idle, and one per query head would read each K/V head GROU
 the first kernel gives each program one K/V head, every query of every query head that shares
 it (GROUP x Q rows: K/V read once for the group), and one split of the keys, and writes its
 partial softmax (row max, row sum, unnormalised output) in float32, into one buffer (one
-allocation per call: at batch 1 the host's per-call work is what a call costs); the second
-combines the splits of each row. Causal is bottom-right: the queries are the last Q positions
+allocation per call: at batch 1 the host's per-call work is what a call costs); the splits
+of each row are then combined (variants/flash_decode_combine.py): eagerly by the last program
+of each (batch, K/V head) to finish, one launch in all, and under torch.compile by a second
+kernel. Causal is bottom-right: the queries are the last Q positions
 of the keys, so query i sees keys up to K - Q + i (a single query sees every key). Given
 per-row key counts (kv_lens, a model's static cache filled up to its position), row b's keys
 end at kv_lens[b]: the queries are the last Q positions of those, and the rest of the cache is
@@ -26,6 +28,12 @@ import math
 import torch
 
 from compilekit.model.errors import Unsupported
+from compilekit.variants.flash_decode_combine import (
+    combine_kernel,
+    combine_last,
+    counters,
+    last_tiles,
+)
 from compilekit.variants.launch import (
     INTERPRET,
     LaunchCache,
@@ -87,7 +95,7 @@ if triton is not None:
     )
     @triton.jit
     def _split_kernel(
-        Q, K, V, Part, KV_LENS, Out,
+        Q, K, V, Part, KV_LENS, Out, Counter,
         stride_qb, stride_qh, stride_qm, stride_qd,
         stride_kb, stride_kh, stride_kn, stride_kd,
         stride_vb, stride_vh, stride_vn, stride_vd,
@@ -96,7 +104,7 @@ if triton is not None:
         SPLIT_BUCKET,  # SPLIT_LEN rounded up to a power of two: the autotuner keys on it
         SM_SCALE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
         BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, HAS_LENS: tl.constexpr,
-        ONE_SPLIT: tl.constexpr,
+        ONE_SPLIT: tl.constexpr, FUSED: tl.constexpr, ROWS: tl.constexpr, CHUNK: tl.constexpr,
     ):  # fmt: skip
         bh = tl.program_id(0)  # batch * KV_HEADS + K/V head
         split = tl.program_id(1)
@@ -179,41 +187,12 @@ if triton is not None:
                 acc,
                 mask=real[:, None],
             )
-
-    @triton.jit
-    def _combine_kernel(
-        Part, Out,
-        stride_ob, stride_oh, stride_om, stride_od,
-        KV_HEADS, GROUP, N_Q, NUM_SPLITS,
-        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr,
-    ):  # fmt: skip
-        bh = tl.program_id(0)
-        row = tl.program_id(1)  # one of the GROUP x N_Q real rows
-        slots = tl.num_programs(0).to(tl.int64) * NUM_SPLITS * BLOCK_M  # as the split kernel
-        splits = tl.arange(0, BLOCK_S)
-        present = splits < NUM_SPLITS
-        slot = (bh * NUM_SPLITS + splits) * BLOCK_M + row
-        m = tl.load(Part + slots * HEAD_DIM + slot, mask=present, other=float("-inf"))
-        lsum = tl.load(Part + slots * (HEAD_DIM + 1) + slot, mask=present, other=0.0)
-        m_max = tl.max(m, 0)  # finite: key 0 is seen by every query, in the first split
-        w = tl.where(m == float("-inf"), 0.0, tl.exp(m - m_max))
-        offs_d = tl.arange(0, HEAD_DIM)
-        o = tl.load(
-            Part + slot[:, None].to(tl.int64) * HEAD_DIM + offs_d[None, :],
-            mask=present[:, None],
-            other=0.0,
-        )
-        out = tl.sum(o * w[:, None], 0) / tl.sum(lsum * w, 0)
-        b = bh // KV_HEADS
-        head = (bh % KV_HEADS) * GROUP + row // N_Q
-        o_ptrs = (
-            Out
-            + b.to(tl.int64) * stride_ob
-            + head.to(tl.int64) * stride_oh
-            + (row % N_Q) * stride_om
-            + offs_d * stride_od
-        )
-        tl.store(o_ptrs, out.to(Out.dtype.element_ty))
+            if FUSED:  # the last program of this (batch, K/V head) combines: one launch
+                combine_last(
+                    Part, Out, Counter, bh, b, kvh, slots,
+                    stride_ob, stride_oh, stride_om, stride_od, GROUP, N_Q, NUM_SPLITS,
+                    HEAD_DIM, BLOCK_M, ROWS, CHUNK,
+                )  # fmt: skip
 
 
 def check(q, k) -> None:
@@ -254,34 +233,40 @@ def plan(q, k) -> dict:
     )
 
 
-def launch(q, k, v, causal: bool, wrap=None, kv_lens=None):
+def launch(q, k, v, causal: bool, wrap=None, kv_lens=None, fused=None):
     """out [B, H, Q, D] for q [B, H, Q, D] over k, v [B, H_kv, K, D]; wrap: torch.library's
     wrap_triton under torch.compile (None eagerly: the shape's later calls then launch the
     tuned kernels straight, launch_known); kv_lens: int32 [B], the keys each row holds. One
-    split (a short cache) writes the output itself; more are combined by a second kernel."""
+    split (a short cache) writes the output itself; more are combined, eagerly by the split
+    kernel's last program of each (batch, K/V head) (fused; combine_last), under torch.compile
+    by a second kernel (combine_kernel: Inductor sees what each kernel reads and writes, and
+    the arrival counters would be state outside its graph)."""
     batch, heads, queries, dim = q.shape
     kv_heads, keys = k.shape[1], k.shape[2]
     p = plan(q, k)
     block_m, num_splits = p["block_m"], p["num_splits"]
     out = torch.empty_like(q)
     one = num_splits == 1
+    fused = (wrap is None if fused is None else fused) and not one
     part = _partials(q, batch * kv_heads * num_splits * block_m, one, k)
     split_kernel = wrap(_split_kernel) if wrap else _split_kernel
     split_grid = (batch * kv_heads, num_splits, 1)
     split_args = (
         q, k, v, part, k if kv_lens is None else kv_lens, out,
+        counters(q.device, batch * kv_heads) if fused else k,
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         kv_heads, p["group"], queries, keys, p["split_len"], num_splits,
         triton.next_power_of_2(p["split_len"]),
     )  # fmt: skip
     split_consts = dict(
         SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, BLOCK_M=block_m, CAUSAL=causal,
-        HAS_LENS=kv_lens is not None, ONE_SPLIT=one,
+        HAS_LENS=kv_lens is not None, ONE_SPLIT=one, FUSED=fused,
+        **last_tiles(p["group"] * queries, dim, num_splits),
     )  # fmt: skip
     split = split_kernel[split_grid[:2]](*split_args, **split_consts)
     combine = None
-    if not one:
-        combine_kernel = wrap(_combine_kernel) if wrap else _combine_kernel
+    if not one and not fused:
+        kernel = wrap(combine_kernel) if wrap else combine_kernel
         combine_grid = (batch * kv_heads, p["group"] * queries, 1)
         combine_args = (
             part, out, *out.stride(), kv_heads, p["group"], queries, num_splits,
@@ -289,7 +274,7 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None):
         combine_consts = dict(
             HEAD_DIM=dim, BLOCK_M=block_m, BLOCK_S=max(2, triton.next_power_of_2(num_splits))
         )
-        compiled = combine_kernel[combine_grid[:2]](*combine_args, **combine_consts)
+        compiled = kernel[combine_grid[:2]](*combine_args, **combine_consts)
         combine = (compiled, combine_grid, combine_args, combine_consts)
     if wrap is None and not INTERPRET:
         _remember(q, k, v, causal, kv_lens, (split, split_grid, split_args, split_consts), combine)
@@ -344,15 +329,17 @@ def _remember(q, k, v, causal, kv_lens, split, combine) -> None:
         compiled_combine, grid_c, args_c, consts_c = combine
         run_combine = (
             direct_launcher(compiled_combine, grid_c),
-            _tail(_combine_kernel, args_c, consts_c, 2),
+            _tail(combine_kernel, args_c, consts_c, 2),
         )
-    slots = 0 if combine is None else args_s[3].numel() // (q.shape[-1] + 2)
+    one, fused = consts_s["ONE_SPLIT"], consts_s["FUSED"]
+    slots = 0 if one else args_s[3].numel() // (q.shape[-1] + 2)
     _FAST_LAUNCH.remember(
         launch_key(q, k, v, causal, kv_lens),
         (
             slots,
+            args_s[6] if fused else None,  # the counters; else a stand-in, the call's k
             direct_launcher(compiled_split, grid_s),
-            _tail(_split_kernel, args_s, consts_s, 6),
+            _tail(_split_kernel, args_s, consts_s, 7),
             run_combine,
         ),
     )
@@ -364,10 +351,11 @@ def launch_known(q, k, v, causal: bool, kv_lens=None):
     known = _FAST_LAUNCH.get(launch_key(q, k, v, causal, kv_lens))
     if known is None:
         return None
-    slots, run_split, split_tail, run_combine = known
+    slots, counter, run_split, split_tail, run_combine = known
     out = torch.empty_like(q)
-    part = _partials(q, slots, run_combine is None, k)
-    run_split(q, k, v, part, k if kv_lens is None else kv_lens, out, *split_tail)
+    part = _partials(q, slots, slots == 0, k)
+    lens = k if kv_lens is None else kv_lens
+    run_split(q, k, v, part, lens, out, k if counter is None else counter, *split_tail)
     if run_combine is not None:
         launcher, tail = run_combine
         launcher(part, out, *tail)
@@ -384,7 +372,8 @@ if triton is not None and hasattr(torch.library, "triton_op"):
         causal: bool,
         kv_lens: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        # wrap_triton: Inductor sees both kernels and keeps them in its graph and CUDA graphs
+        # wrap_triton: Inductor sees both kernels (never fused: launch's docstring says why)
+        # and keeps them in its graph and CUDA graphs
         return launch(q, k, v, causal, torch.library.wrap_triton, kv_lens)
 else:  # torch < 2.6: no triton_op; eager only
 

@@ -232,6 +232,52 @@ def test_triton_flash_decode_shapes_bf16_eager_and_compiled(shape):
     assert max_rel_err(compiled(q, k, v), truth) < 3e-2
 
 
+@pytest.mark.parametrize("shape", [(1, 32, 8, 8192), (4, 32, 8, 2048), (1, 32, 8, 32768)])
+def test_the_split_kernels_last_program_combines_in_every_call_and_in_a_cuda_graph(
+    shape, monkeypatch
+):
+    """The eager path's one launch: the last program of each (batch, K/V head) to finish
+    combines the splits, through arrival counters every call leaves at 0. Fifty calls in a row
+    on fresh inputs (a program combining before every split is written shows as a wrong
+    output), then the eager call captured in a CUDA graph and replayed on new inputs; the
+    second kernel is never launched."""
+    from compilekit.measure.inputs import max_rel_err
+    from compilekit.variants import flash_decode_combine as combine
+    from compilekit.variants import triton_flash_decode as decode
+    from compilekit.variants.masks import reference
+    from compilekit.variants.triton_flash import flash_attention
+
+    class Refused:
+        def __getitem__(self, grid):
+            raise AssertionError("the second combine kernel was launched on the eager path")
+
+    monkeypatch.setattr(decode, "combine_kernel", Refused())
+    batch, heads, kv_heads, keys = shape
+    q = torch.randn(batch, heads, 1, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (
+        torch.randn(batch, kv_heads, keys, 128, device="cuda", dtype=torch.bfloat16) for _ in "kv"
+    )
+    assert decode.plan(q, k)["num_splits"] > 1
+    decode._FAST_LAUNCH.clear()
+    for _ in range(50):  # the first launch autotunes; the rest launch straight (launch_known)
+        q.normal_(), k.normal_(), v.normal_()
+        assert max_rel_err(flash_attention(q, k, v), reference(q, k, v, causal=True)) < 3e-2
+    assert int(combine._COUNTERS[q.device].abs().sum()) == 0
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        flash_attention(q, k, v)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = flash_attention(q, k, v)
+    for _ in range(20):
+        q.normal_(), k.normal_(), v.normal_()
+        graph.replay()
+        assert max_rel_err(out, reference(q, k, v, causal=True)) < 3e-2
+    assert int(combine._COUNTERS[q.device].abs().sum()) == 0
+
+
 def test_triton_flash_over_a_static_cache_in_a_cuda_graph_reads_each_replays_lengths():
     """cached_attention eagerly (a long cache, several splits, and a short one, one split) and
     under reduce-overhead: the lengths are a device tensor, so one graph serves every step,

@@ -1,0 +1,139 @@
+"""Combining flash-decoding's splits: the partial softmax of each split of the keys (row max,
+row sum, unnormalised output, float32, as variants/triton_flash_decode.py's split kernel writes
+them) into each row's output. Not a variant: a helper beside masks.py.
+
+Two ways, one result:
+- `combine_kernel`, a second launch after the split kernel, one program per output row: what
+  torch.compile's graph gets, since Inductor sees each kernel's reads and writes;
+- `combine_last`, called by every program of the split kernel itself once its partials are
+  written: the last of a (batch, K/V head)'s programs to arrive combines them all, so a call is
+  one launch. At batch 1 the second launch and the gap before it were a quarter of the call's
+  device span (an H100, 1x32g8 and 8k keys: split 14.2 us, a gap of 1.4, combine 3.2;
+  dev/decode_attention_parts.py). Its arrival counters live on the device between calls and
+  go back to 0 as each combine ends, so a call (or a CUDA graph's replay) finds them ready.
+  They are one set per device: two calls running at once, on two streams, would mix their
+  arrivals, so the eager path takes one stream at a time.
+"""
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # CPU builds of torch come without triton
+    triton = None
+
+CHUNK_VALUES = 4096  # partial outputs combine_last holds at once: a chunk of splits x rows x D
+
+if triton is not None:
+
+    @triton.jit
+    def combine_kernel(
+        Part, Out,
+        stride_ob, stride_oh, stride_om, stride_od,
+        KV_HEADS, GROUP, N_Q, NUM_SPLITS,
+        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr,
+    ):  # fmt: skip
+        bh = tl.program_id(0)
+        row = tl.program_id(1)  # one of the GROUP x N_Q real rows
+        slots = tl.num_programs(0).to(tl.int64) * NUM_SPLITS * BLOCK_M  # as the split kernel
+        splits = tl.arange(0, BLOCK_S)
+        present = splits < NUM_SPLITS
+        slot = (bh * NUM_SPLITS + splits) * BLOCK_M + row
+        m = tl.load(Part + slots * HEAD_DIM + slot, mask=present, other=float("-inf"))
+        lsum = tl.load(Part + slots * (HEAD_DIM + 1) + slot, mask=present, other=0.0)
+        m_max = tl.max(m, 0)  # finite: key 0 is seen by every query, in the first split
+        w = tl.where(m == float("-inf"), 0.0, tl.exp(m - m_max))
+        offs_d = tl.arange(0, HEAD_DIM)
+        o = tl.load(
+            Part + slot[:, None].to(tl.int64) * HEAD_DIM + offs_d[None, :],
+            mask=present[:, None],
+            other=0.0,
+        )
+        out = tl.sum(o * w[:, None], 0) / tl.sum(lsum * w, 0)
+        b = bh // KV_HEADS
+        head = (bh % KV_HEADS) * GROUP + row // N_Q
+        o_ptrs = (
+            Out
+            + b.to(tl.int64) * stride_ob
+            + head.to(tl.int64) * stride_oh
+            + (row % N_Q) * stride_om
+            + offs_d * stride_od
+        )
+        tl.store(o_ptrs, out.to(Out.dtype.element_ty))
+
+    @triton.jit
+    def combine_last(
+        Part, Out, Counter, bh, b, kvh, slots,
+        stride_ob, stride_oh, stride_om, stride_od,
+        GROUP, N_Q, NUM_SPLITS,
+        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, ROWS: tl.constexpr,
+        CHUNK: tl.constexpr,
+    ):  # fmt: skip
+        # every thread's partials are written before the arrival is released to the others
+        tl.debug_barrier()
+        arrived = tl.atomic_add(Counter + bh, 1, sem="acq_rel")
+        if arrived == NUM_SPLITS - 1:  # the last: every split's partials are there
+            tl.store(Counter + bh, 0)  # ready for the next call: no program of this one is left
+            rows = tl.arange(0, ROWS)  # row r as the split kernel numbers it
+            real = rows < GROUP * N_Q
+            offs_d = tl.arange(0, HEAD_DIM)
+            m_run = tl.full([ROWS], float("-inf"), dtype=tl.float32)
+            l_run = tl.zeros([ROWS], dtype=tl.float32)
+            acc = tl.zeros([ROWS, HEAD_DIM], dtype=tl.float32)
+            for first in range(0, NUM_SPLITS, CHUNK):  # a chunk of splits, every row at once
+                splits = first + tl.arange(0, CHUNK)
+                ok = (splits < NUM_SPLITS)[:, None] & real[None, :]
+                slot = (bh * NUM_SPLITS + splits)[:, None] * BLOCK_M + rows[None, :]
+                # .cg: from L2, where the other programs' stores are, never a stale L1 line
+                m = tl.load(
+                    Part + slots * HEAD_DIM + slot, mask=ok, other=float("-inf"),
+                    cache_modifier=".cg",
+                )  # fmt: skip
+                lsum = tl.load(
+                    Part + slots * (HEAD_DIM + 1) + slot, mask=ok, other=0.0, cache_modifier=".cg"
+                )
+                o = tl.load(
+                    Part + slot[:, :, None].to(tl.int64) * HEAD_DIM + offs_d[None, None, :],
+                    mask=ok[:, :, None], other=0.0, cache_modifier=".cg",
+                )  # fmt: skip
+                m_new = tl.maximum(m_run, tl.max(m, 0))
+                # a row with no key seen yet keeps -inf: exponents against 0 stay 0, not NaN
+                m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+                alpha = tl.exp(m_run - m_safe)
+                w = tl.exp(m - m_safe[None, :])
+                l_run = l_run * alpha + tl.sum(lsum * w, 0)
+                acc = acc * alpha[:, None] + tl.sum(o * w[:, :, None], 0)
+                m_run = m_new
+            out = acc / tl.where(real, l_run, 1.0)[:, None]
+            o_ptrs = (
+                Out
+                + b.to(tl.int64) * stride_ob
+                + (kvh * GROUP + rows // N_Q)[:, None].to(tl.int64) * stride_oh
+                + (rows % N_Q)[:, None] * stride_om
+                + offs_d[None, :] * stride_od
+            )
+            tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=real[:, None])
+
+
+def last_tiles(rows: int, dim: int, num_splits: int) -> dict:
+    """combine_last's tile sizes: ROWS, the real rows rounded up to a power of two (at least
+    2), and CHUNK, the splits it combines at once, CHUNK x ROWS x dim values at most
+    CHUNK_VALUES (at least 2)."""
+    rows_p2 = max(2, triton.next_power_of_2(rows))
+    chunk = max(2, min(CHUNK_VALUES // (rows_p2 * dim), triton.next_power_of_2(num_splits)))
+    return {"ROWS": rows_p2, "CHUNK": 1 << (chunk.bit_length() - 1)}
+
+
+# device -> int32 arrival counters, one per (batch, K/V head) of the largest grid launched yet
+_COUNTERS: dict = {}
+
+
+def counters(device, programs: int) -> torch.Tensor:
+    """At least `programs` arrival counters on `device`, all 0 (as every call leaves them)."""
+    found = _COUNTERS.get(device)
+    if found is None or found.numel() < programs:
+        # a larger one replaces it; launches remembered with the smaller one keep it alive
+        found = torch.zeros(max(programs, 64), dtype=torch.int32, device=device)
+        _COUNTERS[device] = found
+    return found
