@@ -240,13 +240,15 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None, fused=None):
     split (a short cache) writes the output itself; more are combined, eagerly by the split
     kernel's last program of each (batch, K/V head) (fused; combine_last), under torch.compile
     by a second kernel (combine_kernel: Inductor sees what each kernel reads and writes, and
-    the arrival counters would be state outside its graph)."""
+    the arrival counters would be state outside its graph); fused=False gives the second
+    kernel eagerly too (for comparison: that launch is not kept for launch_known)."""
     batch, heads, queries, dim = q.shape
     kv_heads, keys = k.shape[1], k.shape[2]
     p = plan(q, k)
     block_m, num_splits = p["block_m"], p["num_splits"]
     out = torch.empty_like(q)
     one = num_splits == 1
+    remember = wrap is None and fused is None and not INTERPRET  # the eager path as it runs
     fused = (wrap is None if fused is None else fused) and not one
     part = _partials(q, batch * kv_heads * num_splits * block_m, one, k)
     split_kernel = wrap(_split_kernel) if wrap else _split_kernel
@@ -276,7 +278,7 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None, fused=None):
         )
         compiled = kernel[combine_grid[:2]](*combine_args, **combine_consts)
         combine = (compiled, combine_grid, combine_args, combine_consts)
-    if wrap is None and not INTERPRET:
+    if remember:
         _remember(q, k, v, causal, kv_lens, (split, split_grid, split_args, split_consts), combine)
     return out
 
