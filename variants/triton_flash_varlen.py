@@ -14,7 +14,7 @@ import math
 import torch
 
 from compilekit.variants.launch import INTERPRET, outside_compile
-from compilekit.variants.triton_flash import check_head, check_runtime
+from compilekit.variants.triton_flash import check_head, check_runtime, ensure_allocator, tma_ok
 from compilekit.variants.varlen import workload as varlen_workload
 
 try:
@@ -33,24 +33,39 @@ BLOCK_M = 64 if INTERPRET else 128
 
 def _configs():
     if INTERPRET:  # every config would be interpreted in numpy: one
-        return [triton.Config({"BLOCK_N": 64}, num_warps=1, num_stages=1)]
+        return [triton.Config({"BLOCK_N": 64, "TMA": False}, num_warps=1, num_stages=1)]
+    plain = [(64, 8, 3), (64, 4, 3), (128, 8, 3), (32, 4, 4), (64, 8, 2)]
+    # K and V through tensor descriptors (sm90+), as triton-flash's TMA configs: the copy
+    # engine moves the tiles and fills the rows past the document with zeros; the autotuner
+    # keeps whichever is faster
+    tma = [(64, 8, 3), (64, 4, 3), (128, 8, 2)]
     return [
-        triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=st)
-        for n, w, st in [(64, 8, 3), (64, 4, 3), (128, 8, 3), (32, 4, 4), (64, 8, 2)]
+        triton.Config({"BLOCK_N": n, "TMA": t}, num_warps=w, num_stages=st)
+        for (n, w, st), t in [(c, False) for c in plain] + [(c, True) for c in tma]
     ]
+
+
+def _usable(configs, named_args, **kwargs):
+    """The TMA configs only where TMA can read K and V (TMA_OK: a Hopper GPU, aligned rows)."""
+    ok = kwargs.get("TMA_OK", named_args.get("TMA_OK", False))
+    return [c for c in configs if ok or not c.kwargs.get("TMA")]
 
 
 if triton is not None:
     from compilekit.variants.triton_flash import _attn_blocks
 
-    @triton.autotune(configs=_configs(), key=["HEAD_DIM", "GROUP", "BLOCK_M"])
+    @triton.autotune(
+        configs=_configs(),
+        key=["HEAD_DIM", "GROUP", "BLOCK_M", "TMA_OK"],
+        prune_configs_by={"early_config_prune": _usable},
+    )
     @triton.jit
     def _varlen_fwd(
         Q, K, V, Out, DocStart, DocLen, BlockStart,
         stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
         GROUP,
         SM_SCALE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-        BLOCK_N: tl.constexpr,
+        TMA_OK: tl.constexpr, BLOCK_N: tl.constexpr, TMA: tl.constexpr,
     ):  # fmt: skip
         block = tl.program_id(0)
         head = tl.program_id(1)
@@ -70,6 +85,13 @@ if triton is not None:
         first = doc_start.to(tl.int64)
         k_base = K + first * stride_kt + kv_head * stride_kh
         v_base = V + first * stride_vt + kv_head * stride_vh
+        if TMA:  # this document's rows of this K/V head; rows past its end read as zeros
+            k_base = tl.make_tensor_descriptor(
+                k_base, [doc_len, HEAD_DIM], [stride_kt, 1], [BLOCK_N, HEAD_DIM]
+            )
+            v_base = tl.make_tensor_descriptor(
+                v_base, [doc_len, HEAD_DIM], [stride_vt, 1], [BLOCK_N, HEAD_DIM]
+            )
         m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
@@ -80,11 +102,11 @@ if triton is not None:
         hi = tl.minimum(m_start + BLOCK_M, doc_len)
         acc, l_i, m_i = _attn_blocks(
             acc, l_i, m_i, q, k_base, v_base, stride_kt, 1, stride_vt, 1, offs_m, offs_n,
-            offs_d, 0, full_hi, doc_len, qk_scale, False, True, 0, BLOCK_N, False,
+            offs_d, 0, full_hi, doc_len, qk_scale, False, True, 0, BLOCK_N, TMA,
         )  # fmt: skip
         acc, l_i, m_i = _attn_blocks(
             acc, l_i, m_i, q, k_base, v_base, stride_kt, 1, stride_vt, 1, offs_m, offs_n,
-            offs_d, full_hi, hi, doc_len, qk_scale, True, True, 0, BLOCK_N, False,
+            offs_d, full_hi, hi, doc_len, qk_scale, True, True, 0, BLOCK_N, TMA,
         )  # fmt: skip
         out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
         tl.store(
@@ -114,11 +136,14 @@ def launch(q, k, v, doc_start, doc_len, block_start, wrap=None):
     out = torch.empty_like(q)
     kernel = wrap(_varlen_fwd) if wrap else _varlen_fwd
     dim = q.shape[-1]
+    tma = tma_ok(q, k, v)
+    if tma and not INTERPRET:  # eager Triton's descriptors need scratch (Inductor sets its own)
+        ensure_allocator()
     kernel[(doc_start.shape[0], q.shape[1])](
         q, k, v, out, doc_start, doc_len, block_start,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         out.stride(0), out.stride(1), q.shape[1] // k.shape[1],
-        SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, BLOCK_M=BLOCK_M,
+        SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, BLOCK_M=BLOCK_M, TMA_OK=tma,
     )  # fmt: skip
     return out
 

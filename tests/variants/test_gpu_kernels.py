@@ -312,15 +312,30 @@ def test_triton_flash_over_a_static_cache_in_a_cuda_graph_reads_each_replays_len
             check(out, q, k, v, lens)
 
 
-@pytest.mark.parametrize("variant", ["triton-flash-varlen", "sdpa-jagged", "varlen-attn"])
-def test_varlen_kernels_bf16_eager_and_compiled(variant):
+@pytest.mark.parametrize(
+    "variant", ["triton-flash-varlen", "triton-flash-varlen:tma", "sdpa-jagged", "varlen-attn"]
+)
+def test_varlen_kernels_bf16_eager_and_compiled(variant, monkeypatch):
     """Lognormal documents (lengths off every block), GQA 32/8: eagerly and compiled, against
-    the per-document float64 reference."""
+    the per-document float64 reference; `:tma`, triton-flash-varlen held to a config that
+    loads K and V through tensor descriptors."""
     import dataclasses
+
+    import triton
 
     from compilekit.compile.variant import load_variant
     from compilekit.measure import inputs, workload
     from compilekit.model.spec import parse_shape
+    from compilekit.variants import triton_flash_varlen
+
+    if variant.endswith(":tma"):
+        variant = variant.removesuffix(":tma")
+        config = triton.Config({"BLOCK_N": 64, "TMA": True}, num_warps=8, num_stages=3)
+        monkeypatch.setattr(triton_flash_varlen._varlen_fwd, "configs", [config])
+        triton_flash_varlen._varlen_fwd.cache.clear()
+        assert triton_flash_varlen.tma_ok(
+            *(torch.empty(8, 4, 128, device="cuda", dtype=torch.bfloat16),) * 3
+        )
 
     shape = parse_shape("lognormal300@4096x32g8x128")
     shape = dataclasses.replace(shape, lengths=tuple(shape.draw(0)))
@@ -330,6 +345,7 @@ def test_varlen_kernels_bf16_eager_and_compiled(variant):
     assert inputs.max_rel_err(made.unpack(made.fn(*made.inputs)), truth) < 3e-2
     compiled = torch.compile(made.fn)
     assert inputs.max_rel_err(made.unpack(compiled(*made.inputs)), truth) < 3e-2
+    triton_flash_varlen._varlen_fwd.cache.clear()  # no config of this test's kept for the next
 
 
 @pytest.mark.parametrize("schedule", ["single", "ws", "persistent"])

@@ -101,17 +101,26 @@ def test_variant_matches_the_per_document_reference(variant, text):
 
 TRITON_VARLEN = r"""
 import json, sys
+import triton
 sys.path.insert(0, ".")
+from compilekit.variants import triton_flash_varlen
 from tests.variants.test_varlen import _checked
+if sys.argv[2:] == ["tma"]:  # K and V through tensor descriptors, as a TMA config loads them
+    triton_flash_varlen._varlen_fwd.configs = [
+        triton.Config({"BLOCK_N": 64, "TMA": True}, num_warps=1, num_stages=1)
+    ]
 out = [_checked("triton-flash-varlen", text, dtype)[0] for text, dtype in json.loads(sys.argv[1])]
 print(json.dumps(out))
 """
 
 
-def test_triton_flash_varlen_through_the_interpreter():
+@pytest.mark.parametrize("loads", ["pointers", "tma"])
+def test_triton_flash_varlen_through_the_interpreter(loads):
+    """Documents shorter than a key block and longer than several, through the pointer loads
+    and through tensor descriptors (whose rows past a document read as zeros)."""
     pytest.importorskip("triton", reason="triton not installed (pip install triton numpy)")
     cases = [(RAGGED[0], "float32"), (RAGGED[1], "float16"), ("fixed64@130x8g2x64", "float32")]
-    proc = _child(TRITON_VARLEN, json.dumps(cases))
+    proc = _child(TRITON_VARLEN, json.dumps(cases), loads)
     assert proc.returncode == 0, proc.stderr[-2000:]
     errors = json.loads(proc.stdout.strip().splitlines()[-1])
     assert errors[0] < 1e-5 and errors[1] < 5e-3 and errors[2] < 1e-5, errors
