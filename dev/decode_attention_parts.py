@@ -9,8 +9,9 @@ For each path at each shape, in one process:
   call may have to write back to memory as it reads (at batch 1 and 8k keys, L2 holds more
   than the call reads), where a decode step in a model follows kernels that mostly read;
 - from a torch.profiler session taken after all timing, with L2 flushed before each call as
-  `clean` flushes it: each of the call's kernels' device time, the gaps between them, and the
-  call's span on the device (first kernel's start to last kernel's end); medians over the calls.
+  `clean` flushes it (read_flush): each of the call's kernels' device time, the gaps between
+  them, and the call's span on the device (first kernel's start to last kernel's end); medians
+  over the calls.
 Each time is given beside the K/V bytes it reads (GB/s) and the device's copy ceiling, measured
 here as compilekit measures it for every cell (compilekit.evidence.envinfo). Issue 80 asks
 where triton-flash's batch-1 call goes beside cuDNN's: the split kernel, the combine, the gap
@@ -93,12 +94,7 @@ def call_parts(calls: list[list[dict]]) -> dict:
 def _profile_parts(fn, calls: int) -> dict:
     import torch
 
-    buffer = torch.ones(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
-    total = torch.empty((), dtype=torch.float32, device="cuda")
-
-    def flush():  # a read, as clean_flush_us flushes
-        torch.sum(buffer, dim=0, out=total)
-
+    flush = read_flush()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         flush()  # alone first: its kernel's name marks each call's start
         torch.cuda.synchronize()
@@ -119,16 +115,24 @@ def _trace_kernels(prof) -> list[dict]:
             return kernel_events(json.load(f))
 
 
-def clean_flush_us(fn, reps: int = 200) -> float:
-    """fn's median time in us, each call after a flush that leaves L2 clean: a sum over a
-    buffer larger than L2 reads it, where do_bench's zero_() writes it."""
+def read_flush():
+    """A flush of L2 that leaves it clean: a sum over a buffer larger than L2 reads it, where
+    do_bench's zero_() writes it (and the next call writes those dirty lines back)."""
     import torch
 
     buffer = torch.ones(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
     total = torch.empty((), dtype=torch.float32, device="cuda")
+    return lambda: torch.sum(buffer, dim=0, out=total)
+
+
+def clean_flush_us(fn, reps: int = 200) -> float:
+    """fn's median time in us, each call after a read_flush."""
+    import torch
+
+    flush = read_flush()
     events = []
     for _ in range(reps):
-        torch.sum(buffer, dim=0, out=total)
+        flush()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
