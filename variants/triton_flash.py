@@ -87,20 +87,26 @@ def tuning_key(named_args: dict, kwargs: dict) -> tuple:
     return autotune_key(_TUNING_KEY, named_args, kwargs)
 
 
+def tma_where_ok(configs, named_args, **kwargs):
+    """The configs, less those that load through TMA where the launch says TMA cannot read K
+    and V (its TMA_OK: tma_ok); an autotuner's early_config_prune."""
+    ok = kwargs.get("TMA_OK", named_args.get("TMA_OK", False))
+    return [c for c in configs if ok or not c.kwargs.get("TMA")]
+
+
 def _fits(configs, named_args, **kwargs):
     """Drop tiles whose pipelined K/V buffers and query tile overflow shared memory (they would
     only fail to compile, one by one, while autotuning), and the TMA configs where the launch
     says TMA cannot read K and V (TMA_OK). Where this key was tuned already (_TUNED), only the
     config that won."""
     dim = kwargs.get("HEAD_DIM") or named_args.get("HEAD_DIM") or 64
-    tma_ok = kwargs.get("TMA_OK", named_args.get("TMA_OK", False))
     size = named_args["Q"].element_size()
 
     def smem(c):
         kv = c.num_stages * 2 * c.kwargs["BLOCK_N"] * dim * size
         return kv + c.kwargs["BLOCK_M"] * dim * size
 
-    usable = [c for c in configs if tma_ok or not c.kwargs.get("TMA")]
+    usable = tma_where_ok(configs, named_args, **kwargs)
     fitting = [c for c in usable if smem(c) <= SHARED_MEMORY_BYTES] or usable[-1:]
     return eager_winner(_TUNED, tuning_key, fitting, named_args, kwargs)
 

@@ -14,7 +14,13 @@ import math
 import torch
 
 from compilekit.variants.launch import INTERPRET, outside_compile
-from compilekit.variants.triton_flash import check_head, check_runtime, ensure_allocator, tma_ok
+from compilekit.variants.triton_flash import (
+    check_head,
+    check_runtime,
+    ensure_allocator,
+    tma_ok,
+    tma_where_ok,
+)
 from compilekit.variants.varlen import workload as varlen_workload
 
 try:
@@ -45,19 +51,13 @@ def _configs():
     ]
 
 
-def _usable(configs, named_args, **kwargs):
-    """The TMA configs only where TMA can read K and V (TMA_OK: a Hopper GPU, aligned rows)."""
-    ok = kwargs.get("TMA_OK", named_args.get("TMA_OK", False))
-    return [c for c in configs if ok or not c.kwargs.get("TMA")]
-
-
 if triton is not None:
     from compilekit.variants.triton_flash import _attn_blocks
 
     @triton.autotune(
         configs=_configs(),
         key=["HEAD_DIM", "GROUP", "BLOCK_M", "TMA_OK"],
-        prune_configs_by={"early_config_prune": _usable},
+        prune_configs_by={"early_config_prune": tma_where_ok},
     )
     @triton.jit
     def _varlen_fwd(

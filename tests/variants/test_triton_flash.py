@@ -440,6 +440,13 @@ def test_tma_configs_run_only_where_tma_can_read_k_and_v():
     huge = tf._fits(configs[:2], named, HEAD_DIM=4096, TMA_OK=False)
     assert [c.kwargs["TMA"] for c in huge] == [False]
     assert "TMA_OK" in tf._attn_fwd.keys
+    # triton-flash-varlen's autotuner drops its TMA configs the same way
+    from compilekit.variants import triton_flash_varlen as fv
+
+    prune = fv._varlen_fwd.early_config_prune
+    assert [c.kwargs["TMA"] for c in prune(configs, named, TMA_OK=False)] == [False, False]
+    assert prune(configs, named, TMA_OK=True) == configs
+    assert "TMA_OK" in fv._varlen_fwd.keys
 
 
 def test_a_key_tuned_eagerly_gives_torch_compile_its_winner_only(monkeypatch):
