@@ -7,10 +7,10 @@ Two ways, one result:
   torch.compile's graph gets, since Inductor sees each kernel's reads and writes;
 - `combine_last`, called by every program of the split kernel itself once its partials are
   written: the last of a (batch, K/V head)'s programs to arrive combines them all, so a call is
-  one launch. At batch 1 the second launch and the gap before it were a quarter of the call's
-  device span (an H100, 1x32g8 and 8k keys: split 14.2 us, a gap of 1.4, combine 3.2;
-  dev/decode_attention_parts.py). Its arrival counters live on the device between calls and
-  go back to 0 as each combine ends, so a call (or a CUDA graph's replay) finds them ready.
+  one launch. At batch 1 the second launch and the gap before it are a quarter of a call's
+  device span (docs/decode.md has the figures). Its arrival counters live on the device
+  between calls and go back to 0 as each combine ends, so a call (or a CUDA graph's replay)
+  finds them ready.
   They are one set per device: two calls running at once, on two streams, would mix their
   arrivals, so the eager path takes one stream at a time.
 """
