@@ -38,6 +38,9 @@ READ = "read"  # not attention: K and V's bytes read by torch.sum, what any kern
 # triton-flash with its combine as a second kernel, as torch.compile launches it (its eager
 # call goes through the autotuner's dispatch every time: read its graph, clean and span)
 TWO_KERNELS = "triton-flash:two-kernels"
+# triton-flash:chunkN: the one launch with combine_last holding N partial values per step
+# (flash_decode_combine.CHUNK_VALUES) instead of its default, to compare chunk sizes
+CHUNK = "triton-flash:chunk"
 PATHS = f"triton-flash,{TWO_KERNELS},sdpa-cudnn,sdpa-flash,sdpa,{READ}"
 FLUSH_BYTES = 256 * 2**20  # as triton.testing.do_bench: larger than any GPU's L2
 
@@ -166,10 +169,17 @@ def path_row(spec: str, shape_text: str, calls: int) -> dict:
     from compilekit.compile.variant import load_variant
     from compilekit.measure import inputs as inputs_mod
     from compilekit.model.spec import Cell, parse_shape
+    from compilekit.variants import flash_decode_combine, triton_flash_decode
 
     out = {"path": spec, "shape": shape_text}
+    default_chunk = flash_decode_combine.CHUNK_VALUES
     try:
         name = {READ: "sdpa", TWO_KERNELS: "triton-flash"}.get(spec, spec)
+        if spec.startswith(CHUNK):
+            name = "triton-flash"
+            flash_decode_combine.CHUNK_VALUES = int(spec[len(CHUNK) :])
+        triton_flash_decode._FAST_LAUNCH.clear()  # no launch kept from another path's sizes
+        triton_flash_decode._split_kernel.cache.clear()  # then it holds this shape's config
         variant = load_variant(name)
         cell = Cell(name, "eager", parse_shape(shape_text), "bfloat16", "cuda")
         args = inputs_mod.cell_inputs(variant, cell)
@@ -180,12 +190,12 @@ def path_row(spec: str, shape_text: str, calls: int) -> dict:
             if kv is not None:  # the same bytes read by one reduction kernel, nothing else
                 return torch.sum(kv, dtype=torch.float32)
             if spec == TWO_KERNELS:
-                from compilekit.variants import triton_flash_decode
-
                 return triton_flash_decode.launch(*args, causal=True, fused=False)
             return variant.attention(*args)
 
         fn()  # autotuning and the fast path's first launch, before any timing
+        if name == "triton-flash":  # the split kernel's config the autotuner chose
+            out["config"] = "; ".join(map(str, triton_flash_decode._split_kernel.cache.values()))
         out["call_us"] = 1e3 * triton.testing.do_bench(fn, warmup=50, rep=300)
         try:
             graph = _graph_of(fn)
@@ -196,6 +206,8 @@ def path_row(spec: str, shape_text: str, calls: int) -> dict:
         out.update(_profile_parts(fn, calls))
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    flash_decode_combine.CHUNK_VALUES = default_chunk
+    triton_flash_decode._FAST_LAUNCH.clear()
     torch.cuda.empty_cache()
     return out
 
@@ -210,6 +222,8 @@ def describe(r: dict, ceiling_gbps: float) -> str:
         return f"{us:8.2f} us {gbps:6.0f} GB/s ({gbps / ceiling_gbps:4.0%})"
 
     lines = [f"  {r['path']:14} call {at(r['call_us'])}"]
+    if r.get("config"):
+        lines.append(f"  {'':14} split kernel's config: {r['config']}")
     lines.append(
         f"  {'':14} graph {at(r['graph_us'])}"
         if "graph_us" in r

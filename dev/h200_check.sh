@@ -7,7 +7,8 @@
 #      and the measure process's steps_s
 #   V  sdpa eager and triton-flash eager at the blog shape, then `compilekit verify` of those
 #      and of naive default
-#   G  the GPU-marked tests (GPU_TESTS: a pytest -k expression), within G_S seconds
+#   G  the GPU-marked tests (GPU_TESTS: a pytest -k expression), within G_S seconds, in
+#      G_SHARDS processes at once (default 1)
 #   B  the blog matrix, cold (experiments/blog_part3.toml), within B_S seconds; each cell's
 #      wall, lock waits and steps (dev/sweep_steps.py); PER_GPU cells at once (default 4),
 #      B_THREADS compile workers in each (default: Inductor's, one per core)
@@ -152,9 +153,18 @@ for phase in ${PHASES:-S V G}; do
         $runs/sdpa__eager__${blog}__bfloat16__cuda \
         $runs/triton-flash__eager__${blog}__bfloat16__cuda 2>&1 | tee "$OUT/V_verify.txt" ;;
     G)
-      timeout "$(within "${G_S:-400}")" python3 -m pytest -q -rA -m gpu tests -p no:cacheprovider \
-        -k "${GPU_TESTS:-not awkward}" > "$OUT/G_tests.txt" 2>&1
-      tail -25 "$OUT/G_tests.txt" ;;
+      # G_SHARDS pytest processes at once, the tests dealt round-robin: most of a GPU test's
+      # time is compiling on the CPU, which one process leaves mostly idle
+      python3 -m pytest -q --collect-only -m gpu tests -p no:cacheprovider \
+        -k "${GPU_TESTS:-not awkward}" 2>/dev/null | grep "::" > "$OUT/G_ids.txt"
+      limit=$(within "${G_S:-400}")
+      for i in $(seq 1 "${G_SHARDS:-1}"); do
+        awk -v n="${G_SHARDS:-1}" -v i="$i" 'NR % n == i % n' "$OUT/G_ids.txt" > "$OUT/G_ids_$i.txt"
+        timeout "$limit" xargs -a "$OUT/G_ids_$i.txt" python3 -m pytest -q -rA \
+          -p no:cacheprovider > "$OUT/G_tests_$i.txt" 2>&1 &
+      done
+      wait
+      tail -n 4 "$OUT"/G_tests_*.txt ;;
     A)
       timeout "$(within "${A_S:-150}")" python3 dev/decode_attention_parts.py \
         ${A_SHAPES:+--shapes "$A_SHAPES"} ${A_PATHS:+--paths "$A_PATHS"} \

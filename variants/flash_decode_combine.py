@@ -68,7 +68,7 @@ if triton is not None:
         stride_ob, stride_oh, stride_om, stride_od,
         GROUP, N_Q, NUM_SPLITS,
         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, ROWS: tl.constexpr,
-        CHUNK: tl.constexpr,
+        CHUNK: tl.constexpr, BLOCK_S: tl.constexpr,
     ):  # fmt: skip
         # every thread's partials are written before the arrival is released to the others
         tl.debug_barrier()
@@ -78,34 +78,39 @@ if triton is not None:
             rows = tl.arange(0, ROWS)  # row r as the split kernel numbers it
             real = rows < GROUP * N_Q
             offs_d = tl.arange(0, HEAD_DIM)
-            m_run = tl.full([ROWS], float("-inf"), dtype=tl.float32)
-            l_run = tl.zeros([ROWS], dtype=tl.float32)
+            # Every split's row max and sum at once (BLOCK_S x ROWS values), so the chunks
+            # below depend on nothing but these: unrolled, their loads are all in flight
+            # together, where a running max would chain one L2 round trip after another.
+            # .cg: from L2, where the other programs' stores are, never a stale L1 line.
+            splits = tl.arange(0, BLOCK_S)
+            ok = (splits < NUM_SPLITS)[:, None] & real[None, :]
+            slot = (bh * NUM_SPLITS + splits)[:, None] * BLOCK_M + rows[None, :]
+            m = tl.load(
+                Part + slots * HEAD_DIM + slot, mask=ok, other=float("-inf"), cache_modifier=".cg"
+            )
+            lsum = tl.load(
+                Part + slots * (HEAD_DIM + 1) + slot, mask=ok, other=0.0, cache_modifier=".cg"
+            )
+            m_max = tl.max(m, 0)
+            # a row that saw no key (or a padding row) keeps -inf: its weights are 0, not NaN
+            m_max = tl.where(m_max == float("-inf"), 0.0, m_max)
+            l_sum = tl.sum(lsum * tl.exp(m - m_max[None, :]), 0)
             acc = tl.zeros([ROWS, HEAD_DIM], dtype=tl.float32)
-            for first in range(0, NUM_SPLITS, CHUNK):  # a chunk of splits, every row at once
-                splits = first + tl.arange(0, CHUNK)
-                ok = (splits < NUM_SPLITS)[:, None] & real[None, :]
-                slot = (bh * NUM_SPLITS + splits)[:, None] * BLOCK_M + rows[None, :]
-                # .cg: from L2, where the other programs' stores are, never a stale L1 line
+            for first in tl.static_range(0, BLOCK_S, CHUNK):  # CHUNK splits, every row at once
+                part = first + tl.arange(0, CHUNK)
+                ok = (part < NUM_SPLITS)[:, None] & real[None, :]
+                slot = (bh * NUM_SPLITS + part)[:, None] * BLOCK_M + rows[None, :]
+                # the chunk's maxima again: a second load costs less than slicing the weights
                 m = tl.load(
                     Part + slots * HEAD_DIM + slot, mask=ok, other=float("-inf"),
                     cache_modifier=".cg",
                 )  # fmt: skip
-                lsum = tl.load(
-                    Part + slots * (HEAD_DIM + 1) + slot, mask=ok, other=0.0, cache_modifier=".cg"
-                )
                 o = tl.load(
                     Part + slot[:, :, None].to(tl.int64) * HEAD_DIM + offs_d[None, None, :],
                     mask=ok[:, :, None], other=0.0, cache_modifier=".cg",
                 )  # fmt: skip
-                m_new = tl.maximum(m_run, tl.max(m, 0))
-                # a row with no key seen yet keeps -inf: exponents against 0 stay 0, not NaN
-                m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-                alpha = tl.exp(m_run - m_safe)
-                w = tl.exp(m - m_safe[None, :])
-                l_run = l_run * alpha + tl.sum(lsum * w, 0)
-                acc = acc * alpha[:, None] + tl.sum(o * w[:, :, None], 0)
-                m_run = m_new
-            out = acc / tl.where(real, l_run, 1.0)[:, None]
+                acc += tl.sum(o * tl.exp(m - m_max[None, :])[:, :, None], 0)
+            out = acc / tl.where(real, l_sum, 1.0)[:, None]
             o_ptrs = (
                 Out
                 + b.to(tl.int64) * stride_ob
@@ -115,15 +120,14 @@ if triton is not None:
             )
             tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=real[:, None])
 
-
 def last_tiles(rows: int, dim: int, num_splits: int) -> dict:
     """combine_last's tile sizes: ROWS, the real rows rounded up to a power of two (at least
-    2), and CHUNK, the splits it combines at once, CHUNK x ROWS x dim values at most
-    CHUNK_VALUES (at least 2)."""
+    2); BLOCK_S, the splits likewise; CHUNK, the splits one unrolled step combines, CHUNK x
+    ROWS x dim values at most CHUNK_VALUES (at least 2, at most BLOCK_S)."""
     rows_p2 = max(2, triton.next_power_of_2(rows))
-    chunk = max(2, min(CHUNK_VALUES // (rows_p2 * dim), triton.next_power_of_2(num_splits)))
-    return {"ROWS": rows_p2, "CHUNK": 1 << (chunk.bit_length() - 1)}
-
+    block_s = max(2, triton.next_power_of_2(num_splits))
+    chunk = max(2, min(CHUNK_VALUES // (rows_p2 * dim), block_s))
+    return {"ROWS": rows_p2, "CHUNK": 1 << (chunk.bit_length() - 1), "BLOCK_S": block_s}
 
 # device -> int32 arrival counters, one per (batch, K/V head) of the largest grid launched yet
 _COUNTERS: dict = {}

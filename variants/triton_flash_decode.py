@@ -105,6 +105,7 @@ if triton is not None:
         SM_SCALE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
         BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, HAS_LENS: tl.constexpr,
         ONE_SPLIT: tl.constexpr, FUSED: tl.constexpr, ROWS: tl.constexpr, CHUNK: tl.constexpr,
+        BLOCK_S: tl.constexpr,
     ):  # fmt: skip
         bh = tl.program_id(0)  # batch * KV_HEADS + K/V head
         split = tl.program_id(1)
@@ -191,7 +192,7 @@ if triton is not None:
                 combine_last(
                     Part, Out, Counter, bh, b, kvh, slots,
                     stride_ob, stride_oh, stride_om, stride_od, GROUP, N_Q, NUM_SPLITS,
-                    HEAD_DIM, BLOCK_M, ROWS, CHUNK,
+                    HEAD_DIM, BLOCK_M, ROWS, CHUNK, BLOCK_S,
                 )  # fmt: skip
 
 
