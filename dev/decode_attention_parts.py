@@ -35,13 +35,14 @@ sys.path.insert(0, os.path.dirname(__file__))
 from decode_varlen_bench import DECODE_SHAPES  # noqa: E402
 
 READ = "read"  # not attention: K and V's bytes read by torch.sum, what any kernel may reach
-# triton-flash with its combine as a second kernel, as torch.compile launches it (its eager
-# call goes through the autotuner's dispatch every time: read its graph, clean and span)
+# triton-flash asked for one way of combining: with its combine as a second kernel (as
+# torch.compile launches it), or in one launch whose last programs combine
+# (triton-flash:one-launch, and :one-launch:chunkN with combine_last holding N partial values
+# per step, flash_decode_combine.CHUNK_VALUES, instead of its default). Such a call goes
+# through the autotuner's dispatch every time: read its graph, clean and span
 TWO_KERNELS = "triton-flash:two-kernels"
-# triton-flash:chunkN: the one launch with combine_last holding N partial values per step
-# (flash_decode_combine.CHUNK_VALUES) instead of its default, to compare chunk sizes
-CHUNK = "triton-flash:chunk"
-PATHS = f"triton-flash,{TWO_KERNELS},sdpa-cudnn,sdpa-flash,sdpa,{READ}"
+ONE_LAUNCH = "triton-flash:one-launch"
+PATHS = f"triton-flash,{TWO_KERNELS},{ONE_LAUNCH},sdpa-cudnn,sdpa-flash,sdpa,{READ}"
 FLUSH_BYTES = 256 * 2**20  # as triton.testing.do_bench: larger than any GPU's L2
 
 
@@ -174,10 +175,10 @@ def path_row(spec: str, shape_text: str, calls: int) -> dict:
     out = {"path": spec, "shape": shape_text}
     default_chunk = flash_decode_combine.CHUNK_VALUES
     try:
-        name = {READ: "sdpa", TWO_KERNELS: "triton-flash"}.get(spec, spec)
-        if spec.startswith(CHUNK):
-            name = "triton-flash"
-            flash_decode_combine.CHUNK_VALUES = int(spec[len(CHUNK) :])
+        fused = {TWO_KERNELS: False}.get(spec, spec.startswith(ONE_LAUNCH) or None)
+        name = "sdpa" if spec == READ else "triton-flash" if fused is not None else spec
+        if spec.startswith(ONE_LAUNCH + ":chunk"):
+            flash_decode_combine.CHUNK_VALUES = int(spec[len(ONE_LAUNCH + ":chunk") :])
         triton_flash_decode._FAST_LAUNCH.clear()  # no launch kept from another path's sizes
         triton_flash_decode._split_kernel.cache.clear()  # then it holds this shape's config
         variant = load_variant(name)
@@ -189,8 +190,8 @@ def path_row(spec: str, shape_text: str, calls: int) -> dict:
         def fn():
             if kv is not None:  # the same bytes read by one reduction kernel, nothing else
                 return torch.sum(kv, dtype=torch.float32)
-            if spec == TWO_KERNELS:
-                return triton_flash_decode.launch(*args, causal=True, fused=False)
+            if fused is not None:
+                return triton_flash_decode.launch(*args, causal=True, fused=fused)
             return variant.attention(*args)
 
         fn()  # autotuning and the fast path's first launch, before any timing

@@ -7,10 +7,11 @@ Two ways, one result:
   torch.compile's graph gets, since Inductor sees each kernel's reads and writes;
 - `combine_last`, called by every program of the split kernel itself once its partials are
   written: the last of a (batch, K/V head)'s programs to arrive combines them all, so a call is
-  one launch. At batch 1 the second launch and the gap before it are a quarter of a call's
-  device span (docs/decode.md has the figures). Its arrival counters live on the device
-  between calls and go back to 0 as each combine ends, so a call (or a CUDA graph's replay)
-  finds them ready.
+  one launch, which saves the second launch and the gap before it. That program combines
+  alone, after every other program of its row has finished: the eager path uses it where it
+  takes one step of loads (triton_flash_decode.launch; docs/decode.md has the figures). Its
+  arrival counters live on the device between calls and go back to 0 as each combine ends,
+  so a call (or a CUDA graph's replay) finds them ready.
   They are one set per device: two calls running at once, on two streams, would mix their
   arrivals, so the eager path takes one stream at a time.
 """
@@ -120,6 +121,7 @@ if triton is not None:
             )
             tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=real[:, None])
 
+
 def last_tiles(rows: int, dim: int, num_splits: int) -> dict:
     """combine_last's tile sizes: ROWS, the real rows rounded up to a power of two (at least
     2); BLOCK_S, the splits likewise; CHUNK, the splits one unrolled step combines, CHUNK x
@@ -128,6 +130,7 @@ def last_tiles(rows: int, dim: int, num_splits: int) -> dict:
     block_s = max(2, triton.next_power_of_2(num_splits))
     chunk = max(2, min(CHUNK_VALUES // (rows_p2 * dim), block_s))
     return {"ROWS": rows_p2, "CHUNK": 1 << (chunk.bit_length() - 1), "BLOCK_S": block_s}
+
 
 # device -> int32 arrival counters, one per (batch, K/V head) of the largest grid launched yet
 _COUNTERS: dict = {}

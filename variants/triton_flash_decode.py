@@ -9,12 +9,12 @@ it (GROUP x Q rows: K/V read once for the group), and one split of the keys, and
 partial softmax (row max, row sum, unnormalised output) in float32, into one buffer (one
 allocation per call: at batch 1 the host's per-call work is what a call costs); the splits
 of each row are then combined (variants/flash_decode_combine.py): eagerly by the last program
-of each (batch, K/V head) to finish, one launch in all, and under torch.compile by a second
-kernel. Causal is bottom-right: the queries are the last Q positions
-of the keys, so query i sees keys up to K - Q + i (a single query sees every key). Given
-per-row key counts (kv_lens, a model's static cache filled up to its position), row b's keys
-end at kv_lens[b]: the queries are the last Q positions of those, and the rest of the cache is
-never read.
+of each (batch, K/V head) to finish, one launch in all, where that program combines in one
+step (few splits: batched shapes); else, and under torch.compile, by a second kernel. Causal
+is bottom-right: the queries are the last Q positions of the keys, so query i sees keys up to
+K - Q + i (a single query sees every key). Given per-row key counts (kv_lens, a model's static
+cache filled up to its position), row b's keys end at kv_lens[b]: the queries are the last Q
+positions of those, and the rest of the cache is never read.
 
 The tiles (keys per step, warps, pipeline stages) are autotuned per bucket of split length and
 row count; eagerly, a shape's later calls launch the tuned kernels straight (variants/launch.py),
@@ -238,11 +238,14 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None, fused=None):
     """out [B, H, Q, D] for q [B, H, Q, D] over k, v [B, H_kv, K, D]; wrap: torch.library's
     wrap_triton under torch.compile (None eagerly: the shape's later calls then launch the
     tuned kernels straight, launch_known); kv_lens: int32 [B], the keys each row holds. One
-    split (a short cache) writes the output itself; more are combined, eagerly by the split
-    kernel's last program of each (batch, K/V head) (fused; combine_last), under torch.compile
-    by a second kernel (combine_kernel: Inductor sees what each kernel reads and writes, and
-    the arrival counters would be state outside its graph); fused=False gives the second
-    kernel eagerly too (for comparison: that launch is not kept for launch_known)."""
+    split (a short cache) writes the output itself. More are combined eagerly by the split
+    kernel's last program of each (batch, K/V head) (fused; combine_last) where that program
+    combines them in one step of loads (a batch's worth of (batch, K/V head) rows, few splits
+    each); else, and always under torch.compile, by a second kernel (combine_kernel: at batch
+    1 one program combining 32 splits serially costs more than the second launch, and under
+    torch.compile Inductor sees what each kernel reads and writes, where the arrival counters
+    would be state outside its graph). fused=True or False asks for one way (for comparison:
+    that launch is not kept for launch_known)."""
     batch, heads, queries, dim = q.shape
     kv_heads, keys = k.shape[1], k.shape[2]
     p = plan(q, k)
@@ -250,7 +253,10 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None, fused=None):
     out = torch.empty_like(q)
     one = num_splits == 1
     remember = wrap is None and fused is None and not INTERPRET  # the eager path as it runs
-    fused = (wrap is None if fused is None else fused) and not one
+    tiles = last_tiles(p["group"] * queries, dim, num_splits)
+    if fused is None:  # eagerly, one launch where the last program combines in one step
+        fused = wrap is None and tiles["CHUNK"] == tiles["BLOCK_S"]
+    fused = fused and not one
     part = _partials(q, batch * kv_heads * num_splits * block_m, one, k)
     split_kernel = wrap(_split_kernel) if wrap else _split_kernel
     split_grid = (batch * kv_heads, num_splits, 1)
@@ -264,7 +270,7 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None, fused=None):
     split_consts = dict(
         SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, BLOCK_M=block_m, CAUSAL=causal,
         HAS_LENS=kv_lens is not None, ONE_SPLIT=one, FUSED=fused,
-        **last_tiles(p["group"] * queries, dim, num_splits),
+        **tiles,
     )  # fmt: skip
     split = split_kernel[split_grid[:2]](*split_args, **split_consts)
     combine = None

@@ -38,7 +38,7 @@ for i, (b, h, hkv, nq, nk, d, dtype) in enumerate(json.loads(sys.argv[1])):
     q = torch.randn(b, h, nq, d, generator=gen).to(dt)
     k, v = (torch.randn(b, hkv, nk, d, generator=gen).to(dt) for _ in range(2))
     lens = torch.randint(nq, nk + 1, (b,), generator=gen, dtype=torch.int32)
-    for fused in (True, False):
+    for fused in (True, False, None):  # None: the eager path's own choice
         for kv_lens in (None, lens):
             before = len(second_launches)
             runs = [decode.launch_interpreted(q, k, v, True, kv_lens=kv_lens, fused=fused)
@@ -63,14 +63,18 @@ def test_both_combines_match_the_reference_and_leave_the_counters_at_zero(splits
     proc = _child(CHILD, json.dumps(DECODE_CASES), splits)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(rows) == 4 * len(DECODE_CASES)
+    assert len(rows) == 6 * len(DECODE_CASES)
     for row in rows:
         dtype = DECODE_CASES[row["case"]][-1]
         assert row["err"] < BOUND[dtype], row
         assert row["counters"] == 0, row
         split = row["splits"] > 1
+        fused = row["fused"]
+        if fused is None:  # its own choice: one launch where the last program combines in one
+            # step (two splits at most in a chunk here), two kernels where it would take several
+            fused = row["splits"] <= 2 or splits == "two"
         # fused: no second kernel; unfused: one per call where there is more than one split
-        assert row["second"] == (0 if row["fused"] or not split else 2), row
+        assert row["second"] == (0 if fused or not split else 2), row
     assert any(r["splits"] > 1 and r["fused"] for r in rows)  # the fused combine ran
-    if splits == "chunks":  # more splits than a chunk: the running max and sum carry over
+    if splits == "chunks":  # more splits than a chunk: the chunks' sums carry over
         assert max(r["splits"] for r in rows) > 2
