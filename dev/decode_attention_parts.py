@@ -36,13 +36,15 @@ from decode_varlen_bench import DECODE_SHAPES  # noqa: E402
 
 READ = "read"  # not attention: K and V's bytes read by torch.sum, what any kernel may reach
 # triton-flash asked for one way of combining: with its combine as a second kernel (as
-# torch.compile launches it), or in one launch whose last programs combine
-# (triton-flash:one-launch, and :one-launch:chunkN with combine_last holding N partial values
-# per step, flash_decode_combine.CHUNK_VALUES, instead of its default). Such a call goes
-# through the autotuner's dispatch every time: read its graph, clean and span
+# torch.compile launches it; triton-flash:pdl, that kernel as a programmatic dependent launch),
+# or in one launch whose last programs combine (triton-flash:one-launch, and
+# :one-launch:chunkN with combine_last holding N partial values per step,
+# flash_decode_combine.CHUNK_VALUES, instead of its default). Such a call goes through the
+# autotuner's dispatch every time: read its graph, clean and span
 TWO_KERNELS = "triton-flash:two-kernels"
+PDL = "triton-flash:pdl"
 ONE_LAUNCH = "triton-flash:one-launch"
-PATHS = f"triton-flash,{TWO_KERNELS},{ONE_LAUNCH},sdpa-cudnn,sdpa-flash,sdpa,{READ}"
+PATHS = f"triton-flash,{TWO_KERNELS},{PDL},{ONE_LAUNCH},sdpa-cudnn,sdpa-flash,sdpa,{READ}"
 FLUSH_BYTES = 256 * 2**20  # as triton.testing.do_bench: larger than any GPU's L2
 
 
@@ -175,7 +177,7 @@ def path_row(spec: str, shape_text: str, calls: int) -> dict:
     out = {"path": spec, "shape": shape_text}
     default_chunk = flash_decode_combine.CHUNK_VALUES
     try:
-        fused = {TWO_KERNELS: False}.get(spec, spec.startswith(ONE_LAUNCH) or None)
+        fused = {TWO_KERNELS: False, PDL: False}.get(spec, spec.startswith(ONE_LAUNCH) or None)
         name = "sdpa" if spec == READ else "triton-flash" if fused is not None else spec
         if spec.startswith(ONE_LAUNCH + ":chunk"):
             flash_decode_combine.CHUNK_VALUES = int(spec[len(ONE_LAUNCH + ":chunk") :])
@@ -191,7 +193,7 @@ def path_row(spec: str, shape_text: str, calls: int) -> dict:
             if kv is not None:  # the same bytes read by one reduction kernel, nothing else
                 return torch.sum(kv, dtype=torch.float32)
             if fused is not None:
-                return triton_flash_decode.launch(*args, causal=True, fused=fused)
+                return triton_flash_decode.launch(*args, causal=True, fused=fused, pdl=spec == PDL)
             return variant.attention(*args)
 
         fn()  # autotuning and the fast path's first launch, before any timing

@@ -4,7 +4,10 @@ them) into each row's output. Not a variant: a helper beside masks.py.
 
 Two ways, one result:
 - `combine_kernel`, a second launch after the split kernel, one program per output row: what
-  torch.compile's graph gets, since Inductor sees each kernel's reads and writes;
+  torch.compile's graph gets, since Inductor sees each kernel's reads and writes. Eagerly on
+  Hopper it may be launched as a programmatic dependent launch (PDL): its programs start while
+  the split kernel runs, and wait (griddepcontrol.wait) until that kernel's writes are
+  visible, so the gap between the two launches shrinks to the wait's wake-up;
 - `combine_last`, called by every program of the split kernel itself once its partials are
   written: the last of a (batch, K/V head)'s programs to arrive combines them all, so a call is
   one launch, which saves the second launch and the gap before it. That program combines
@@ -18,11 +21,17 @@ Two ways, one result:
 
 import torch
 
+from compilekit.variants.launch import INTERPRET
+
 try:
     import triton
     import triton.language as tl
 except ImportError:  # CPU builds of torch come without triton
     triton = None
+try:  # grid dependency control, for programmatic dependent launch (Triton 3.4+)
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:
+    gdc_launch_dependents = gdc_wait = None
 
 CHUNK_VALUES = 4096  # partial outputs combine_last holds at once: a chunk of splits x rows x D
 
@@ -34,7 +43,10 @@ if triton is not None:
         stride_ob, stride_oh, stride_om, stride_od,
         KV_HEADS, GROUP, N_Q, NUM_SPLITS,
         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr,
+        PDL: tl.constexpr,
     ):  # fmt: skip
+        if PDL:  # launched before the split kernel ends: wait until its partials are written
+            gdc_wait()
         bh = tl.program_id(0)
         row = tl.program_id(1)  # one of the GROUP x N_Q real rows
         slots = tl.num_programs(0).to(tl.int64) * NUM_SPLITS * BLOCK_M  # as the split kernel
@@ -130,6 +142,14 @@ def last_tiles(rows: int, dim: int, num_splits: int) -> dict:
     block_s = max(2, triton.next_power_of_2(num_splits))
     chunk = max(2, min(CHUNK_VALUES // (rows_p2 * dim), block_s))
     return {"ROWS": rows_p2, "CHUNK": 1 << (chunk.bit_length() - 1), "BLOCK_S": block_s}
+
+
+def pdl_ok(device) -> bool:
+    """Whether combine_kernel may be a programmatic dependent launch on `device`: a Hopper or
+    later GPU, and a Triton that has grid dependency control."""
+    if gdc_wait is None or device.type != "cuda" or INTERPRET:
+        return False
+    return torch.cuda.get_device_capability(device)[0] >= 9
 
 
 # device -> int32 arrival counters, one per (batch, K/V head) of the largest grid launched yet

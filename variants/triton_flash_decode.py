@@ -32,7 +32,9 @@ from compilekit.variants.flash_decode_combine import (
     combine_kernel,
     combine_last,
     counters,
+    gdc_launch_dependents,
     last_tiles,
+    pdl_ok,
 )
 from compilekit.variants.launch import (
     INTERPRET,
@@ -105,8 +107,10 @@ if triton is not None:
         SM_SCALE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
         BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, HAS_LENS: tl.constexpr,
         ONE_SPLIT: tl.constexpr, FUSED: tl.constexpr, ROWS: tl.constexpr, CHUNK: tl.constexpr,
-        BLOCK_S: tl.constexpr,
+        BLOCK_S: tl.constexpr, PDL: tl.constexpr,
     ):  # fmt: skip
+        if PDL:  # the combine kernel may start now: its programs wait for this kernel's end
+            gdc_launch_dependents()
         bh = tl.program_id(0)  # batch * KV_HEADS + K/V head
         split = tl.program_id(1)
         b = bh // KV_HEADS
@@ -234,7 +238,7 @@ def plan(q, k) -> dict:
     )
 
 
-def launch(q, k, v, causal: bool, wrap=None, kv_lens=None, fused=None):
+def launch(q, k, v, causal: bool, wrap=None, kv_lens=None, fused=None, pdl=False):
     """out [B, H, Q, D] for q [B, H, Q, D] over k, v [B, H_kv, K, D]; wrap: torch.library's
     wrap_triton under torch.compile (None eagerly: the shape's later calls then launch the
     tuned kernels straight, launch_known); kv_lens: int32 [B], the keys each row holds. One
@@ -244,19 +248,23 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None, fused=None):
     each); else, and always under torch.compile, by a second kernel (combine_kernel: at batch
     1 one program combining 32 splits serially costs more than the second launch, and under
     torch.compile Inductor sees what each kernel reads and writes, where the arrival counters
-    would be state outside its graph). fused=True or False asks for one way (for comparison:
-    that launch is not kept for launch_known)."""
+    would be state outside its graph). fused=True or False asks for one way; pdl=True asks
+    for the second kernel as a programmatic dependent launch, eagerly on Hopper
+    (flash_decode_combine.pdl_ok). Either is for comparison: that launch is not kept for
+    launch_known."""
     batch, heads, queries, dim = q.shape
     kv_heads, keys = k.shape[1], k.shape[2]
     p = plan(q, k)
     block_m, num_splits = p["block_m"], p["num_splits"]
     out = torch.empty_like(q)
     one = num_splits == 1
-    remember = wrap is None and fused is None and not INTERPRET  # the eager path as it runs
+    # the eager path as it runs
+    remember = wrap is None and fused is None and not pdl and not INTERPRET
     tiles = last_tiles(p["group"] * queries, dim, num_splits)
     if fused is None:  # eagerly, one launch where the last program combines in one step
         fused = wrap is None and tiles["CHUNK"] == tiles["BLOCK_S"]
     fused = fused and not one
+    pdl = pdl and wrap is None and not one and not fused and pdl_ok(q.device)
     part = _partials(q, batch * kv_heads * num_splits * block_m, one, k)
     split_kernel = wrap(_split_kernel) if wrap else _split_kernel
     split_grid = (batch * kv_heads, num_splits, 1)
@@ -269,7 +277,7 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None, fused=None):
     )  # fmt: skip
     split_consts = dict(
         SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, BLOCK_M=block_m, CAUSAL=causal,
-        HAS_LENS=kv_lens is not None, ONE_SPLIT=one, FUSED=fused,
+        HAS_LENS=kv_lens is not None, ONE_SPLIT=one, FUSED=fused, PDL=pdl,
         **tiles,
     )  # fmt: skip
     split = split_kernel[split_grid[:2]](*split_args, **split_consts)
@@ -281,9 +289,11 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None, fused=None):
             part, out, *out.stride(), kv_heads, p["group"], queries, num_splits,
         )  # fmt: skip
         combine_consts = dict(
-            HEAD_DIM=dim, BLOCK_M=block_m, BLOCK_S=max(2, triton.next_power_of_2(num_splits))
-        )
-        compiled = kernel[combine_grid[:2]](*combine_args, **combine_consts)
+            HEAD_DIM=dim, BLOCK_M=block_m, BLOCK_S=max(2, triton.next_power_of_2(num_splits)),
+            PDL=pdl,
+        )  # fmt: skip
+        launch_pdl = {"launch_pdl": True} if pdl else {}  # a launch option, not an argument
+        compiled = kernel[combine_grid[:2]](*combine_args, **combine_consts, **launch_pdl)
         combine = (compiled, combine_grid, combine_args, combine_consts)
     if remember:
         _remember(q, k, v, causal, kv_lens, (split, split_grid, split_args, split_consts), combine)

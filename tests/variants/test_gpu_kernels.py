@@ -273,11 +273,20 @@ def test_the_split_kernels_last_program_combines_in_every_call_and_in_a_cuda_gra
         decode._FAST_LAUNCH.clear()
     call = flash_attention if own else functools.partial(decode.launch, causal=True, fused=True)
     monkeypatch.setattr(decode, "combine_kernel", Refused())
+    _fifty_calls_then_a_graph(call, q, k, v)
+    assert len(decode._FAST_LAUNCH) == int(own)
+    assert int(combine._COUNTERS[q.device].abs().sum()) == 0
+
+
+def _fifty_calls_then_a_graph(call, q, k, v):
+    """call(q, k, v) fifty times on fresh inputs, then captured in a CUDA graph and replayed
+    twenty times on fresh inputs, each output against the float64 reference."""
+    from compilekit.measure.inputs import max_rel_err
+    from compilekit.variants.masks import reference
+
     for _ in range(50):  # the first launch autotunes; the rest launch straight (launch_known)
         q.normal_(), k.normal_(), v.normal_()
         assert max_rel_err(call(q, k, v), reference(q, k, v, causal=True)) < 3e-2
-    assert len(decode._FAST_LAUNCH) == int(own)
-    assert int(combine._COUNTERS[q.device].abs().sum()) == 0
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -290,7 +299,38 @@ def test_the_split_kernels_last_program_combines_in_every_call_and_in_a_cuda_gra
         q.normal_(), k.normal_(), v.normal_()
         graph.replay()
         assert max_rel_err(out, reference(q, k, v, causal=True)) < 3e-2
-    assert int(combine._COUNTERS[q.device].abs().sum()) == 0
+
+
+@pytest.mark.parametrize("batch", [1, 16])
+def test_the_combine_kernel_as_a_programmatic_dependent_launch_waits_for_the_splits(
+    batch, monkeypatch
+):
+    """pdl=True on Hopper: the combine kernel is launched with launch_pdl, its programs start
+    while the split kernel runs and wait for its writes (griddepcontrol.wait). A program that
+    read the partials early shows as a wrong output in one of fifty calls or graph replays."""
+    from compilekit.variants import flash_decode_combine as combine
+    from compilekit.variants import triton_flash_decode as decode
+
+    q = torch.randn(batch, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(batch, 8, 8192, 128, device="cuda", dtype=torch.bfloat16) for _ in "kv")
+    if not combine.pdl_ok(q.device):
+        pytest.skip("programmatic dependent launch needs a Hopper GPU and Triton 3.4+")
+    kernel, options = decode.combine_kernel, []
+
+    class Seen:  # the combine kernel, its launch options kept
+        def __getitem__(self, grid):
+            def run(*args, **kwargs):
+                options.append(kwargs.get("launch_pdl", False))
+                return kernel[grid](*args, **kwargs)
+
+            return run
+
+    monkeypatch.setattr(decode, "combine_kernel", Seen())
+    decode._FAST_LAUNCH.clear()
+    _fifty_calls_then_a_graph(
+        functools.partial(decode.launch, causal=True, pdl=True, fused=False), q, k, v
+    )
+    assert options and all(options) and not decode._FAST_LAUNCH
 
 
 def test_triton_flash_over_a_static_cache_in_a_cuda_graph_reads_each_replays_lengths():
