@@ -71,8 +71,8 @@ def test_both_combines_match_the_reference_and_leave_the_counters_at_zero(splits
         split = row["splits"] > 1
         fused = row["fused"]
         if fused is None:  # its own choice: one launch where the last program combines in one
-            # step (two splits at most in a chunk here), two kernels where it would take several
-            fused = row["splits"] <= 2 or splits == "two"
+            # step (a chunk holds two splits or more), two kernels where it would take several
+            fused = row["splits"] <= 2
         # fused: no second kernel; unfused: one per call where there is more than one split
         assert row["second"] == (0 if fused or not split else 2), row
     assert any(r["splits"] > 1 and r["fused"] for r in rows)  # the fused combine ran
