@@ -154,13 +154,14 @@ for phase in ${PHASES:-S V G}; do
         $runs/triton-flash__eager__${blog}__bfloat16__cuda 2>&1 | tee "$OUT/V_verify.txt" ;;
     G)
       # G_SHARDS pytest processes at once, the tests dealt round-robin: most of a GPU test's
-      # time is compiling on the CPU, which one process leaves mostly idle
+      # time is compiling on the CPU, which one process leaves mostly idle (xargs -r: a shard
+      # dealt no test runs nothing, not the whole suite)
       python3 -m pytest -q --collect-only -m gpu tests -p no:cacheprovider \
         -k "${GPU_TESTS:-not awkward}" 2>/dev/null | grep "::" > "$OUT/G_ids.txt"
       limit=$(within "${G_S:-400}")
       for i in $(seq 1 "${G_SHARDS:-1}"); do
         awk -v n="${G_SHARDS:-1}" -v i="$i" 'NR % n == i % n' "$OUT/G_ids.txt" > "$OUT/G_ids_$i.txt"
-        timeout "$limit" xargs -a "$OUT/G_ids_$i.txt" python3 -m pytest -q -rA \
+        timeout "$limit" xargs -r -a "$OUT/G_ids_$i.txt" python3 -m pytest -q -rA \
           -p no:cacheprovider > "$OUT/G_tests_$i.txt" 2>&1 &
       done
       wait
