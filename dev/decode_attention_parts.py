@@ -181,7 +181,6 @@ def path_row(spec: str, shape_text: str, calls: int) -> dict:
         name = "sdpa" if spec == READ else "triton-flash" if fused is not None else spec
         if spec.startswith(ONE_LAUNCH + ":chunk"):
             flash_decode_combine.CHUNK_VALUES = int(spec[len(ONE_LAUNCH + ":chunk") :])
-        triton_flash_decode._FAST_LAUNCH.clear()  # no launch kept from another path's sizes
         triton_flash_decode._split_kernel.cache.clear()  # then it holds this shape's config
         variant = load_variant(name)
         cell = Cell(name, "eager", parse_shape(shape_text), "bfloat16", "cuda")
@@ -210,7 +209,6 @@ def path_row(spec: str, shape_text: str, calls: int) -> dict:
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
     flash_decode_combine.CHUNK_VALUES = default_chunk
-    triton_flash_decode._FAST_LAUNCH.clear()
     torch.cuda.empty_cache()
     return out
 
