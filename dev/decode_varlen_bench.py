@@ -1,6 +1,6 @@
-"""triton-flash at decode shapes and triton-flash-varlen on ragged batches, against the other
-paths, back to back in one process: a quick look before a sweep (the sweep's cells are what
-get published).
+"""triton-flash at decode shapes and the varlen kernels (triton-flash-varlen, gluon-flash-varlen)
+on ragged batches, against the other paths, back to back in one process: a quick look before a
+sweep (the sweep's cells are what get published).
 
 Each row: a variant (eagerly, or `name:compiled` under torch.compile default) at a shape, the
 median of --repeats triton.testing.do_bench medians in ms (and their range), effective TFLOP/s
@@ -26,7 +26,10 @@ from compilekit.model.spec import Cell, parse_shape
 DECODE_SHAPES = "1x32g8x1x8192x128;1x32g8x1x32768x128;16x32g8x1x8192x128;16x32g8x1x32768x128"
 DECODE_PATHS = "sdpa,sdpa-flash,sdpa-efficient,sdpa-cudnn,flex:compiled,triton-flash"
 VARLEN_SHAPES = "lognormal512@65536x32g8x128;lognormal2048@65536x32g8x128"
-VARLEN_PATHS = "sdpa-padded,sdpa-jagged,varlen-attn,flex-document:compiled,triton-flash-varlen"
+VARLEN_PATHS = (
+    "sdpa-padded,sdpa-jagged,varlen-attn,flex-document:compiled,triton-flash-varlen,"
+    "gluon-flash-varlen"
+)
 
 
 def row(spec: str, shape_text: str, check: bool, device: str, repeats: int = 1) -> dict:

@@ -51,6 +51,7 @@ VARLEN = {
     "flex-document": "compilekit.variants.flex_document",
     "varlen-attn": "compilekit.variants.varlen_attn",
     "triton-flash-varlen": "compilekit.variants.triton_flash_varlen",
+    "gluon-flash-varlen": "compilekit.variants.gluon_flash_varlen",
 }
 
 # name -> module of a model workload (transformers: the `models` extra)

@@ -93,7 +93,7 @@ if gl is not None:
         """Start the TMA copies of key block j's K and V rows into ring slot j % STAGES."""
         slot = j % STAGES
         _issue_kv_slot(
-            k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, slot, slot, BLOCK_N
+            k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j * BLOCK_N, slot, slot
         )
 
     @gluon.jit
@@ -104,8 +104,8 @@ if gl is not None:
         """_issue_kv into a K ring one slot shorter than V's: key block j's K into K slot
         j % (STAGES - 1), its V into V slot j % STAGES, barrier j % STAGES."""
         _issue_kv_slot(
-            k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, j % STAGES,
-            j % (STAGES - 1), BLOCK_N,
+            k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j * BLOCK_N, j % STAGES,
+            j % (STAGES - 1),
         )  # fmt: skip
 
     @gluon.jit
@@ -115,15 +115,12 @@ if gl is not None:
         _tma_load(q_desc, [off_z, off_h, start_m * BLOCK_M, 0], q_bar, _as_box(q_smem))
 
     @gluon.jit
-    def _issue_kv_slot(
-        k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, j, slot, k_slot,
-        BLOCK_N: gl.constexpr,
-    ):  # fmt: skip
-        """Start the TMA copies of key block j's K and V rows into K's ring slot `k_slot` and
-        V's `slot`, both counted on barrier `slot`."""
+    def _issue_kv_slot(k_desc, v_desc, k_smem, v_smem, bars, off_z, off_kvh, row, slot, k_slot):
+        """Start the TMA copies of the key block from key row `row` on, its K and V rows into
+        K's ring slot `k_slot` and V's `slot`, both counted on barrier `slot`."""
         bar = bars.index(slot)
         mbarrier.expect(bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-        at = [off_z, off_kvh, j * BLOCK_N, 0]
+        at = [off_z, off_kvh, row, 0]
         _tma_load(k_desc, at, bar, _as_box(k_smem.index(k_slot)))
         _tma_load(v_desc, at, bar, _as_box(v_smem.index(slot)))
 
@@ -177,6 +174,22 @@ if gl is not None:
         fence_async_shared()  # the generic-proxy writes above, before the async proxy reads
         _tma_store(o_desc, [off_z, off_h, row0, 0], _as_box(o_smem))
         tma.store_wait(0)
+
+    @gluon.jit
+    def _store_o_rows(
+        o, l_i, Out, stride_t, stride_h, off_h, row0, row_end,
+        ROWS: gl.constexpr, HEAD_DIM: gl.constexpr, o_layout: gl.constexpr,
+    ):  # fmt: skip
+        """O / l for the query rows row0 .. row0 + ROWS of head off_h of a packed output
+        [T, H, D], those before row_end alone, stored from registers: a document's last tile,
+        whose rows past its end are the next document's (a TMA store clips only at T)."""
+        l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+        o = o / gl.where(l_o == 0.0, 1.0, l_o)[:, None]
+        rows = row0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, o_layout))
+        cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+        at = rows.to(gl.int64)[:, None] * stride_t + off_h * stride_h + cols[None, :]
+        keep = (rows[:, None] < row_end) & (cols[None, :] < HEAD_DIM)
+        gl.store(Out + at, o.to(Out.dtype.element_ty), mask=keep)
 
     @gluon.jit
     def _gluon_attn_fwd(
@@ -512,23 +525,42 @@ if gl is not None:
     # epilogue, overlap the neighbouring tile's work instead of idling the SM) --------------
 
     @gluon.jit
-    def _wsp_tile(tile, H, n_m, BH, L2_HEADS, N_CTX, CAUSAL: gl.constexpr,
-                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):  # fmt: skip
-        """(off_z, off_h, start_m, n_blocks, first_masked) of tile number `tile` (_tile_of)."""
-        off_hz, start_m = _tile_of(tile, BH, n_m, L2_HEADS, CAUSAL)
-        hi = N_CTX
-        first_masked = N_CTX // BLOCK_N
-        if CAUSAL:
-            hi = gl.minimum((start_m + 1) * BLOCK_M, N_CTX)
-            first_masked = gl.minimum(first_masked, start_m * BLOCK_M // BLOCK_N)
-        return off_hz // H, off_hz % H, start_m, gl.cdiv(hi, BLOCK_N), first_masked
+    def _wsp_tile(tile, H, n_m, BH, L2_HEADS, N_CTX, Blocks, CAUSAL: gl.constexpr,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, VARLEN: gl.constexpr):  # fmt: skip
+        """(off_z, off_h, q0, k0, n_blocks, first_masked, row_end) of tile number `tile`: its
+        first query row, its first key row, its key blocks, the first of them that needs the
+        mask, and the row its output stops before. Dense: tile numbers in _tile_of's order.
+        VARLEN: tile = query block * H + head, each query block a row of Blocks (its document's
+        first row, length, and the block's first row in it: gluon_flash_varlen.py), causal
+        within the document, whose keys start at its first row (so key columns, counted from
+        there, meet the causal mask as the dense kernel's do)."""
+        if VARLEN:
+            block = tile // H
+            k0 = gl.load(Blocks + 3 * block)
+            length = gl.load(Blocks + 3 * block + 1)
+            m0 = gl.load(Blocks + 3 * block + 2)
+            hi = gl.minimum(m0 + BLOCK_M, length)
+            result = (0, tile % H, k0 + m0, k0, gl.cdiv(hi, BLOCK_N), m0 // BLOCK_N, k0 + length)
+        else:
+            off_hz, start_m = _tile_of(tile, BH, n_m, L2_HEADS, CAUSAL)
+            hi = N_CTX
+            first_masked = N_CTX // BLOCK_N
+            if CAUSAL:
+                hi = gl.minimum((start_m + 1) * BLOCK_M, N_CTX)
+                first_masked = gl.minimum(first_masked, start_m * BLOCK_M // BLOCK_N)
+            result = (
+                off_hz // H, off_hz % H, start_m * BLOCK_M, 0, gl.cdiv(hi, BLOCK_N),
+                first_masked, N_CTX,
+            )  # fmt: skip
+        return result
 
     @gluon.jit
     def _wsp_loader(
         q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, ready, empty, k_empty,
-        H, KV_GROUP, N_CTX, n_m, BH, Tiles, Starts, L2_HEADS,
+        H, KV_GROUP, N_CTX, n_m, BH, Tiles, Starts, L2_HEADS, Blocks,
         CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
         STAGES: gl.constexpr, Q_STAGES: gl.constexpr, SHORT_K: gl.constexpr,
+        VARLEN: gl.constexpr,
     ):  # fmt: skip
         """The producer warp, over this program's tiles: a tile's two query halves into the
         next of Q_STAGES query buffers once both consumers have released the tile's Q_STAGES
@@ -543,8 +575,8 @@ if gl is not None:
         first, last = gl.load(Starts + gl.program_id(0)), gl.load(Starts + gl.program_id(0) + 1)
         for i in range(first, last):  # the host's schedule (launch.persistent_schedule)
             tile = gl.load(Tiles + i)
-            off_z, off_h, start_m, n_blocks, first_masked = _wsp_tile(
-                tile, H, n_m, BH, L2_HEADS, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
+            off_z, off_h, q0, k0, n_blocks, first_masked, row_end = _wsp_tile(
+                tile, H, n_m, BH, L2_HEADS, N_CTX, Blocks, CAUSAL, BLOCK_M, BLOCK_N, VARLEN
             )
             qb = t_iter % Q_STAGES
             if t_iter >= Q_STAGES:
@@ -553,7 +585,7 @@ if gl is not None:
             mbarrier.expect(bar, 2 * q_desc.block_type.nbytes)
             for c in gl.static_range(2):  # each consumer's half
                 half = _as_box(q_smem.index(2 * qb + c))
-                _tma_load(q_desc, [off_z, off_h, start_m * BLOCK_M + c * HALF, 0], bar, half)
+                _tma_load(q_desc, [off_z, off_h, q0 + c * HALF, 0], bar, half)
             off_kvh = off_h // KV_GROUP
             for j in range(n_blocks):
                 slot = it % STAGES
@@ -564,8 +596,9 @@ if gl is not None:
                     if it >= STAGES - 1:
                         mbarrier.wait(k_empty.index(k_slot), ((it // (STAGES - 1)) - 1) & 1)
                 _issue_kv_slot(
-                    k_desc, v_desc, k_smem, v_smem, ready, off_z, off_kvh, j, slot, k_slot, BLOCK_N
-                )
+                    k_desc, v_desc, k_smem, v_smem, ready, off_z, off_kvh, k0 + j * BLOCK_N,
+                    slot, k_slot,
+                )  # fmt: skip
                 it += 1
             t_iter += 1
 
@@ -588,10 +621,11 @@ if gl is not None:
     @gluon.jit
     def _wsp_consumer(
         c: gl.constexpr, q_smem, k_smem, v_smem, q_ready, q_empty, ready, empty, k_empty, turn,
-        o_desc, H, N_CTX, n_m, BH, Tiles, Starts, L2_HEADS,
+        o_desc, H, N_CTX, n_m, BH, Tiles, Starts, L2_HEADS, Blocks, Out, stride_ot, stride_oh,
         SM_SCALE: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
         BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
         Q_STAGES: gl.constexpr, SHORT_K: gl.constexpr, PINGPONG: gl.constexpr,
+        VARLEN: gl.constexpr,
     ):  # fmt: skip
         """_ws_consumer over this program's tiles (with PINGPONG the two consumers take turns
         issuing their wgmmas, FA3's ping-pong; without, each issues once its data is ready, its
@@ -618,11 +652,12 @@ if gl is not None:
         first, last = gl.load(Starts + gl.program_id(0)), gl.load(Starts + gl.program_id(0) + 1)
         for i in range(first, last):  # the loader's tiles, in its order
             tile = gl.load(Tiles + i)
-            off_z, off_h, start_m, n_blocks, first_masked = _wsp_tile(
-                tile, H, n_m, BH, L2_HEADS, N_CTX, CAUSAL, BLOCK_M, BLOCK_N
+            off_z, off_h, q0, k0, n_blocks, first_masked, row_end = _wsp_tile(
+                tile, H, n_m, BH, L2_HEADS, N_CTX, Blocks, CAUSAL, BLOCK_M, BLOCK_N, VARLEN
             )
-            row0 = start_m * BLOCK_M + c * HALF
+            row0 = q0 + c * HALF
             offs_m = row0 + gl.arange(0, HALF, layout=gl.SliceLayout(1, s_layout))
+            offs_k = k0 + offs_n  # key block j's columns are these plus j * BLOCK_N
             m_i = gl.full([HALF], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
             l_i = gl.zeros([HALF], gl.float32, layout=gl.SliceLayout(1, s_layout))
             o = gl.zeros([HALF, HEAD_DIM], gl.float32, layout=o_layout)
@@ -641,7 +676,7 @@ if gl is not None:
             s = warpgroup_mma_wait(0, deps=(s,))
             _k_read(k_empty, it, STAGES, SHORT_K)
             if first_masked == 0:
-                s = _masked(s, 0, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
+                s = _masked(s, 0, offs_m, offs_k, N_CTX, CAUSAL, BLOCK_N)
             p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
             prev = slot
             for j in range(1, n_blocks):
@@ -658,7 +693,7 @@ if gl is not None:
                 s = warpgroup_mma_wait(1, deps=(s,))
                 _k_read(k_empty, it + j, STAGES, SHORT_K)
                 if j >= first_masked:
-                    s = _masked(s, j, offs_m, offs_n, N_CTX, CAUSAL, BLOCK_N)
+                    s = _masked(s, j, offs_m, offs_k, N_CTX, CAUSAL, BLOCK_N)
                 p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, dtype)
                 if not PINGPONG:
                     # A branch that ends the softmax's basic block (an arrive on the turn
@@ -680,14 +715,23 @@ if gl is not None:
             it += n_blocks
             t_iter += 1
 
-            _store_o(o, l_i, o_desc, q, off_z, off_h, row0, o_layout)
+            if VARLEN:
+                if row0 + HALF > row_end:  # the document ends in these rows
+                    _store_o_rows(
+                        o, l_i, Out, stride_ot, stride_oh, off_h, row0, row_end, HALF,
+                        HEAD_DIM, o_layout,
+                    )  # fmt: skip
+                else:
+                    _store_o(o, l_i, o_desc, q, off_z, off_h, row0, o_layout)
+            else:
+                _store_o(o, l_i, o_desc, q, off_z, off_h, row0, o_layout)
             # the query buffer held the tile's Q, then its O on the way out: both done
             mbarrier.arrive(q_empty.index(qb))
 
     @gluon.jit
     def _gluon_attn_fwd_wsp(
         q_desc, k_desc, v_desc, o_desc,
-        H, KV_GROUP, N_CTX, L2_HEADS, Z, Tiles, Starts,
+        H, KV_GROUP, N_CTX, L2_HEADS, Z, Tiles, Starts, Blocks, Out, stride_ot, stride_oh,
         SM_SCALE: gl.constexpr,
         HEAD_DIM: gl.constexpr,
         CAUSAL: gl.constexpr,
@@ -697,6 +741,7 @@ if gl is not None:
         Q_STAGES: gl.constexpr,
         SHORT_K: gl.constexpr,
         PINGPONG: gl.constexpr,
+        VARLEN: gl.constexpr,
         num_warps: gl.constexpr,
     ):  # fmt: skip
         gl.static_assert(num_warps == 4, "the default partition is one consumer warpgroup")
@@ -765,6 +810,10 @@ if gl is not None:
                         Tiles,
                         Starts,
                         L2_HEADS,
+                        Blocks,
+                        Out,
+                        stride_ot,
+                        stride_oh,
                         SM_SCALE,
                         HEAD_DIM,
                         CAUSAL,
@@ -774,6 +823,7 @@ if gl is not None:
                         Q_STAGES,
                         SHORT_K,
                         PINGPONG,
+                        VARLEN,
                     ),  # fmt: skip
                 ),
                 (
@@ -797,6 +847,10 @@ if gl is not None:
                         Tiles,
                         Starts,
                         L2_HEADS,
+                        Blocks,
+                        Out,
+                        stride_ot,
+                        stride_oh,
                         SM_SCALE,
                         HEAD_DIM,
                         CAUSAL,
@@ -806,6 +860,7 @@ if gl is not None:
                         Q_STAGES,
                         SHORT_K,
                         PINGPONG,
+                        VARLEN,
                     ),  # fmt: skip
                 ),
                 (
@@ -830,12 +885,14 @@ if gl is not None:
                         Tiles,
                         Starts,
                         L2_HEADS,
+                        Blocks,
                         CAUSAL,
                         BLOCK_M,
                         BLOCK_N,
                         STAGES,
                         Q_STAGES,
                         SHORT_K,
+                        VARLEN,
                     ),  # fmt: skip
                 ),
             ],
@@ -911,38 +968,37 @@ def tiles(head_dim: int, seq: int = 0) -> dict:
     return dict(PERSISTENT_TILES_D64 if head_dim == 64 else PERSISTENT_TILES_D128)
 
 
-def check_inputs(q, k, v) -> None:
-    """Refuse what the kernel does not compute, with the reason (never a wrong answer)."""
+def check_inputs(q, k, v, name: str = "gluon-flash") -> None:
+    """Refuse what the kernel does not compute, with the reason (never a wrong answer); `name`:
+    the variant the reasons name."""
     if gl is None:
-        raise Unsupported(f"gluon-flash needs Triton with Gluon (Triton 3.6+): {_NO_GLUON}")
+        raise Unsupported(f"{name} needs Triton with Gluon (Triton 3.6+): {_NO_GLUON}")
     if q.device.type != "cuda":
-        raise Unsupported(
-            "gluon-flash needs a Hopper GPU (sm90): it has no CPU or interpreter path"
-        )
+        raise Unsupported(f"{name} needs a Hopper GPU (sm90): it has no CPU or interpreter path")
     major = torch.cuda.get_device_capability(q.device)[0]
     if major != 9:
         raise Unsupported(
-            f"gluon-flash runs on Hopper (sm90) only: its wgmma instructions are sm90's; "
+            f"{name} runs on Hopper (sm90) only: its wgmma instructions are sm90's; "
             f"this GPU is sm{major}x"
         )
-    check_shapes("gluon-flash", q, k, v)
+    check_shapes(name, q, k, v)
     if q.shape[-1] not in (64, 128):
-        raise Unsupported(f"gluon-flash supports head dims 64 and 128, not {q.shape[-1]}")
+        raise Unsupported(f"{name} supports head dims 64 and 128, not {q.shape[-1]}")
     if q.dtype not in (torch.bfloat16, torch.float16) or not q.dtype == k.dtype == v.dtype:
         raise Unsupported(
-            f"gluon-flash computes bfloat16 or float16 inputs of one dtype, not {q.dtype}, "
+            f"{name} computes bfloat16 or float16 inputs of one dtype, not {q.dtype}, "
             f"{k.dtype}, {v.dtype}"
         )
-    for name, t in (("q", q), ("k", k), ("v", v)):
+    for arg, t in (("q", q), ("k", k), ("v", v)):
         # TMA reads rows of D contiguous elements, each row start 16-byte aligned
         if t.stride(-1) != 1 or any((s * t.element_size()) % 16 for s in t.stride()[:-1]):
             raise Unsupported(
-                f"gluon-flash reads {name} through TMA: its last dim must be contiguous and its "
+                f"{name} reads {arg} through TMA: its last dim must be contiguous and its "
                 f"other strides 16-byte multiples (got strides {t.stride()}); pass .contiguous()"
             )
         if (t.storage_offset() * t.element_size()) % 16:  # (torch allocates 256-byte aligned)
             raise Unsupported(
-                f"gluon-flash reads {name} through TMA: it must start 16-byte aligned in its "
+                f"{name} reads {arg} through TMA: it must start 16-byte aligned in its "
                 f"storage (offset {t.storage_offset()} elements); pass .contiguous()"
             )
 
@@ -1031,7 +1087,9 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
     tail = (heads, group, seq, l2_heads)
     if persistent:  # one program per SM, taking tile after tile
         grid = (min(grid[0] * grid[1], _sm_count(q.device)), 1)
-        tail += (batch, *_schedule(q.device, grid[0], seq, cfg, l2_heads, causal, batch * heads))
+        schedule = tuple(_schedule(q.device, grid[0], seq, cfg, l2_heads, causal, batch * heads))
+        # then varlen's Blocks, Out and Out's strides, which a dense launch never reads
+        tail += (batch, *schedule, schedule[0], schedule[0], 0, 0)
     consts = dict(
         SM_SCALE=1.0 / math.sqrt(dim), HEAD_DIM=dim, CAUSAL=causal,
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], STAGES=cfg["STAGES"],
@@ -1041,6 +1099,7 @@ def _launch(q, k, v, causal: bool, **overrides) -> torch.Tensor:
         consts["Q_STAGES"] = cfg.get("Q_STAGES", 1)
         consts["SHORT_K"] = cfg.get("SHORT_K", False)
         consts["PINGPONG"] = cfg.get("PINGPONG", True)
+        consts["VARLEN"] = False
     # O leaves through a descriptor like Q's (its rows' query buffer stages it: _store_o)
     descs = (
         _descriptor(q, q_rows), _descriptor(k, kv_rows), _descriptor(v, kv_rows),

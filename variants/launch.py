@@ -88,14 +88,24 @@ def persistent_schedule(
     0-2%. Each program's tiles stay in the kernels' order, so the tiles running at once stay
     within an L2 group."""
     n_m = -(-seq // block_m)
-    load = [(0, p) for p in range(programs)]
-    dealt = [[] for _ in range(programs)]
+    blocks = []
     for tile in range(bh * n_m):
         _, block = tile_of(tile, bh, n_m, l2_heads, causal)
         keys = min((block + 1) * block_m, seq) if causal else seq
+        blocks.append(-(-keys // block_n))
+    return deal(blocks, programs)
+
+
+def deal(blocks: list[int], programs: int) -> tuple[list[int], list[int]]:
+    """(tiles, starts) for tiles 0, 1, ... of `blocks[t]` key blocks each, in that order, each
+    dealt to whichever of `programs` has the least work so far (key blocks, plus
+    TILE_OVERHEAD_BLOCKS a tile): program p runs tiles[starts[p]:starts[p + 1]], in order."""
+    load = [(0, p) for p in range(programs)]
+    dealt = [[] for _ in range(programs)]
+    for tile, n in enumerate(blocks):
         work, p = heapq.heappop(load)
         dealt[p].append(tile)
-        heapq.heappush(load, (work + -(-keys // block_n) + TILE_OVERHEAD_BLOCKS, p))
+        heapq.heappush(load, (work + n + TILE_OVERHEAD_BLOCKS, p))
     starts = [0, *itertools.accumulate(len(d) for d in dealt)]
     return [t for d in dealt for t in d], starts
 

@@ -21,6 +21,7 @@ from compilekit.variants.triton_flash import (
     tma_ok,
     tma_where_ok,
 )
+from compilekit.variants.varlen import query_blocks
 from compilekit.variants.varlen import workload as varlen_workload
 
 try:
@@ -118,17 +119,8 @@ if triton is not None:
 
 def block_table(lengths, device):
     """(first row of the document, its length, the block's first row in it) per query block,
-    the blocks that see the most keys first (a causal block sees its document up to its last
-    row), so the longest programs start first and the short ones fill the tail."""
-    starts, total = [], 0
-    for n in lengths:
-        starts.append(total)
-        total += n
-    table = sorted(
-        ((starts[i], n, m) for i, n in enumerate(lengths) for m in range(0, n, BLOCK_M)),
-        key=lambda block: -min(block[2] + BLOCK_M, block[1]),
-    )
-    columns = list(zip(*table))
+    as three int32 columns (variants.varlen.query_blocks: those that see the most keys first)."""
+    columns = list(zip(*query_blocks(lengths, BLOCK_M)))
     return tuple(torch.tensor(c, dtype=torch.int32, device=device) for c in columns)
 
 

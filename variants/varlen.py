@@ -57,6 +57,22 @@ def reference(q, k, v, lengths) -> torch.Tensor:
     return out
 
 
+def query_blocks(lengths, block_m: int) -> list[tuple[int, int, int]]:
+    """(first row of the document, its length, the block's first row in it) for every block of
+    block_m query rows of every document of a packed batch, the blocks that see the most keys
+    first (a causal block sees its document up to its last row), so that the longest programs
+    start first and the short ones fill the tail; among blocks of equal work, in the order of
+    the batch."""
+    starts, total = [], 0
+    for n in lengths:
+        starts.append(total)
+        total += n
+    return sorted(
+        ((starts[i], n, m) for i, n in enumerate(lengths) for m in range(0, n, block_m)),
+        key=lambda block: -min(block[2] + block_m, block[1]),
+    )
+
+
 def padding_waste(lengths) -> float:
     """The share of the query-key pairs causal attention over the batch padded to its longest
     document computes that involve padding: 1 - sum L(L+1)/2 / (N * Lmax(Lmax+1)/2)."""

@@ -97,6 +97,8 @@ def _sm90_kernel(gluon_flash, fn, q_rows: int, head_dim: int = 128, **consts):
         pytest.skip(f"this Triton compiles no Gluon ahead of time: {exc}")
     names = fn.arg_names
     consts = dict(SM_SCALE=head_dim**-0.5, HEAD_DIM=head_dim, CAUSAL=True, **consts)
+    if "VARLEN" in names:  # the persistent kernel: dense unless asked
+        consts.setdefault("VARLEN", False)
     signature = {n: "constexpr" if n in consts else "i32" for n in names}
     # the launcher's own names for the descriptors' types (block shape and layout included)
     qkv = torch.empty(2, 4, 256, head_dim, dtype=torch.bfloat16)
@@ -104,9 +106,11 @@ def _sm90_kernel(gluon_flash, fn, q_rows: int, head_dim: int = 128, **consts):
     signature["q_desc"] = signature["o_desc"] = mangle_type(gluon_flash._descriptor(qkv, q_rows))
     kv = mangle_type(gluon_flash._descriptor(qkv, consts["BLOCK_N"]))
     signature["k_desc"] = signature["v_desc"] = kv
-    for name in ("Tiles", "Starts"):  # the persistent grid's schedule
+    for name in ("Tiles", "Starts", "Blocks"):  # the persistent grid's schedule, varlen's table
         if name in signature:
             signature[name] = "*i32"
+    if "Out" in signature:  # varlen's output, a document's last rows stored from registers
+        signature["Out"] = "*bf16"
     src = GluonASTSource(
         fn=fn,
         signature=signature,
@@ -195,6 +199,24 @@ def test_sm90_defaults_store_o_through_tma(gluon_flash, dim, seq):
     warpgroups = 1 if ".reqntid 128" in ptx else 2
     assert len(re.findall(r"cp\.async\.bulk\.tensor\.\dd\.global\.shared", ptx)) == warpgroups
     assert "st.global" not in ptx
+
+
+@pytest.mark.parametrize("dim", [64, 128])
+def test_sm90_varlen_build_stores_a_documents_last_rows_from_registers(gluon_flash, dim):
+    """gluon-flash-varlen's build of the persistent kernel (VARLEN): a tile's O leaves by TMA
+    as the dense kernel's does, or, where a document ends within its rows, by stores from
+    registers (masked: the rows past its end are the next document's); its consumers spill no
+    more than the dense build's, on the same shared memory."""
+    tiles = gluon_flash.tiles(dim, 1 << 30)
+    dense = _sm90_kernel_of(gluon_flash, tiles, head_dim=dim)
+    kernel, q_rows, _ = gluon_flash.schedule_of(tiles)
+    consts = {k: v for k, v in tiles.items() if k not in gluon_flash.SCHEDULE_FLAGS}
+    varlen = _sm90_kernel(gluon_flash, kernel, q_rows, dim, VARLEN=True, **consts)
+    ptx = varlen.asm["ptx"]
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.\dd\.global\.shared", ptx)) == 2
+    assert "st.global" in ptx and "st.global" not in dense.asm["ptx"]
+    assert _ptxas_spills(ptx) <= _ptxas_spills(dense.asm["ptx"])
+    assert varlen.metadata.shared == dense.metadata.shared
 
 
 @pytest.mark.parametrize("seq, threads", [(512, 128), (8192, 384)])

@@ -365,8 +365,12 @@ def test_triton_flash_over_a_static_cache_in_a_cuda_graph_reads_each_replays_len
 
 
 @pytest.mark.parametrize(
-    "variant", ["triton-flash-varlen", "triton-flash-varlen:tma", "sdpa-jagged", "varlen-attn"]
-)
+    "variant",
+    [
+        "triton-flash-varlen", "triton-flash-varlen:tma", "sdpa-jagged", "varlen-attn",
+        "gluon-flash-varlen",
+    ],
+)  # fmt: skip
 def test_varlen_kernels_bf16_eager_and_compiled(variant, monkeypatch):
     """Lognormal documents (lengths off every block), GQA 32/8: eagerly and compiled, against
     the per-document float64 reference; `:tma`, triton-flash-varlen held to a config that
@@ -380,6 +384,8 @@ def test_varlen_kernels_bf16_eager_and_compiled(variant, monkeypatch):
     from compilekit.model.spec import parse_shape
     from compilekit.variants import triton_flash_varlen
 
+    if variant.startswith("gluon") and torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("gluon-flash-varlen runs on Hopper (sm90) only")
     if variant.endswith(":tma"):
         variant = variant.removesuffix(":tma")
         config = triton.Config({"BLOCK_N": 64, "TMA": True}, num_warps=8, num_stages=3)
@@ -398,6 +404,29 @@ def test_varlen_kernels_bf16_eager_and_compiled(variant, monkeypatch):
     compiled = torch.compile(made.fn)
     assert inputs.max_rel_err(made.unpack(compiled(*made.inputs)), truth) < 3e-2
     triton_flash_varlen._varlen_fwd.cache.clear()  # no config of this test's kept for the next
+
+
+@pytest.mark.parametrize("dim, dtype", [(64, "float16"), (128, "bfloat16")])
+def test_gluon_flash_varlen_at_every_documents_edge(dim, dtype):
+    """gluon-flash-varlen over documents of 1 token, shorter than a consumer's 64 rows, one row
+    either side of 64 and 128, several blocks long, and one that ends the packed batch, GQA
+    8/2: against the per-document float64 reference, eagerly (twice: the descriptors made
+    anew over the same inputs) and compiled; the rows of the documents around a short one stay
+    its neighbours' (a store past a document's end would overwrite them)."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("gluon-flash-varlen runs on Hopper (sm90) only")
+    from compilekit.compile.variant import load_variant
+    from compilekit.measure import inputs, workload
+    from compilekit.model.spec import parse_shape
+
+    shape = parse_shape(f"1,700,63,64,65,1,127,128,129,3,300,2000,5x8g2x{dim}")
+    found = load_variant("gluon-flash-varlen")
+    made = workload.build(found.factory, "gluon-flash-varlen", shape, dtype, "cuda", 0)
+    truth, _ = workload.reference_output(made, made.inputs)
+    for _ in range(2):
+        assert inputs.max_rel_err(made.unpack(made.fn(*made.inputs)), truth) < 3e-2
+    compiled = torch.compile(made.fn, fullgraph=True)
+    assert inputs.max_rel_err(made.unpack(compiled(*made.inputs)), truth) < 3e-2
 
 
 @pytest.mark.parametrize("schedule", ["single", "ws", "persistent"])

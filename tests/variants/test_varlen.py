@@ -153,3 +153,40 @@ def test_a_new_batch_under_compile_says_whether_it_recompiled(run_cell):
 
     notes = "\n".join(cellview.cell_notes(result))
     assert "3 documents of 37..100 tokens" in notes and "recompiled in" in notes
+
+
+def test_gluon_flash_varlen_deals_every_block_of_every_head_once():
+    """gluon-flash-varlen's setup: its table holds every document's rows once, in blocks that
+    start at 128-row steps from the document's start, the blocks that see most keys first; its
+    schedule deals each (block, head) tile to one program exactly once, each program's tiles
+    in table order, and no program carries more than a tile's work over the average."""
+    from compilekit.variants import gluon_flash_varlen
+
+    lengths, heads, programs = [1, 65, 200, 3, 128, 129, 300, 1000], 4, 5
+    blocks, tiles, starts = gluon_flash_varlen.schedule(lengths, heads, 128, 128, programs)
+    table = [tuple(blocks[i : i + 3]) for i in range(0, len(blocks), 3)]
+    first = [sum(lengths[:i]) for i in range(len(lengths))]
+    rows = sorted(s + r for s, n, m in table for r in range(m, min(m + 128, n)))
+    assert rows == list(range(sum(lengths)))
+    assert all(n in lengths and s == first[lengths.index(n)] and m % 128 == 0 for s, n, m in table)
+    seen = [min(m + 128, n) for _, n, m in table]
+    assert seen == sorted(seen, reverse=True)
+    assert sorted(tiles) == list(range(len(table) * heads)) and len(starts) == programs + 1
+    work = [-(-seen[t // heads] // 128) + 1 for t in tiles]  # key blocks and a tile's overhead
+    loads = [sum(work[starts[p] : starts[p + 1]]) for p in range(programs)]
+    assert max(loads) <= sum(loads) / programs + max(work)
+    assert all(
+        tiles[starts[p] : starts[p + 1]] == sorted(tiles[starts[p] : starts[p + 1]])
+        for p in range(programs)
+    )
+
+
+def test_gluon_flash_varlen_on_the_cpu_is_unsupported_with_its_reason(tmp_path):
+    code, err = _cli(
+        "run", "--variant", "gluon-flash-varlen", "--mode", "eager", "--device", "cpu",
+        "--shape", RAGGED[1], "--out", str(tmp_path),
+    )  # fmt: skip
+    assert code == 2 and "gluon-flash-varlen needs" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    result = json.loads(next(tmp_path.glob("gluon-flash-varlen__*/result.json")).read_text())
+    assert result["status"] == "unsupported"
