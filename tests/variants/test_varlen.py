@@ -179,6 +179,12 @@ def test_gluon_flash_varlen_deals_every_block_of_every_head_once():
         tiles[starts[p] : starts[p + 1]] == sorted(tiles[starts[p] : starts[p + 1]])
         for p in range(programs)
     )
+    # a long document's blocks, heaviest first, then short ones: dealt by count the two
+    # programs would end 5 key blocks apart; by work, within the last tile's (2)
+    _, tiles, starts = gluon_flash_varlen.schedule([1280] + [1] * 60, 1, 128, 128, 2)
+    work = [11 - t if t < 10 else 2 for t in tiles]
+    loads = [sum(work[starts[p] : starts[p + 1]]) for p in range(2)]
+    assert abs(loads[0] - loads[1]) <= 2, loads
 
 
 def test_gluon_flash_varlen_on_the_cpu_is_unsupported_with_its_reason(tmp_path):
