@@ -2,7 +2,8 @@
 on ragged batches, against the other paths, back to back in one process: a quick look before a
 sweep (the sweep's cells are what get published).
 
-Each row: a variant (eagerly, or `name:compiled` under torch.compile default) at a shape, the
+Each row: a variant (eagerly, or `name:compiled` under torch.compile default;
+`gluon-flash-varlen:work-order` deals its tiles in its other order) at a shape, the
 median of --repeats triton.testing.do_bench medians in ms (and their range), effective TFLOP/s
 (the variant's own FLOPs: real lengths for varlen), and its max relative error against the
 float64 reference with --check.
@@ -28,12 +29,24 @@ DECODE_PATHS = "sdpa,sdpa-flash,sdpa-efficient,sdpa-cudnn,flex:compiled,triton-f
 VARLEN_SHAPES = "lognormal512@65536x32g8x128;lognormal2048@65536x32g8x128"
 VARLEN_PATHS = (
     "sdpa-padded,sdpa-jagged,varlen-attn,flex-document:compiled,triton-flash-varlen,"
-    "gluon-flash-varlen"
+    "gluon-flash-varlen,gluon-flash-varlen:work-order"
 )
+
+
+# gluon-flash-varlen's tile orders (its ORDER) as paths: `gluon-flash-varlen:work-order`
+ORDERS = {"work-order": "work"}
 
 
 def row(spec: str, shape_text: str, check: bool, device: str, repeats: int = 1) -> dict:
     name, _, how = spec.partition(":")
+    if how in ORDERS:
+        from compilekit.variants import gluon_flash_varlen
+
+        kept, gluon_flash_varlen.ORDER = gluon_flash_varlen.ORDER, ORDERS[how]
+        try:
+            return {**row(name, shape_text, check, device, repeats), "order": ORDERS[how]}
+        finally:
+            gluon_flash_varlen.ORDER = kept
     out = {"variant": name, "compiled": how == "compiled", "shape": shape_text}
     try:
         variant = load_variant(name)

@@ -4,10 +4,17 @@ within each document, GQA, D = 64 or 128, bfloat16 or float16.
 It runs gluon-flash's persistent kernel (a TMA loader warp beside two consumer warpgroups that
 take turns on the tensor cores, one program per SM) with VARLEN on:
 - A tile is one block of 128 query rows of one document, for one head. The setup lays every
-  document's blocks in a table (variants.varlen.query_blocks: those that see the most keys
-  first) and deals the (block, head) tiles to the programs, each to the one with the least work
-  so far (variants.launch.deal). No padding row is computed, and no key block before the
-  document's first row is read.
+  document's blocks in a table (variants.varlen.query_blocks) and deals the (block, head) tiles
+  to the programs, each to the one with the least work so far (variants.launch.deal). No
+  padding row is computed, and no key block before the document's first row is read.
+- The tiles are dealt document by document (ORDER "document"), as FlashAttention-3's
+  schedulers walk a varlen batch, the longest document first: within one, its heads in groups
+  whose K and V fit L2 together (launch.l2_group_heads, as gluon-flash groups its rows, and
+  FA3 its heads); within a group, its query blocks heaviest first, the heads that share a K/V
+  head side by side. The tiles running at once then read one document's K and V, from L2 after
+  the first. ORDER "work" deals every tile of the batch heaviest first instead, as
+  triton-flash-varlen's grid runs them: the balance of strict longest-processing-time order,
+  and little reuse of K and V beyond a block's heads. Neither is timed yet.
 - The descriptors are over the packed tensors seen as [1, H, T, D]. A tile's key blocks start at
   its document's first row, so the causal mask, counted from there, is the only mask a tile
   needs. A document's last block also reads the next document's rows (zeros past T); only its
@@ -24,12 +31,14 @@ import math
 import torch
 
 from compilekit.variants import gluon_flash
-from compilekit.variants.launch import deal
+from compilekit.variants.launch import deal, l2_group_heads
 from compilekit.variants.varlen import query_blocks
 from compilekit.variants.varlen import workload as varlen_workload
 
 DESCRIPTION = "hand-written Gluon flash attention over packed documents (Hopper, persistent)"
 NAME = "gluon-flash-varlen"
+# the order the tiles are dealt in: "document" or "work" (the module's docstring)
+ORDER = "document"
 
 
 def tile_settings(head_dim: int) -> dict:
@@ -37,15 +46,41 @@ def tile_settings(head_dim: int) -> dict:
     return gluon_flash.tiles(head_dim, 1 << 30)
 
 
-def schedule(lengths, heads: int, block_m: int, block_n: int, programs: int):
+def schedule(lengths, heads: int, kv_group: int, cfg: dict, programs: int, order: str = ""):
     """(blocks, tiles, starts) as flat int lists: `blocks` the query blocks' table, three
     numbers a block (its document's first row, length, the block's first row in it); tile
-    number block * heads + head; program p runs tiles[starts[p]:starts[p + 1]], dealt by
-    their key blocks (the block's rows from the document's start, rounded up)."""
+    number block * heads + head; program p runs tiles[starts[p]:starts[p + 1]], dealt in
+    `order` (ORDER by default) by their key blocks (the block's rows from the document's start,
+    rounded up to cfg's BLOCK_N). cfg: the tile settings (BLOCK_M, BLOCK_N, HEAD_DIM)."""
+    block_m, block_n = cfg["BLOCK_M"], cfg["BLOCK_N"]
     table = query_blocks(lengths, block_m)
-    work = [-(-min(m + block_m, n) // block_n) for _, n, m in table for _ in range(heads)]
-    tiles, starts = deal(work, min(programs, len(work)))
-    return [x for row in table for x in row], tiles, starts
+    if (order or ORDER) == "work":  # the table's order: heaviest first, heads fastest
+        ordered = list(range(len(table) * heads))
+    else:
+        ordered = _document_order(table, heads, kv_group, cfg["HEAD_DIM"])
+    work = [-(-min(m + block_m, n) // block_n) for _, n, m in (table[t // heads] for t in ordered)]
+    dealt, starts = deal(work, min(programs, len(work)))
+    return [x for row in table for x in row], [ordered[i] for i in dealt], starts
+
+
+def _document_order(table, heads: int, kv_group: int, head_dim: int) -> list[int]:
+    """Tile numbers document by document (the module's docstring): documents longest first,
+    each one's heads in L2 groups, each group's query blocks in the table's order (heaviest
+    first) with its heads side by side."""
+    # a document's first row -> its rows of the table; the table's first block of a document
+    # sees all of it, so the documents come longest first
+    blocks_of: dict[int, list[int]] = {}
+    for row, (start, _, _) in enumerate(table):
+        blocks_of.setdefault(start, []).append(row)
+    ordered = []
+    for rows in blocks_of.values():
+        length = table[rows[0]][1]
+        # 2 bytes an element: bfloat16 or float16, all the kernel computes
+        group = min(heads, l2_group_heads(length, head_dim, 2, kv_group))
+        for first in range(0, heads, group):
+            for row in rows:
+                ordered.extend(row * heads + h for h in range(first, min(first + group, heads)))
+    return ordered
 
 
 def _packed_view(t):
@@ -98,10 +133,9 @@ def prepare(q, k, v, lengths):
     the device's SMs, on the device."""
     views = [_packed_view(t) for t in (q, k, v)]
     gluon_flash.check_inputs(*views, name=NAME)
-    cfg = tile_settings(q.shape[-1])
-    lists = schedule(
-        lengths, q.shape[1], cfg["BLOCK_M"], cfg["BLOCK_N"], gluon_flash._sm_count(q.device)
-    )
+    cfg = {**tile_settings(q.shape[-1]), "HEAD_DIM": q.shape[-1]}
+    group = q.shape[1] // k.shape[1]
+    lists = schedule(lengths, q.shape[1], group, cfg, gluon_flash._sm_count(q.device))
     return (q, k, v, *(torch.tensor(x, dtype=torch.int32, device=q.device) for x in lists))
 
 

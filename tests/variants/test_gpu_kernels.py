@@ -407,12 +407,13 @@ def test_varlen_kernels_bf16_eager_and_compiled(variant, monkeypatch):
 
 
 @pytest.mark.parametrize("dim, dtype", [(64, "float16"), (128, "bfloat16")])
-def test_gluon_flash_varlen_at_every_documents_edge(dim, dtype):
+def test_gluon_flash_varlen_at_every_documents_edge(dim, dtype, monkeypatch):
     """gluon-flash-varlen over documents of 1 token, shorter than a consumer's 64 rows, one row
     either side of 64 and 128, several blocks long, and one that ends the packed batch, GQA
     8/2: against the per-document float64 reference, eagerly (twice: the descriptors made
-    anew over the same inputs) and compiled; the rows of the documents around a short one stay
-    its neighbours' (a store past a document's end would overwrite them)."""
+    anew over the same inputs) and compiled, then with its tiles dealt in its other order; the
+    rows of the documents around a short one stay its neighbours' (a store past a document's
+    end would overwrite them)."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("gluon-flash-varlen runs on Hopper (sm90) only")
     from compilekit.compile.variant import load_variant
@@ -427,6 +428,11 @@ def test_gluon_flash_varlen_at_every_documents_edge(dim, dtype):
         assert inputs.max_rel_err(made.unpack(made.fn(*made.inputs)), truth) < 3e-2
     compiled = torch.compile(made.fn, fullgraph=True)
     assert inputs.max_rel_err(made.unpack(compiled(*made.inputs)), truth) < 3e-2
+    from compilekit.variants import gluon_flash_varlen
+
+    monkeypatch.setattr(gluon_flash_varlen, "ORDER", "work")
+    made = workload.build(found.factory, "gluon-flash-varlen", shape, dtype, "cuda", 0)
+    assert inputs.max_rel_err(made.unpack(made.fn(*made.inputs)), truth) < 3e-2
 
 
 @pytest.mark.parametrize("schedule", ["single", "ws", "persistent"])

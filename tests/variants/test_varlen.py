@@ -155,36 +155,56 @@ def test_a_new_batch_under_compile_says_whether_it_recompiled(run_cell):
     assert "3 documents of 37..100 tokens" in notes and "recompiled in" in notes
 
 
-def test_gluon_flash_varlen_deals_every_block_of_every_head_once():
+@pytest.mark.parametrize("order", ["document", "work"])
+def test_gluon_flash_varlen_deals_every_block_of_every_head_once(order):
     """gluon-flash-varlen's setup: its table holds every document's rows once, in blocks that
-    start at 128-row steps from the document's start, the blocks that see most keys first; its
-    schedule deals each (block, head) tile to one program exactly once, each program's tiles
-    in table order, and no program carries more than a tile's work over the average."""
+    start at 128-row steps from the document's start; its schedule deals each (block, head)
+    tile to one program exactly once, and no program carries more than a tile's work over the
+    average. Dealt by work, dealing by count would leave two programs 5 key blocks apart (a
+    long document's blocks, heaviest first, before short ones); by work, a tile's (2)."""
     from compilekit.variants import gluon_flash_varlen
 
     lengths, heads, programs = [1, 65, 200, 3, 128, 129, 300, 1000], 4, 5
-    blocks, tiles, starts = gluon_flash_varlen.schedule(lengths, heads, 128, 128, programs)
+    blocks, tiles, starts = gluon_flash_varlen.schedule(lengths, heads, 2, CFG, programs, order)
     table = [tuple(blocks[i : i + 3]) for i in range(0, len(blocks), 3)]
     first = [sum(lengths[:i]) for i in range(len(lengths))]
     rows = sorted(s + r for s, n, m in table for r in range(m, min(m + 128, n)))
     assert rows == list(range(sum(lengths)))
     assert all(n in lengths and s == first[lengths.index(n)] and m % 128 == 0 for s, n, m in table)
-    seen = [min(m + 128, n) for _, n, m in table]
-    assert seen == sorted(seen, reverse=True)
     assert sorted(tiles) == list(range(len(table) * heads)) and len(starts) == programs + 1
-    work = [-(-seen[t // heads] // 128) + 1 for t in tiles]  # key blocks and a tile's overhead
+    work = [-(-min(table[t // heads][2] + 128, table[t // heads][1]) // 128) + 1 for t in tiles]
     loads = [sum(work[starts[p] : starts[p + 1]]) for p in range(programs)]
     assert max(loads) <= sum(loads) / programs + max(work)
-    assert all(
-        tiles[starts[p] : starts[p + 1]] == sorted(tiles[starts[p] : starts[p + 1]])
-        for p in range(programs)
-    )
-    # a long document's blocks, heaviest first, then short ones: dealt by count the two
-    # programs would end 5 key blocks apart; by work, within the last tile's (2)
-    _, tiles, starts = gluon_flash_varlen.schedule([1280] + [1] * 60, 1, 128, 128, 2)
+
+    _, tiles, starts = gluon_flash_varlen.schedule([1280] + [1] * 60, 1, 1, CFG, 2, order)
     work = [11 - t if t < 10 else 2 for t in tiles]
     loads = [sum(work[starts[p] : starts[p + 1]]) for p in range(2)]
     assert abs(loads[0] - loads[1]) <= 2, loads
+
+
+def test_gluon_flash_varlen_deals_one_documents_heads_together_longest_first():
+    """The default order: each program runs the longest document's tiles before the next
+    one's, and a document too long for all its heads' K and V to share L2 (20,000 keys: 8 of
+    16 heads a group, launch.l2_group_heads) has one group's tiles run before the next group's.
+    Dealt heaviest first across the batch ("work"), documents interleave."""
+    from compilekit.variants import gluon_flash_varlen as gv
+
+    lengths, heads = [700, 20000, 3000], 16
+    for order, in_order in (("document", True), ("work", False)):
+        blocks, tiles, starts = gv.schedule(lengths, heads, 4, CFG, 7, order)
+        doc = [blocks[3 * (t // heads) + 1] for t in tiles]
+        runs = [doc[starts[p] : starts[p + 1]] for p in range(7)]
+        assert all(r == sorted(r, reverse=True) for r in runs) == in_order
+    blocks, tiles, starts = gv.schedule(lengths, heads, 4, CFG, 7, "document")
+    longest = [t for t in tiles if blocks[3 * (t // heads) + 1] == 20000]
+    assert {t % heads // 8 for t in longest} == {0, 1}
+    for p in range(7):
+        mine = set(tiles[starts[p] : starts[p + 1]])
+        groups = [t % heads // 8 for t in longest if t in mine]
+        assert groups == sorted(groups)
+
+
+CFG = {"BLOCK_M": 128, "BLOCK_N": 128, "HEAD_DIM": 128}
 
 
 def test_gluon_flash_varlen_on_the_cpu_is_unsupported_with_its_reason(tmp_path):
