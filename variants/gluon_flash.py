@@ -168,9 +168,7 @@ if gl is not None:
         rows' query buffer, which no wgmma reads any more) and a TMA store, as FA3 stores O: one
         bulk copy instead of a 4-byte store per pair of columns, rows past S clipped by the
         descriptor. Returns once the copy has read o_smem, which may then be refilled."""
-        l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
-        o = o / gl.where(l_o == 0.0, 1.0, l_o)[:, None]
-        o_smem.store(o.to(o_desc.block_type.element_ty))
+        o_smem.store(_normalized(o, l_i, o_layout).to(o_desc.block_type.element_ty))
         fence_async_shared()  # the generic-proxy writes above, before the async proxy reads
         _tma_store(o_desc, [off_z, off_h, row0, 0], _as_box(o_smem))
         tma.store_wait(0)
@@ -183,13 +181,19 @@ if gl is not None:
         """O / l for the query rows row0 .. row0 + ROWS of head off_h of a packed output
         [T, H, D], those before row_end alone, stored from registers: a document's last tile,
         whose rows past its end are the next document's (a TMA store clips only at T)."""
-        l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
-        o = o / gl.where(l_o == 0.0, 1.0, l_o)[:, None]
+        o = _normalized(o, l_i, o_layout)
         rows = row0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, o_layout))
         cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
         at = rows.to(gl.int64)[:, None] * stride_t + off_h * stride_h + cols[None, :]
+        # the column test is always true: it gives the mask O's full shape and layout
         keep = (rows[:, None] < row_end) & (cols[None, :] < HEAD_DIM)
         gl.store(Out + at, o.to(Out.dtype.element_ty), mask=keep)
+
+    @gluon.jit
+    def _normalized(o, l_i, o_layout: gl.constexpr):
+        """O / l, in O's layout; a row that saw no key (l = 0) stays 0."""
+        l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+        return o / gl.where(l_o == 0.0, 1.0, l_o)[:, None]
 
     @gluon.jit
     def _gluon_attn_fwd(

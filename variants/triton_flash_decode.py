@@ -289,8 +289,7 @@ def launch(q, k, v, causal: bool, wrap=None, kv_lens=None, fused=None, pdl=False
             part, out, *out.stride(), kv_heads, p["group"], queries, num_splits,
         )  # fmt: skip
         combine_consts = dict(
-            HEAD_DIM=dim, BLOCK_M=block_m, BLOCK_S=max(2, triton.next_power_of_2(num_splits)),
-            PDL=pdl,
+            HEAD_DIM=dim, BLOCK_M=block_m, BLOCK_S=tiles["BLOCK_S"], PDL=pdl,
         )  # fmt: skip
         launch_pdl = {"launch_pdl": True} if pdl else {}  # a launch option, not an argument
         compiled = kernel[combine_grid[:2]](*combine_args, **combine_consts, **launch_pdl)
