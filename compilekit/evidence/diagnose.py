@@ -51,7 +51,9 @@ def judge_host_bound(result) -> None:
     device_ms, loop_ms = result.profiled_forward_device_ms, result.compiled_loop_ms
     if result.device == "cuda" and loop_ms and device_ms is not None:
         result.gpu_busy_share, result.host_bound = busy_share(
-            device_ms, loop_ms, result.host_ms_per_call
+            device_ms - (result.profiled_forward_overlap_ms or 0.0),
+            loop_ms,
+            result.host_ms_per_call,
         )
 
 

@@ -79,6 +79,7 @@ def gather(cell, compiled, args, stage_dir, cache_dir, result, eager=None, held=
         os.path.join(stage_dir, "kernels.json"),
         {
             "forward_device_ms": forward["forward_device_ms"],
+            "forward_overlap_ms": forward["forward_overlap_ms"],
             "forward_host_ms": forward["forward_host_ms"],
             "kernels_per_forward": forward["kernels_per_forward"],
             # the dtypes behind the profiler's `bytes`: recorded, or the cell's assumed (a
@@ -132,6 +133,7 @@ def _diagnose(cell, forward: dict, records: list, op_rows: list, result) -> None
 
     result.kernels_per_forward = forward["kernels_per_forward"]
     result.profiled_forward_device_ms = forward["forward_device_ms"]
+    result.profiled_forward_overlap_ms = forward["forward_overlap_ms"]
     result.profiled_forward_host_ms = forward["forward_host_ms"]
     diagnose.judge_host_bound(result)
     result.sdpa_backend = diagnose.sdpa_backend(records, [row["name"] for row in op_rows])

@@ -16,7 +16,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from compilekit.evidence import partial
+from compilekit.evidence import partial, stepwindows
 from compilekit.evidence.codecost import SDPA_CAUSAL_AT, attention_flops
 from compilekit.evidence.kernelmap import NO_OP
 
@@ -211,50 +211,6 @@ def _step_launches(step, device: str) -> list[tuple[str, object, float]]:
     return [(k.name, e, k.duration / 1e3) for e in ops for k in e.kernels]
 
 
-def _unattached(events, label: str, attached: dict[str, int], n_steps: int) -> dict:
-    """{(kernel, n): [ms, ...]}: the kernels that ran inside the GPU-side ranges of the `label`
-    steps beyond those an op claimed (`attached`: launches per kernel name in those steps),
-    the n-th launch of a name in a step apart from its others, in launch order.
-
-    The profiler links a kernel to the CPU op that launched it; a raw Triton launch
-    (`kernel[grid](...)`, or a compiled kernel's runner) goes through no torch op, nor does a
-    kernel a CUDA graph replays, so no op lists it, and the map and the GPU-busy share would
-    miss it. The step's `record_function` still gets a GPU-side range spanning the kernels
-    launched inside it: what ran there is counted. Each launch keeps its place, so the map can
-    give a replay's n-th GEMM the graph's n-th GEMM call site (kernelmap._replayed_site).
-    """
-    windows = [e.time_range for e in events if e.name == label and e.device_type != DeviceType.CPU]
-    per_window: list[list] = [[] for _ in windows]
-    for e in events:
-        if (
-            e.device_type == DeviceType.CPU
-            or e.name == label
-            or getattr(e, "is_user_annotation", False)
-            or e.name.startswith("ProfilerStep")
-            or WRAPPER_RE.match(e.name)  # Inductor's own record_function ranges
-        ):
-            continue
-        start, end = e.time_range.start, e.time_range.end
-        for launches, w in zip(per_window, windows):
-            if w.start <= start and end <= w.end:
-                launches.append((start, e.name, (end - start) / 1e3))
-                break
-    out: dict[tuple[str, int], list[float]] = {}
-    for launches in per_window:
-        counts: dict[str, int] = {}
-        for _, name, ms in sorted(launches, key=lambda x: x[0]):
-            counts[name] = counts.get(name, 0) + 1
-            out.setdefault((name, counts[name] - 1), []).append(ms)
-    # which of a name's launches an op claimed cannot be told, only how many: the last go
-    per_step = {name: round(n / n_steps) for name, n in attached.items()}
-    last = {}
-    for name, n in out:
-        last[name] = max(last.get(name, -1), n)
-    return {
-        (name, n): ms for (name, n), ms in out.items() if n <= last[name] - per_step.get(name, 0)
-    }
-
-
 def _indexed(launches) -> list[tuple[str, str, int, object, float, list]]:
     """(kernel, launcher name, launcher_index, launcher event, ms, outer): launcher_index
     counts the earlier calls of an op of the same name in the step (the second bmm is 1);
@@ -330,18 +286,22 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
     `itemsize` bytes per element where the profiler records no dtypes, as `bytes_dtypes` says;
     flops only where torch counts them). Device time is a kernel's duration on the GPU, or its
     CPU time where the CPU is the device. Kernels no op launched (a raw Triton launch) come
-    last, with launcher NO_OP (see _unattached).
+    last, with launcher NO_OP (see stepwindows.unattached).
     """
     events = prof.events()
     steps = [e for e in events if e.name == label and e.device_type == DeviceType.CPU]
     n_steps = max(1, len(steps))
     per_key: dict[tuple, dict] = {}
     n_launches = sum(_add_step(step, device, itemsize, per_key) for step in steps)
+    overlap = 0.0
     if device == "cuda":
+        per_window = stepwindows.window_launches(events, label, WRAPPER_RE)
+        overlap = stepwindows.overlap_ms(per_window)
         attached: dict[str, int] = {}
         for (name, *_), rec in per_key.items():
             attached[name] = attached.get(name, 0) + len(rec["samples_ms"])
-        for (name, index), samples in _unattached(events, label, attached, n_steps).items():
+        unclaimed = stepwindows.unattached(per_window, attached, n_steps)
+        for (name, index), samples in unclaimed.items():
             per_key[(name, NO_OP, index, 0)] = {
                 "name": name,
                 "launcher": NO_OP,
@@ -370,6 +330,8 @@ def forward_kernels(prof, label: str, device: str, itemsize: int = 4) -> dict:
         "kernels": kernels,
         "kernels_per_forward": n_launches / n_steps,
         "forward_device_ms": sum(k["device_ms"] * k["calls_per_forward"] for k in kernels),
+        # of which kernels ran at once (programmatic dependent launch): busy = device - overlap
+        "forward_overlap_ms": overlap,
         # the same profiled steps' host time: on a CPU device the forward itself, measured in
         # the same window as its kernels; on a GPU the time to launch it
         "forward_host_ms": statistics.median(e.cpu_time_total / 1e3 for e in steps)

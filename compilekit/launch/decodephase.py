@@ -240,6 +240,8 @@ def _record(cell, result, runs, checks, weights, kv, copy_gbps, fns, stage_dir) 
     cell's usual fields read as per-token figures of the loop."""
     per_token = figures.bytes_per_token(weights, kv, cell.shape.prompt, cell.shape.new)
     device_ms = result.profiled_forward_device_ms  # one step of the cell's own kind
+    if device_ms:  # the time a kernel ran, kernels that ran at once counted once
+        device_ms -= result.profiled_forward_overlap_ms or 0.0
     own = _own(cell)
     paths = {}
     for (path, kind), timed in runs.items():
@@ -298,7 +300,7 @@ def _step_gap(stage_dir: str, token_ms, weights: float, per_token: float, copy_g
         return None
     from compilekit.model.store import read_json
 
-    kernels = [
-        (k["name"], k["device_ms"] * k["calls_per_forward"]) for k in read_json(path)["kernels"]
-    ]
-    return figures.gap(token_ms, kernels, weights, per_token - weights, copy_gbps)
+    found = read_json(path)
+    kernels = [(k["name"], k["device_ms"] * k["calls_per_forward"]) for k in found["kernels"]]
+    overlap = found.get("forward_overlap_ms") or 0.0  # absent from kernel maps made before it
+    return figures.gap(token_ms, kernels, weights, per_token - weights, copy_gbps, overlap)

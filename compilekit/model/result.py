@@ -105,6 +105,8 @@ class CellResult:
     # evidence (steps 6-9), taken after the timed calls
     kernels_per_forward: float | None = None
     profiled_forward_device_ms: float | None = None
+    # of that, time kernels ran at once (programmatic dependent launch): busy is the difference
+    profiled_forward_overlap_ms: float | None = None
     profiled_forward_host_ms: float | None = None
     cudagraphs: dict | None = None
     dynamo: dict | None = None

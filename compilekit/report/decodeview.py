@@ -136,6 +136,8 @@ def gap_line(gap: dict | None) -> str | None:
         "other kernels (norms, rotary, activations, cache writes)": gap["other_kernels_ms"],
         "sampling": gap["sampling_ms"],
         "CUDA-graph input copies": gap["graph_copies_ms"],
+        # counted in two kernels' times where one waited on the other (gaps before it: none)
+        "kernels at once (counted twice above)": gap.get("overlapped_ms", 0.0),
     }
     # a part no kernel made (no CUDA graph, no copies) is left out, not printed as 0.000
     shown = ", ".join(

@@ -645,7 +645,7 @@ def test_eager_lines_see_inside_composite_ops_under_inference_mode():
 
 def test_a_replays_gemms_each_take_their_own_call_site(tmp_path):
     """Under a CUDA-graph replay no op launches a kernel: each launch of a cuBLAS kernel keeps
-    its place in the step (profiling._unattached), so the n-th GEMM takes the graph's n-th
+    its place in the step (stepwindows.unattached), so the n-th GEMM takes the graph's n-th
     GEMM call site. When a kernel name's launches were one record, BERT-base's 60 projections
     all took the query's line and an H100 read it 79% attention, 0% matmuls."""
     from types import SimpleNamespace

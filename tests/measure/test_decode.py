@@ -135,6 +135,47 @@ def test_the_cells_gap_counts_every_call_of_a_kernel(tmp_path):
     assert gap["idle_gpu_ms"] == pytest.approx(4.0 - 3.36)
 
 
+def test_kernels_that_ran_at_once_count_once_in_the_gap_and_the_busy_share(tmp_path):
+    """Under programmatic dependent launch a kernel starts while the one before it finishes:
+    both kernels' times hold that overlap. The gap takes it back once, as its own negative
+    part, so the parts still add up and the idle GPU is the time no kernel ran; the busy
+    share is the time any kernel ran, not the summed durations (3.36 ms summed in a 3.2 ms
+    token would read busy, capped at 100%, where 0.4 ms of it the GPU idled)."""
+    from compilekit.evidence.diagnose import judge_host_bound
+    from compilekit.launch.decodephase import _step_gap
+    from compilekit.model.result import CellResult
+    from compilekit.model.store import write_json
+    from compilekit.report.decodeview import gap_line
+
+    write_json(
+        str(tmp_path / "kernels.json"),
+        {
+            "forward_overlap_ms": 0.56,
+            "kernels": [
+                {
+                    "name": "triton_red_fused_mm_t_view_6",
+                    "device_ms": 0.1,
+                    "calls_per_forward": 32,
+                },
+                {"name": "triton_poi_fused_add_1", "device_ms": 0.01, "calls_per_forward": 16},
+            ],
+        },
+    )
+    gap = _step_gap(str(tmp_path), 3.2, 2e9, 2e9, 4000.0)
+    assert gap["idle_gpu_ms"] == pytest.approx(3.2 - (3.36 - 0.56))
+    assert gap["overlapped_ms"] == pytest.approx(-0.56)
+    parts = [v for k, v in gap.items() if k.endswith("_ms") and k not in ("token_ms", "limit_ms")]
+    assert sum(parts) == pytest.approx(3.2 - 0.5)
+    assert "kernels at once (counted twice above) -0.560" in gap_line(gap)
+
+    result = CellResult(variant="llama2-7b", mode="reduce-overhead", shape="1x32+200",
+                        dtype="bfloat16", device="cuda")  # fmt: skip
+    result.compiled_loop_ms, result.profiled_forward_device_ms = 3.2, 3.36
+    result.profiled_forward_overlap_ms = 0.56
+    judge_host_bound(result)
+    assert result.gpu_busy_share == pytest.approx(2.8 / 3.2)
+
+
 @pytest.mark.parametrize(
     "options, mode",
     [

@@ -112,13 +112,23 @@ def kernel_class(name: str) -> str:
     return "other_kernels"
 
 
-def gap(token_ms: float, kernels: list, weights: float, kv: float, copy_gbps: float) -> dict:
+def gap(
+    token_ms: float,
+    kernels: list,
+    weights: float,
+    kv: float,
+    copy_gbps: float,
+    overlap_ms: float = 0.0,
+) -> dict:
     """Where a token's time goes beyond the limit (weights and attended cache read once at
     the copy speed), in ms per token; the parts add up to token_ms - limit_ms. kernels:
     (name, device ms per step) of one profiled step. The matmuls are charged beyond the time
     the weights take at the copy speed, attention beyond its cache bytes' time; sampling,
     CUDA-graph input copies and the other kernels in full; idle_gpu is the token's time with
-    no kernel running (the host's loop, syncs)."""
+    no kernel running (the host's loop, syncs). overlap_ms: the step's time during which two
+    kernels ran at once (programmatic dependent launch: a kernel starts, and waits, while the
+    one before it finishes), counted in both kernels' times and taken back once as
+    overlapped_ms, a negative part."""
     per = {which: 0.0 for which, _ in KERNEL_CLASSES} | {"other_kernels": 0.0}
     for name, ms in kernels:
         per[kernel_class(name)] += ms
@@ -127,7 +137,8 @@ def gap(token_ms: float, kernels: list, weights: float, kv: float, copy_gbps: fl
     return {
         "token_ms": token_ms,
         "limit_ms": (weights + kv) * at_copy,
-        "idle_gpu_ms": token_ms - device_ms,
+        "idle_gpu_ms": token_ms - (device_ms - overlap_ms),
+        "overlapped_ms": -overlap_ms,
         "matmuls_beyond_copy_ms": per["matmuls"] - weights * at_copy,
         "matmuls_share_of_copy": weights * at_copy / per["matmuls"] if per["matmuls"] else None,
         "attention_beyond_copy_ms": per["attention"] - kv * at_copy,
