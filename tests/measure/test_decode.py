@@ -110,25 +110,24 @@ def test_the_gap_line_names_the_parts_largest_first_and_leaves_out_those_no_kern
     )
 
 
+def _step_map(tmp_path, **top):
+    """A decode step's kernels.json: 32 calls of a 0.1 ms matmul reduction and 16 of a
+    0.01 ms add (3.36 ms per step), with `top`'s fields beside them."""
+    from compilekit.model.store import write_json
+
+    kernels = [
+        {"name": "triton_red_fused_mm_t_view_6", "device_ms": 0.1, "calls_per_forward": 32},
+        {"name": "triton_poi_fused_add_1", "device_ms": 0.01, "calls_per_forward": 16},
+    ]
+    write_json(str(tmp_path / "kernels.json"), {"kernels": kernels, **top})
+
+
 def test_the_cells_gap_counts_every_call_of_a_kernel(tmp_path):
     """A kernel map's row is one kernel's time per call and its calls per step (32 layers
     share one fused matmul kernel): 32 x 0.1 ms of matmuls is 3.2 ms, not 0.1."""
     from compilekit.launch.decodephase import _step_gap
-    from compilekit.model.store import write_json
 
-    write_json(
-        str(tmp_path / "kernels.json"),
-        {
-            "kernels": [
-                {
-                    "name": "triton_red_fused_mm_t_view_6",
-                    "device_ms": 0.1,
-                    "calls_per_forward": 32,
-                },
-                {"name": "triton_poi_fused_add_1", "device_ms": 0.01, "calls_per_forward": 16},
-            ]
-        },
-    )
+    _step_map(tmp_path)
     gap = _step_gap(str(tmp_path), 4.0, 10e9, 10e9, 4000.0)
     assert gap["matmuls_beyond_copy_ms"] == pytest.approx(3.2 - 2.5)
     assert gap["other_kernels_ms"] == pytest.approx(0.16)
@@ -144,23 +143,9 @@ def test_kernels_that_ran_at_once_count_once_in_the_gap_and_the_busy_share(tmp_p
     from compilekit.evidence.diagnose import judge_host_bound
     from compilekit.launch.decodephase import _step_gap
     from compilekit.model.result import CellResult
-    from compilekit.model.store import write_json
     from compilekit.report.decodeview import gap_line
 
-    write_json(
-        str(tmp_path / "kernels.json"),
-        {
-            "forward_overlap_ms": 0.56,
-            "kernels": [
-                {
-                    "name": "triton_red_fused_mm_t_view_6",
-                    "device_ms": 0.1,
-                    "calls_per_forward": 32,
-                },
-                {"name": "triton_poi_fused_add_1", "device_ms": 0.01, "calls_per_forward": 16},
-            ],
-        },
-    )
+    _step_map(tmp_path, forward_overlap_ms=0.56)
     gap = _step_gap(str(tmp_path), 3.2, 2e9, 2e9, 4000.0)
     assert gap["idle_gpu_ms"] == pytest.approx(3.2 - (3.36 - 0.56))
     assert gap["overlapped_ms"] == pytest.approx(-0.56)
