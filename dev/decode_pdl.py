@@ -1,0 +1,137 @@
+"""compilekit's decode loop compiled under reduce-overhead with and without Inductor's
+programmatic dependent launch (`triton.enable_pdl`: on Hopper a kernel starts while the one
+before it finishes, and waits for its writes), one model in one process: tokens/s, the time
+kernels overlapped in a profiled step, and the logits of both against each other.
+
+A lean stand-in for two `compilekit run` cells (no eager or generate() paths, no float32
+check), for a device call too short for both:
+
+    python3 dev/decode_pdl.py [--variant llama2-7b@triton-flash] [--shape 1x32+200] \
+        [--set coordinate_descent_tuning=true ...] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+TUNED = ("coordinate_descent_tuning=true", "max_autotune_pointwise=true")
+
+
+def options_of(pairs) -> dict:
+    """Inductor options from key=value texts (true/false, numbers), reduce-overhead's own
+    (CUDA graphs) under them."""
+    out = dict(torch._inductor.list_mode_options("reduce-overhead"))
+    for pair in pairs:
+        key, value = pair.split("=", 1)
+        out[key] = {"true": True, "false": False}.get(value.lower(), value)
+    return out
+
+
+def profiled_overlap(session, step, steps: int = 5) -> dict:
+    """The kernels' summed time, the time any ran, and their overlap, in ms per step."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from compilekit.evidence import stepwindows
+    from compilekit.evidence.profiling import WRAPPER_RE
+
+    token, position = session.step_args
+    if session.device.type != "cuda":
+        return {"kernels": 0, "summed_ms": 0.0, "overlap_ms": 0.0, "busy_ms": 0.0}
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            with record_function("decode_step"):
+                step(token, position)
+        torch.cuda.synchronize()
+    windows = stepwindows.window_launches(prof.events(), "decode_step", WRAPPER_RE)
+    summed = statistics.median(sum(e - s for s, e, _ in w) / 1e3 for w in windows)
+    overlap = stepwindows.overlap_ms(windows)
+    return {"kernels": statistics.median(len(w) for w in windows), "summed_ms": summed,
+            "overlap_ms": overlap, "busy_ms": summed - overlap}  # fmt: skip
+
+
+def measure(session, name: str, options: dict, forced=None) -> tuple:
+    """Compile the step anew under `options`, time three generations after a short one, profile
+    one step; the first 8 tokens' logits (teacher-forced on `forced` where given)."""
+    from compilekit.measure.decode.loop import run_loop
+
+    torch._dynamo.reset()
+    step = torch.compile(session.step, options=options, fullgraph=False)
+    start = time.perf_counter()
+    run_loop(session, session.prefill, step, new=4)
+    compile_s = time.perf_counter() - start
+    runs = [run_loop(session, session.prefill, step) for _ in range(3)]
+    token_ms = [ms for run in runs for ms in run.token_ms]
+    keep = range(8)
+    logits = run_loop(session, session.prefill, step, forced=forced if forced is not None
+                      else runs[0].tokens, keep=keep).logits  # fmt: skip
+    row = {
+        "config": name,
+        "compile_s": compile_s,
+        "median_ms": statistics.median(token_ms),
+        "tokens_per_s": 1e3 / statistics.fmean(token_ms),
+        "profile": profiled_overlap(session, step),
+    }
+    print(
+        f"{name:10} {row['median_ms']:.3f} ms/token, {row['tokens_per_s']:.1f} tokens/s "
+        f"(compile {compile_s:.1f} s); a step's {row['profile']['kernels']:.0f} kernels: "
+        f"{row['profile']['summed_ms']:.3f} ms summed, {row['profile']['busy_ms']:.3f} busy, "
+        f"{row['profile']['overlap_ms']:.3f} overlapped",
+        flush=True,
+    )
+    return row, runs[0].tokens, torch.stack(logits)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", default="llama2-7b@triton-flash")
+    parser.add_argument("--shape", default="1x32+200")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--set", action="append", default=None, dest="options")
+    parser.add_argument("--json")
+    parser.add_argument("--device", default="cuda", help="cpu: the script's own check")
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("decode_pdl: needs a CUDA GPU (Hopper for PDL)", file=sys.stderr)
+        return 2
+    from compilekit.compile.variant import load_variant
+    from compilekit.measure import workload
+    from compilekit.measure.decode.session import Session
+    from compilekit.model.spec import parse_shape
+
+    shape = parse_shape(args.shape)
+    made = workload.build(
+        load_variant(args.variant).factory, args.variant, shape, args.dtype, args.device, 0
+    )
+    session = Session(made, shape, args.variant)
+    pairs = args.options or list(TUNED)
+    rows = []
+    base, tokens, base_logits = measure(session, "base", options_of(pairs))
+    rows.append(base)
+    pdl, _, pdl_logits = measure(
+        session, "pdl", options_of([*pairs, "triton.enable_pdl=true"]), forced=tokens
+    )
+    scale = float(base_logits.abs().max())
+    pdl["logits_max_abs_diff"] = float((pdl_logits - base_logits).abs().max())
+    rows.append(pdl)
+    print(
+        f"pdl / base time per token: {pdl['median_ms'] / base['median_ms']:.3f}; first 8 "
+        f"tokens' logits (forced on base's tokens) {pdl['logits_max_abs_diff']:.3g} apart "
+        f"(largest logit {scale:.3g})"
+    )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": str(session.device) if args.device != "cuda"
+                       else torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "variant": args.variant, "shape": args.shape, "options": pairs,
+                       "rows": rows}, f, indent=1)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
