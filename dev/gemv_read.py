@@ -9,6 +9,8 @@ replayed after a warm-up, timed with events: the time per call is the replay's o
   cublas    F.linear(x, W), eager's GEMV (cuBLAS)
   inductor  x @ W.t() compiled with coordinate_descent_tuning and max_autotune_pointwise,
             the matmul reductions of the decode loop's fastest cell (a Triton reduction)
+  fused     the same with what the loop fuses into it: Llama's RMSNorm before q, k, v and
+            gate, up (recomputed in the reduction), the residual add after o and down
 Each is checked against a float64 x @ W.t() (the read against W.sum in float64).
 
     python3 dev/gemv_read.py [--copies 16] [--json FILE]
@@ -23,6 +25,7 @@ import sys
 
 import torch
 
+NORMED = ("qkv", "gate_up")  # the loop fuses the RMSNorm before these; a residual after the others
 SHAPES = {  # name: (output rows, reduced length)
     "qkv": (3 * 4096, 4096),
     "o": (4096, 4096),
@@ -65,15 +68,35 @@ def measure(name: str, n: int, k: int, copies: int, copy_gbps: float) -> dict:
     torch._dynamo.reset()
     options = {"coordinate_descent_tuning": True, "max_autotune_pointwise": True}
     mm = torch.compile(lambda x, w: x @ w.t(), options=options, dynamic=False)
+    gain = torch.randn(k, device="cuda", dtype=torch.bfloat16)
+    residual = torch.randn(1, n, device="cuda", dtype=torch.bfloat16)
+
+    def normed(x, w):  # transformers' LlamaRMSNorm, then the projection
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return (gain * h.to(x.dtype)) @ w.t()
+
+    fused = torch.compile(
+        normed if name in NORMED else (lambda x, w: residual + x @ w.t()),
+        options=options,
+        dynamic=False,
+    )
     paths = {
         "read": lambda i: weights[i].sum(-1),
         "cublas": lambda i: torch.nn.functional.linear(x, weights[i]),
         "inductor": lambda i: mm(x, weights[i]),
+        "fused": lambda i: fused(x, weights[i]),
     }
-    want = {"read": weights[0].double().sum(-1), "mm": (x.double() @ weights[0].double().t())}
+    xd, wd = x.double(), weights[0].double()
+    if name in NORMED:
+        normed_x = gain.double() * xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6)
+        fused_ref = normed_x @ wd.t()
+    else:
+        fused_ref = residual.double() + xd @ wd.t()
+    want = {"read": wd.sum(-1), "mm": xd @ wd.t(), "fused": fused_ref}
     row = {"shape": name, "n": n, "k": k, "mb": n * k * 2 / 1e6}
     for path, call in paths.items():
-        ref = want["read" if path == "read" else "mm"].flatten()
+        ref = want.get(path, want["mm"]).flatten()
         try:
             got = call(0).double().flatten()
             err = float((got - ref).abs().max() / ref.abs().max())

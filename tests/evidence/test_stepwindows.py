@@ -47,3 +47,15 @@ def test_a_steps_window_holds_its_device_kernels_and_no_range_or_host_event():
         ["triton_red_fused_mm_0"],
     ]
     assert stepwindows.overlap_ms(windows) == pytest.approx(0.001)  # median of 0.002 and 0
+
+
+def test_the_launches_no_op_claimed_keep_their_place_and_time():
+    """Two steps, each launching a GEMM twice (one claimed by an op per step) and an add no op
+    claimed: the unclaimed GEMM is the first of the two, each launch's time its own."""
+    step = [(0, 10, "gemm"), (12, 15, "add"), (20, 26, "gemm")]
+    later = [(100, 108, "gemm"), (110, 113, "add"), (120, 126, "gemm")]
+    found = stepwindows.unattached([step, later], {"gemm": 2}, n_steps=2)
+    assert found == {
+        ("gemm", 0): [pytest.approx(0.010), pytest.approx(0.008)],
+        ("add", 0): [pytest.approx(0.003), pytest.approx(0.003)],
+    }
