@@ -24,13 +24,12 @@ TUNED = ("coordinate_descent_tuning=true", "max_autotune_pointwise=true")
 
 
 def options_of(pairs) -> dict:
-    """Inductor options from key=value texts (true/false, numbers), reduce-overhead's own
-    (CUDA graphs) under them."""
-    out = dict(torch._inductor.list_mode_options("reduce-overhead"))
-    for pair in pairs:
-        key, value = pair.split("=", 1)
-        out[key] = {"true": True, "false": False}.get(value.lower(), value)
-    return out
+    """torch.compile's keyword arguments for reduce-overhead with these key=value Inductor
+    options, read and checked as a cell's --set options are."""
+    from compilekit.compile import knobs, modes
+
+    config = knobs.validate(dict(knobs.parse_assignment(pair) for pair in pairs))
+    return knobs.compile_options(modes.MODES["reduce-overhead"][0], config)
 
 
 def profiled_overlap(session, step, steps: int = 5) -> dict:
@@ -56,12 +55,13 @@ def profiled_overlap(session, step, steps: int = 5) -> dict:
 
 
 def measure(session, name: str, options: dict, forced=None) -> tuple:
-    """Compile the step anew under `options`, time three generations after a short one, profile
-    one step; the first 8 tokens' logits (teacher-forced on `forced` where given)."""
+    """Compile the step anew with `options` (torch.compile's keyword arguments), time three
+    generations after a short one, profile one step; the first 8 tokens' logits
+    (teacher-forced on `forced` where given)."""
     from compilekit.measure.decode.loop import run_loop
 
     torch._dynamo.reset()
-    step = torch.compile(session.step, options=options, fullgraph=False)
+    step = torch.compile(session.step, **options)
     start = time.perf_counter()
     run_loop(session, session.prefill, step, new=4)
     compile_s = time.perf_counter() - start
@@ -102,20 +102,27 @@ def main(argv=None) -> int:
     from compilekit.compile.variant import load_variant
     from compilekit.measure import workload
     from compilekit.measure.decode.session import Session
+    from compilekit.model.errors import UserError
     from compilekit.model.spec import parse_shape
 
+    pairs = args.options or list(TUNED)
+    try:  # both configs checked before a 7B model is built
+        configs = {
+            "base": options_of(pairs),
+            "pdl": options_of([*pairs, "triton.enable_pdl=true"]),
+        }
+    except UserError as exc:
+        print(f"decode_pdl: {exc}", file=sys.stderr)
+        return 2
     shape = parse_shape(args.shape)
     made = workload.build(
         load_variant(args.variant).factory, args.variant, shape, args.dtype, args.device, 0
     )
     session = Session(made, shape, args.variant)
-    pairs = args.options or list(TUNED)
     rows = []
-    base, tokens, base_logits = measure(session, "base", options_of(pairs))
+    base, tokens, base_logits = measure(session, "base", configs["base"])
     rows.append(base)
-    pdl, _, pdl_logits = measure(
-        session, "pdl", options_of([*pairs, "triton.enable_pdl=true"]), forced=tokens
-    )
+    pdl, _, pdl_logits = measure(session, "pdl", configs["pdl"], forced=tokens)
     scale = float(base_logits.abs().max())
     pdl["logits_max_abs_diff"] = float((pdl_logits - base_logits).abs().max())
     rows.append(pdl)
