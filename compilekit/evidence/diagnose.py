@@ -44,16 +44,23 @@ def busy_share(
     return share, share < HOST_BOUND_SHARE and paced
 
 
+def busy_ms(result) -> float | None:
+    """The profiled time per forward during which any kernel ran: the kernels' summed device
+    time less what ran at once (programmatic dependent launch), counted once."""
+    device_ms = result.profiled_forward_device_ms
+    if device_ms is None:
+        return None
+    return device_ms - (result.profiled_forward_overlap_ms or 0.0)
+
+
 def judge_host_bound(result) -> None:
     """Set a CUDA cell's gpu_busy_share and host_bound (busy_share) from its record's profiled
     device time, loop time and host time per call, where it has the first two: at measure time
     and again when a sweep is published, from the same stored figures."""
-    device_ms, loop_ms = result.profiled_forward_device_ms, result.compiled_loop_ms
+    device_ms, loop_ms = busy_ms(result), result.compiled_loop_ms
     if result.device == "cuda" and loop_ms and device_ms is not None:
         result.gpu_busy_share, result.host_bound = busy_share(
-            device_ms - (result.profiled_forward_overlap_ms or 0.0),
-            loop_ms,
-            result.host_ms_per_call,
+            device_ms, loop_ms, result.host_ms_per_call
         )
 
 

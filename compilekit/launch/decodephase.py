@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 
+from compilekit.evidence import diagnose
 from compilekit.evidence import gather as evidence
 from compilekit.measure import cell as measure_cell
 from compilekit.measure import failures
@@ -239,9 +240,7 @@ def _record(cell, result, runs, checks, weights, kv, copy_gbps, fns, stage_dir) 
     """result.decode (per path and kind: times, rates, tokens against eager's), and the
     cell's usual fields read as per-token figures of the loop."""
     per_token = figures.bytes_per_token(weights, kv, cell.shape.prompt, cell.shape.new)
-    device_ms = result.profiled_forward_device_ms  # one step of the cell's own kind
-    if device_ms:  # the time a kernel ran, kernels that ran at once counted once
-        device_ms -= result.profiled_forward_overlap_ms or 0.0
+    device_ms = diagnose.busy_ms(result)  # one step of the cell's own kind
     own = _own(cell)
     paths = {}
     for (path, kind), timed in runs.items():
