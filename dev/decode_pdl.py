@@ -55,36 +55,33 @@ def profiled_overlap(session, step, steps: int = 5) -> dict:
 
 
 def measure(session, name: str, options: dict, forced=None) -> tuple:
-    """Compile the step anew with `options` (torch.compile's keyword arguments), time three
-    generations after a short one, profile one step; the first 8 tokens' logits
-    (teacher-forced on `forced` where given)."""
+    """Compile the step with `options` (torch.compile's keyword arguments; another backend
+    than an earlier config's, so Dynamo compiles it apart and keeps both), time three
+    generations after a short one; the row, the first run's tokens, the first 8 tokens'
+    logits (teacher-forced on `forced` where given) and the compiled step. No profiler yet:
+    main profiles every config's step after all are timed."""
     from compilekit.measure.decode.loop import run_loop
 
-    torch._dynamo.reset()
     step = torch.compile(session.step, **options)
     start = time.perf_counter()
     run_loop(session, session.prefill, step, new=4)
     compile_s = time.perf_counter() - start
     runs = [run_loop(session, session.prefill, step) for _ in range(3)]
     token_ms = [ms for run in runs for ms in run.token_ms]
-    keep = range(8)
-    logits = run_loop(session, session.prefill, step, forced=forced if forced is not None
-                      else runs[0].tokens, keep=keep).logits  # fmt: skip
+    forced = forced if forced is not None else runs[0].tokens
+    logits = run_loop(session, session.prefill, step, forced=forced, keep=range(8)).logits
     row = {
         "config": name,
         "compile_s": compile_s,
         "median_ms": statistics.median(token_ms),
         "tokens_per_s": 1e3 / statistics.fmean(token_ms),
-        "profile": profiled_overlap(session, step),
     }
     print(
         f"{name:10} {row['median_ms']:.3f} ms/token, {row['tokens_per_s']:.1f} tokens/s "
-        f"(compile {compile_s:.1f} s); a step's {row['profile']['kernels']:.0f} kernels: "
-        f"{row['profile']['summed_ms']:.3f} ms summed, {row['profile']['busy_ms']:.3f} busy, "
-        f"{row['profile']['overlap_ms']:.3f} overlapped",
+        f"(compile {compile_s:.1f} s)",
         flush=True,
     )
-    return row, runs[0].tokens, torch.stack(logits)
+    return row, runs[0].tokens, torch.stack(logits), step
 
 
 def main(argv=None) -> int:
@@ -119,13 +116,18 @@ def main(argv=None) -> int:
         load_variant(args.variant).factory, args.variant, shape, args.dtype, args.device, 0
     )
     session = Session(made, shape, args.variant)
-    rows = []
-    base, tokens, base_logits = measure(session, "base", configs["base"])
-    rows.append(base)
-    pdl, _, pdl_logits = measure(session, "pdl", configs["pdl"], forced=tokens)
+    base, tokens, base_logits, base_step = measure(session, "base", configs["base"])
+    pdl, _, pdl_logits, pdl_step = measure(session, "pdl", configs["pdl"], forced=tokens)
+    rows = [base, pdl]
+    for row, step in ((base, base_step), (pdl, pdl_step)):
+        found = row["profile"] = profiled_overlap(session, step)
+        print(
+            f"{row['config']:10} a step's {found['kernels']:.0f} kernels: "
+            f"{found['summed_ms']:.3f} ms summed, {found['busy_ms']:.3f} busy, "
+            f"{found['overlap_ms']:.3f} overlapped"
+        )
     scale = float(base_logits.abs().max())
     pdl["logits_max_abs_diff"] = float((pdl_logits - base_logits).abs().max())
-    rows.append(pdl)
     print(
         f"pdl / base time per token: {pdl['median_ms'] / base['median_ms']:.3f}; first 8 "
         f"tokens' logits (forced on base's tokens) {pdl['logits_max_abs_diff']:.3g} apart "
