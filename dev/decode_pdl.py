@@ -1,13 +1,18 @@
-"""compilekit's decode loop compiled under reduce-overhead with and without Inductor's
-programmatic dependent launch (`triton.enable_pdl`: on Hopper a kernel starts while the one
-before it finishes, and waits for its writes), one model in one process: tokens/s, the time
-kernels overlapped in a profiled step, and the logits of both against each other.
+"""compilekit's decode loop compiled under reduce-overhead with its base Inductor options and
+with each tried set added (by default Inductor's programmatic dependent launch,
+`triton.enable_pdl`: on Hopper a kernel starts while the one before it finishes, and waits
+for its writes), one model in one process: tokens/s, a profiled step's kernels (each one's
+calls and time, the time they overlapped), and each config's logits against the base's.
 
-A lean stand-in for two `compilekit run` cells (no eager or generate() paths, no float32
-check), for a device call too short for both:
+A lean stand-in for a `compilekit run` cell per config (no eager or generate() paths, no
+float32 check), for a device call too short for them:
 
     python3 dev/decode_pdl.py [--variant llama2-7b@triton-flash] [--shape 1x32+200] \
-        [--set coordinate_descent_tuning=true ...] [--json FILE]
+        [--set coordinate_descent_tuning=true ...] [--try NAME:OPTION=VALUE,...] [--json FILE]
+
+--set gives the base's options (default: the matmul reductions tuned); each --try (default
+`pdl:triton.enable_pdl=true`) a config of the base's options and its own. A config that
+fails to compile or run records its reason and the others go on.
 """
 
 from __future__ import annotations
@@ -32,8 +37,22 @@ def options_of(pairs) -> dict:
     return knobs.compile_options(modes.MODES["reduce-overhead"][0], config)
 
 
-def profiled_overlap(session, step, steps: int = 5) -> dict:
-    """The kernels' summed time, the time any ran, and their overlap, in ms per step."""
+def kernel_table(windows: list[list[tuple]]) -> list[dict]:
+    """Per kernel name over the profiled steps: launches a step, mean us a launch, us a step;
+    the most time first."""
+    found: dict[str, list[float]] = {}
+    for launches in windows:
+        for start, end, name in launches:
+            found.setdefault(name, []).append(end - start)
+    steps = max(len(windows), 1)
+    rows = [{"kernel": name, "calls": len(us) / steps, "us_per_call": statistics.fmean(us),
+             "us_per_step": sum(us) / steps} for name, us in found.items()]  # fmt: skip
+    return sorted(rows, key=lambda row: -row["us_per_step"])
+
+
+def profiled_step(session, step, steps: int = 5) -> dict:
+    """A profiled step's kernels: their count, summed time, the time any ran and their
+    overlap (ms per step), and the table of them (kernel_table)."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from compilekit.evidence import stepwindows
@@ -41,7 +60,7 @@ def profiled_overlap(session, step, steps: int = 5) -> dict:
 
     token, position = session.step_args
     if session.device.type != "cuda":
-        return {"kernels": 0, "summed_ms": 0.0, "overlap_ms": 0.0, "busy_ms": 0.0}
+        return {"kernels": 0, "summed_ms": 0.0, "overlap_ms": 0.0, "busy_ms": 0.0, "table": []}
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             with record_function("decode_step"):
@@ -51,7 +70,18 @@ def profiled_overlap(session, step, steps: int = 5) -> dict:
     summed = statistics.median(sum(e - s for s, e, _ in w) / 1e3 for w in windows)
     overlap = stepwindows.overlap_ms(windows)
     return {"kernels": statistics.median(len(w) for w in windows), "summed_ms": summed,
-            "overlap_ms": overlap, "busy_ms": summed - overlap}  # fmt: skip
+            "overlap_ms": overlap, "busy_ms": summed - overlap,
+            "table": kernel_table(windows)}  # fmt: skip
+
+
+def parse_try(text: str) -> tuple[str, list[str]]:
+    """'NAME:OPTION=VALUE,...' -> (NAME, ['OPTION=VALUE', ...])."""
+    name, sep, pairs = text.partition(":")
+    if not sep or not name or not pairs:
+        from compilekit.model.errors import UserError
+
+        raise UserError(f"--try {text!r}: give NAME:OPTION=VALUE[,OPTION=VALUE...]")
+    return name, pairs.split(",")
 
 
 def measure(session, name: str, options: dict, forced=None) -> tuple:
@@ -90,6 +120,7 @@ def main(argv=None) -> int:
     parser.add_argument("--shape", default="1x32+200")
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--set", action="append", default=None, dest="options")
+    parser.add_argument("--try", action="append", default=None, dest="tries")
     parser.add_argument("--json")
     parser.add_argument("--device", default="cuda", help="cpu: the script's own check")
     args = parser.parse_args(argv)
@@ -103,11 +134,10 @@ def main(argv=None) -> int:
     from compilekit.model.spec import parse_shape
 
     pairs = args.options or list(TUNED)
-    try:  # both configs checked before a 7B model is built
-        configs = {
-            "base": options_of(pairs),
-            "pdl": options_of([*pairs, "triton.enable_pdl=true"]),
-        }
+    try:  # every config checked before a 7B model is built
+        configs = {"base": options_of(pairs)}
+        for name, extra in map(parse_try, args.tries or ["pdl:triton.enable_pdl=true"]):
+            configs[name] = options_of([*pairs, *extra])
     except UserError as exc:
         print(f"decode_pdl: {exc}", file=sys.stderr)
         return 2
@@ -116,28 +146,47 @@ def main(argv=None) -> int:
         load_variant(args.variant).factory, args.variant, shape, args.dtype, args.device, 0
     )
     session = Session(made, shape, args.variant)
-    base, tokens, base_logits, base_step = measure(session, "base", configs["base"])
-    pdl, _, pdl_logits, pdl_step = measure(session, "pdl", configs["pdl"], forced=tokens)
-    rows = [base, pdl]
-    for row, step in ((base, base_step), (pdl, pdl_step)):
-        found = row["profile"] = profiled_overlap(session, step)
+    rows, steps, logits, tokens = [], {}, {}, None
+    for name, options in configs.items():
+        try:
+            row, run_tokens, logits[name], steps[name] = measure(session, name, options, tokens)
+        except Exception as exc:  # one config's failure is its row's; the others go on
+            row = {
+                "config": name,
+                "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}",
+            }
+            print(f"{name:10} failed: {row['error']}", flush=True)
+        tokens = run_tokens if tokens is None and "error" not in row else tokens
+        rows.append(row)
+    for row in rows:  # profiled only once every config is timed
+        if row["config"] not in steps:
+            continue
+        found = row["profile"] = profiled_step(session, steps[row["config"]])
         print(
             f"{row['config']:10} a step's {found['kernels']:.0f} kernels: "
             f"{found['summed_ms']:.3f} ms summed, {found['busy_ms']:.3f} busy, "
             f"{found['overlap_ms']:.3f} overlapped"
         )
-    scale = float(base_logits.abs().max())
-    pdl["logits_max_abs_diff"] = float((pdl_logits - base_logits).abs().max())
-    print(
-        f"pdl / base time per token: {pdl['median_ms'] / base['median_ms']:.3f}; first 8 "
-        f"tokens' logits (forced on base's tokens) {pdl['logits_max_abs_diff']:.3g} apart "
-        f"(largest logit {scale:.3g})"
-    )
+        for kernel in found["table"][:14]:
+            print(f"    {kernel['calls']:5.1f} x {kernel['us_per_call']:8.2f} us = "
+                  f"{kernel['us_per_step']:8.1f} us  {kernel['kernel'][:110]}")  # fmt: skip
+    base = rows[0]
+    for row in rows[1:]:
+        if "error" in row or "error" in base:
+            continue
+        scale = float(logits["base"].abs().max())
+        row["logits_max_abs_diff"] = float((logits[row["config"]] - logits["base"]).abs().max())
+        print(
+            f"{row['config']} / base time per token: {row['median_ms'] / base['median_ms']:.3f}; "
+            f"first 8 tokens' logits (forced on base's tokens) {row['logits_max_abs_diff']:.3g} "
+            f"apart (largest logit {scale:.3g})"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": str(session.device) if args.device != "cuda"
                        else torch.cuda.get_device_name(), "torch": torch.__version__,
                        "variant": args.variant, "shape": args.shape, "options": pairs,
+                       "tries": args.tries,
                        "rows": rows}, f, indent=1)  # fmt: skip
     return 0
 
