@@ -90,12 +90,16 @@ def measure(session, name: str, options: dict, forced=None) -> tuple:
     generations after a short one; the row, the first run's tokens, the first 8 tokens'
     logits (teacher-forced on `forced` where given) and the compiled step. No profiler yet:
     main profiles every config's step after all are timed."""
+    from tuned_configs import loaded_modules, tuned_configs
+
     from compilekit.measure.decode.loop import run_loop
 
+    before = {id(module) for module in loaded_modules()}
     step = torch.compile(session.step, **options)
     start = time.perf_counter()
     run_loop(session, session.prefill, step, new=4)
     compile_s = time.perf_counter() - start
+    configs = tuned_configs(skip=before)
     runs = [run_loop(session, session.prefill, step) for _ in range(3)]
     token_ms = [ms for run in runs for ms in run.token_ms]
     forced = forced if forced is not None else runs[0].tokens
@@ -105,6 +109,7 @@ def measure(session, name: str, options: dict, forced=None) -> tuple:
         "compile_s": compile_s,
         "median_ms": statistics.median(token_ms),
         "tokens_per_s": 1e3 / statistics.fmean(token_ms),
+        "tuned": configs,
     }
     print(
         f"{name:10} {row['median_ms']:.3f} ms/token, {row['tokens_per_s']:.1f} tokens/s "
@@ -170,6 +175,8 @@ def main(argv=None) -> int:
         for kernel in found["table"][:14]:
             print(f"    {kernel['calls']:5.1f} x {kernel['us_per_call']:8.2f} us = "
                   f"{kernel['us_per_step']:8.1f} us  {kernel['kernel'][:110]}")  # fmt: skip
+            if kernel["kernel"] in row["tuned"]:
+                print(f"          {row['tuned'][kernel['kernel']]}")
     base = rows[0]
     for row in rows[1:]:
         if "error" in row or "error" in base:

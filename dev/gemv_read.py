@@ -24,6 +24,7 @@ import statistics
 import sys
 
 import torch
+from tuned_configs import loaded_modules, tuned_configs
 
 NORMED = ("qkv", "gate_up")  # the loop fuses the RMSNorm before these; a residual after the others
 SHAPES = {  # name: (output rows, reduced length)
@@ -66,6 +67,7 @@ def measure(name: str, n: int, k: int, copies: int, copy_gbps: float) -> dict:
     weights += [torch.randn_like(weights[0]) for _ in range(copies - 1)]
     x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
     torch._dynamo.reset()
+    before = {id(module) for module in loaded_modules()}
     options = {"coordinate_descent_tuning": True, "max_autotune_pointwise": True}
     mm = torch.compile(lambda x, w: x @ w.t(), options=options, dynamic=False)
     gain = torch.randn(k, device="cuda", dtype=torch.bfloat16)
@@ -113,6 +115,9 @@ def measure(name: str, n: int, k: int, copies: int, copy_gbps: float) -> dict:
         for p in paths
     )
     print(f"{name:8} {row['mb']:6.1f} MB  {text}")
+    row["tuned"] = tuned_configs(skip=before)
+    for kernel, config in row["tuned"].items():
+        print(f"         {kernel}: {config}")
     return row
 
 
