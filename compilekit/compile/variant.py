@@ -100,6 +100,21 @@ def check_variant(spec: str, import_timeout_s: float | None = None) -> bool:
     return model_name(spec) is not None or spec in VARLEN
 
 
+def _unknown(spec: str) -> str:
+    """The line for a variant nobody registered: a folder or a file given bare gets the
+    spelling that measures it, anything else the list of names."""
+    path = spec.split("@", 1)[0]
+    if os.path.isdir(path):
+        return f"{path!r} is a folder: give it as hf:{spec} to measure the checkpoint in it"
+    if path.endswith(".py") and os.path.isfile(path):
+        return f"{path!r} is a file: name its callable, {path}:my_attention (or :my_model)"
+    return (
+        f"unknown variant {spec!r}: choose one of {', '.join(VARIANTS)}, a varlen variant "
+        f"({', '.join(VARLEN)}), a model ({', '.join(MODELS)}), hf:path/to/checkpoint or "
+        "path/to/file.py:callable"
+    )
+
+
 def is_user_spec(spec: str) -> bool:
     """`path/to/file.py:callable` (a model's `name@file.py:fn` is the model's spec)."""
     path = spec.split(":", 1)[0]
@@ -119,10 +134,7 @@ def load_variant(spec: str, weights: str = "auto") -> Variant:
         module = importlib.import_module(VARLEN[spec])
         return _workload_variant(spec, module.workload, module, inspect.getfile(module), True)
     if spec not in VARIANTS:
-        raise UserError(
-            f"unknown variant {spec!r}: choose one of {', '.join(VARIANTS)}, a varlen variant "
-            f"({', '.join(VARLEN)}), a model ({', '.join(MODELS)}) or path/to/file.py:callable"
-        )
+        raise UserError(_unknown(spec))
     module = importlib.import_module(VARIANTS[spec])
     return Variant(
         spec,

@@ -62,6 +62,19 @@ def test_bad_input_is_one_line_and_exit_2(argv, needle, capsys):
     assert "\n" not in err and "Traceback" not in err
 
 
+def test_a_bare_folder_or_file_gets_the_spelling_that_measures_it(tmp_path, capsys):
+    """A checkpoint folder given without hf:, or a variant file without its callable, is
+    answered with that spelling, not the list of registered names."""
+    (tmp_path / "config.json").write_text("{}")
+    assert main(["run", "--variant", f"{tmp_path}@sdpa"]) == 2
+    assert f"give it as hf:{tmp_path}@sdpa" in capsys.readouterr().err
+    mine = tmp_path / "mine.py"
+    mine.write_text("def attn(q, k, v):\n    return q\n")
+    assert main(["run", "--variant", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert f"{mine}:my_attention" in err and "choose one of" not in err
+
+
 def test_cuda_without_gpu_names_the_fix(capsys):
     import torch
 
