@@ -11,8 +11,9 @@ uses.
 
 A site counts only where every tensor it touches is an argument: a kernel launch (Triton's
 `.run`, a C++ kernel) or an extern call with `out=`. A call that returns a new tensor (a
-fallback op: `buf1 = torch.ops.aten.x(...)`) hides its output's size, and a symbolic size
-(dynamic shapes) has no number: those sites get nothing rather than a partial figure.
+fallback op: `buf1 = torch.ops.aten.x(...)`) gets nothing, and a symbolic size (dynamic
+shapes) has no number: those sites get nothing rather than a partial figure. What a fallback
+returns is sized by the op's meta function (_returned), for the sites after it that read it.
 
 A matmul template (max-autotune's Triton or C++ GEMM) takes its operands as kernel arguments,
 not as a matmul call's: its FLOPs come from the matmuls of the post-grad graph that provenance
@@ -213,10 +214,12 @@ def _callee(call: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
-def _tensor_sizes(tree) -> dict[str, tuple[tuple, int]]:
-    """{name: (shape, bytes per element)} for every tensor the wrapper allocates, views or takes
-    as an input, in source order (a view follows its base; names are unique in a graph)."""
-    sizes: dict[str, tuple[tuple, int]] = {}
+def _tensor_sizes(tree) -> dict[str, tuple[tuple, torch.dtype]]:
+    """{name: (shape, dtype)} for every tensor the wrapper allocates, views or takes as an
+    input, and those an op returns (_returned), in source order (a view follows its base; names
+    are unique in a graph)."""
+    sizes: dict[str, tuple[tuple, torch.dtype]] = {}
+    returned: dict[str, object] = {}  # an op's result by its name: a tuple's items are read later
     # allocations first: the inputs' rand_strided stand after the wrapper that views them
     assigns = sorted(
         (n for n in ast.walk(tree) if isinstance(n, ast.Assign) and len(n.targets) == 1),
@@ -228,16 +231,67 @@ def _tensor_sizes(tree) -> dict[str, tuple[tuple, int]]:
             continue
         # buf4 = buf2 (a reuse), a view, or an allocation
         size = _expr_size(value, sizes) or (_allocation(value) if _is_allocation(value) else None)
+        if size is None:
+            size = _returned(value, sizes, returned, target.id)
         if size is not None:
             sizes[target.id] = size
     return sizes
+
+
+def _returned(value, sizes: dict, returned: dict, name: str) -> tuple[tuple, torch.dtype] | None:
+    """The size of what an op the wrapper calls for its result returns (a fallback,
+    `buf3 = torch.ops.aten._scaled_dot_product_flash_attention.default(...)`, or a custom op),
+    or of one item of it (`buf4 = buf3[0]`), from the op's own meta function run on meta
+    tensors of its arguments' sizes. Inductor writes no dtype for such a result, and every
+    buffer that later reuses its memory inherits the gap. None where an argument is unknown or
+    the op has no meta function."""
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
+        result = returned.get(value.value.id)
+        index = value.slice.value if isinstance(value.slice, ast.Constant) else None
+        if isinstance(result, (tuple, list)) and isinstance(index, int) and index < len(result):
+            return _meta_size(result[index])
+        return None
+    if not (isinstance(value, ast.Call) and ast.unparse(value.func).startswith("torch.ops.")):
+        return None
+    try:
+        op = torch.ops
+        for part in ast.unparse(value.func).split(".")[2:]:
+            op = getattr(op, part)
+        args = [_meta_arg(a, sizes) for a in value.args]
+        kwargs = {kw.arg: _meta_arg(kw.value, sizes) for kw in value.keywords if kw.arg}
+        result = op(*args, **kwargs)
+    except Exception:  # an unknown argument, no meta function, no such op here: no figure
+        return None
+    returned[name] = result
+    return _meta_size(result)
+
+
+def _meta_size(result) -> tuple[tuple, torch.dtype] | None:
+    if isinstance(result, torch.Tensor):
+        return tuple(result.shape), result.dtype
+    return None
+
+
+def _meta_arg(node, sizes: dict):
+    """An op's argument as its meta function takes it: a tensor of known size as a meta tensor
+    of that size, a literal as itself; ValueError for anything else."""
+    size = _expr_size(node, sizes)
+    if size is not None:
+        return torch.empty(size[0], dtype=size[1], device="meta")
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_meta_arg(item, sizes) for item in node.elts]
+    if isinstance(node, ast.Attribute) and ast.unparse(node).startswith("torch."):
+        found = getattr(torch, node.attr, None)  # torch.float32, torch.contiguous_format
+        if found is not None:
+            return found
+    return ast.literal_eval(node)
 
 
 def _is_allocation(value) -> bool:
     return isinstance(value, ast.Call) and _callee(value).startswith(ALLOCATORS)
 
 
-def _allocation(call: ast.Call) -> tuple[tuple, int] | None:
+def _allocation(call: ast.Call) -> tuple[tuple, torch.dtype] | None:
     """empty_strided_cuda((8, 16), (16, 1), torch.bfloat16), or rand_strided(..., dtype=...)."""
     dtype = next((kw.value for kw in call.keywords if kw.arg == "dtype"), None)
     if dtype is None and len(call.args) >= 3:
@@ -246,7 +300,7 @@ def _allocation(call: ast.Call) -> tuple[tuple, int] | None:
     item = getattr(torch, dtype.attr, None) if isinstance(dtype, ast.Attribute) else None
     if shape is None or not isinstance(item, torch.dtype):
         return None
-    return shape, item.itemsize
+    return shape, item
 
 
 def _literal_shape(node) -> tuple | None:
@@ -260,8 +314,8 @@ def _literal_shape(node) -> tuple | None:
     return None
 
 
-def _expr_size(node, sizes: dict) -> tuple[tuple, int] | None:
-    """The (shape, bytes per element) of a tensor expression: a known name, or a view of one
+def _expr_size(node, sizes: dict) -> tuple[tuple, torch.dtype] | None:
+    """The (shape, dtype) of a tensor expression: a known name, or a view of one
     (`reinterpret_tensor(buf0, (8, 512, 64), (...), 0)`)."""
     if isinstance(node, ast.Name):
         return sizes.get(node.id)
@@ -293,13 +347,13 @@ def _call_cost(call: ast.Call, sizes: dict) -> dict | None:
     for arg in args:
         size = _expr_size(arg, sizes)
         if size is None:
-            if isinstance(arg, ast.Name) and TENSOR_NAME_RE.match(arg.id):
-                return None  # a tensor it reads or writes whose size the code does not say
+            if _tensor_names(ast.Call(func=call.func, args=[arg], keywords=[])):
+                return None  # a tensor it reads or writes (or views) whose size is unknown
             continue
         key = ast.dump(arg)
         if key not in seen:
             seen.add(key)
-            total += math.prod(size[0]) * size[1]
+            total += math.prod(size[0]) * size[1].itemsize
     if not seen:
         return None
     return {"code_bytes": total, "code_flops": _matmul_flops(call, sizes)}

@@ -50,6 +50,39 @@ QKV = 8 * 16 * 1024 * 64 * 2  # one of q, k, v in bf16
 SCORES = 128 * 1024 * 1024 * 2
 
 
+RETURNED = """
+class Runner:
+    def call(self, args):
+        arg0_1, arg1_1, arg2_1, arg3_1 = args
+        buf17 = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(arg0_1, arg1_1, arg2_1, scale=0.125)
+        buf18 = buf17[0]
+        assert_size_stride(buf18, (1, 4, 1, 32), (128, 32, 32, 1), 'sdpa')
+        buf22 = reinterpret_tensor(buf18, (1, 1, 128), (128, 128, 1), 0); del buf18  # reuse
+        buf23 = empty_strided_cpu((1, 256), (256, 1), torch.bfloat16)
+        # [Provenance debug handles] extern_kernels.mm:11
+        extern_kernels.mm(reinterpret_tensor(buf22, (1, 128), (128, 1), 0), reinterpret_tensor(arg3_1, (128, 256), (1, 128), 0), out=buf23)
+
+
+def get_args():
+    from torch._dynamo.testing import rand_strided
+    arg0_1 = rand_strided((1, 4, 1, 32), (128, 32, 32, 1), device='cpu', dtype=torch.bfloat16)
+    arg1_1 = rand_strided((1, 4, 9, 32), (1152, 288, 32, 1), device='cpu', dtype=torch.bfloat16)
+    arg2_1 = rand_strided((1, 4, 9, 32), (1152, 288, 32, 1), device='cpu', dtype=torch.bfloat16)
+    arg3_1 = rand_strided((256, 128), (128, 1), device='cpu', dtype=torch.bfloat16)
+    return [arg0_1, arg1_1, arg2_1, arg3_1]
+"""
+
+
+def test_what_a_fallback_returns_is_sized_by_its_meta_function_for_the_kernels_after_it():
+    """A decode step's attention is a fallback (SDPA, a custom op) whose output Inductor writes
+    no dtype for; the matmul after it reads a buffer reusing that output. The op's meta
+    function sizes it, so the matmul gets its bytes (it got none: every kernel of a GPU decode
+    step was off the roofline)."""
+    costs = codecost.call_site_costs(RETURNED)
+    assert costs["extern_kernels.mm:11"]["code_bytes"] == (128 + 256 * 128 + 256) * 2
+    assert costs["extern_kernels.mm:11"]["code_flops"] == 2 * 256 * 128
+
+
 def test_each_call_site_gets_the_bytes_of_its_tensors_and_a_matmul_its_flops():
     costs = codecost.call_site_costs(WRAPPER)
     # q and k (views of the inputs) read, the scores written
@@ -71,10 +104,18 @@ def test_each_call_site_gets_the_bytes_of_its_tensors_and_a_matmul_its_flops():
 
 def test_sites_whose_sizes_the_code_does_not_give_get_nothing():
     costs = codecost.call_site_costs(WRAPPER)
-    assert "torch.ops.aten.cumsum.default:4" not in costs  # returns its output: size unknown
-    # reads that output; a symbolic size: what they take, but no figure
-    assert costs["triton_poi_fused_add_1:5"] == {"code_args": ["buf5", "buf4"]}
+    assert "torch.ops.aten.cumsum.default:4" not in costs  # returns its output: no call site
+    # a symbolic size: what it takes, but no figure
+    assert costs["triton_poi_fused_add_1:5"]["code_bytes"] == 2 * QKV  # cumsum's output sized
     assert costs["triton_poi_fused_copy_2:6"] == {"code_args": ["buf6"]}
+    # an op this torch does not know, and a view of what it returned: no figure
+    unknown = WRAPPER.replace("torch.ops.aten.cumsum.default", "torch.ops.aten.no_such_op.default")
+    unknown = unknown.replace(
+        "run(buf5, buf4,", "run(reinterpret_tensor(buf5, (8,), (1,), 0), buf4,"
+    )
+    assert codecost.call_site_costs(unknown)["triton_poi_fused_add_1:5"] == {
+        "code_args": ["buf5", "buf4"]
+    }
     assert codecost.call_site_costs("def call(:\n") == {}
     assert codecost.call_site_costs(WRAPPER.replace("Provenance debug handles", "x")) == {}
 
