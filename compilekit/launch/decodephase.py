@@ -300,6 +300,6 @@ def _step_gap(stage_dir: str, token_ms, weights: float, per_token: float, copy_g
     from compilekit.model.store import read_json
 
     found = read_json(path)
-    kernels = [(k["name"], k["device_ms"] * k["calls_per_forward"]) for k in found["kernels"]]
+    kernels = [(k, k["device_ms"] * k["calls_per_forward"]) for k in found["kernels"]]
     overlap = found.get("forward_overlap_ms") or 0.0  # absent from kernel maps made before it
     return figures.gap(token_ms, kernels, weights, per_token - weights, copy_gbps, overlap)

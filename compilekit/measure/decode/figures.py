@@ -102,13 +102,34 @@ KERNEL_CLASSES = (
         r"(^|[_:])(add|b)?mm($|[_:])",
     ),
 )
+# Inductor names a kernel after every node fused into it, and writes a one-row matmul as a
+# multiply and a sum: a generated kernel named for a matmul reads a weight only where its ops
+# hold a matmul or that sum; a norm's variance over the matmul's output (mean, pow) does not
+MATMUL_OPS = {"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.sum"}
+# a line that calls the model's attention: transformers' `attention_interface(...)`, SDPA, flex;
+# a kernel launched inside that call (a plugged-in attention's own kernels) is attention's
+ATTENTION_CALL_LINE = re.compile(
+    r"attention_interface\(|scaled_dot_product_attention|flex_attention|flash_attn_\w*\("
+)
 
 
-def kernel_class(name: str) -> str:
-    low = name.lower()
+def kernel_class(kernel) -> str:
+    """The part of a decode step a kernel is: its name (a str), or its kernel-map record (a
+    dict with name, aten_ops, source_lines), whose ops and lines settle what a name cannot: a
+    variance kernel named for the matmul beside it, a plugged-in attention's own kernels."""
+    record = kernel if isinstance(kernel, dict) else {"name": kernel}
+    low = record["name"].lower()
     for which, pattern in KERNEL_CLASSES:
-        if re.search(pattern, low):
-            return which
+        if not re.search(pattern, low):
+            continue
+        ops = set(record.get("aten_ops") or ())
+        generated = low.startswith(("triton_", "cpp_"))
+        if which == "matmuls" and generated and ops and not ops & MATMUL_OPS:
+            break
+        return which
+    lines = record.get("source_lines") or ()
+    if any(ATTENTION_CALL_LINE.search(line.get("code") or "") for line in lines):
+        return "attention"
     return "other_kernels"
 
 
@@ -122,16 +143,17 @@ def gap(
 ) -> dict:
     """Where a token's time goes beyond the limit (weights and attended cache read once at
     the copy speed), in ms per token; the parts add up to token_ms - limit_ms. kernels:
-    (name, device ms per step) of one profiled step. The matmuls are charged beyond the time
-    the weights take at the copy speed, attention beyond its cache bytes' time; sampling,
+    (name or kernel-map record, device ms per step) of one profiled step (kernel_class). The
+    matmuls are charged beyond the time the weights take at the copy speed, attention beyond
+    its cache bytes' time; sampling,
     CUDA-graph input copies and the other kernels in full; idle_gpu is the token's time with
     no kernel running (the host's loop, syncs). overlap_ms: the step's time during which two
     kernels ran at once (programmatic dependent launch: a kernel starts, and waits, while the
     one before it finishes), counted in both kernels' times and taken back once as
     overlapped_ms, a negative part."""
     per = {which: 0.0 for which, _ in KERNEL_CLASSES} | {"other_kernels": 0.0}
-    for name, ms in kernels:
-        per[kernel_class(name)] += ms
+    for kernel, ms in kernels:
+        per[kernel_class(kernel)] += ms
     at_copy = 1e3 / (copy_gbps * 1e9)  # ms per byte
     device_ms = sum(per.values())
     return {
