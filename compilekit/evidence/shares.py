@@ -11,7 +11,8 @@ calls attention (`scaled_dot_product_attention`, whose GEMMs and softmax Inducto
 in a user's own block, `flex_attention`, `flash_attn_*`); a norm's or an
 activation's likewise (`LlamaRMSNorm`, `GELUActivation`). Any other line goes by the kernel:
 attention where it is an attention kernel (SDPA's, flash, cuDNN's, flex, ours) or where its
-only op was called from attention code, matmuls where its ops or name are a GEMM's, norms and
+only op was called from attention code, matmuls where its ops or name are a GEMM's (not a
+generated kernel named for a matmul whose ops hold none: misnamed_matmul), norms and
 activations where its ops are or its line calls the model's activation (`self.act(x)`), else
 other.
 """
@@ -99,6 +100,20 @@ def line_part(line: dict) -> str | None:
     return None
 
 
+# Inductor names a kernel after every node fused into it, and writes a one-row matmul as a
+# multiply and a sum: its fused ops hold that sum or a matmul
+MATMUL_OPS = {"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.sum"}
+
+
+def misnamed_matmul(record: dict) -> bool:
+    """A generated kernel whose name carries a matmul's (`..._add_mean_mm_pow_13`) but whose
+    fused ops hold no matmul nor a one-row matmul's sum: a norm's variance over a matmul's
+    output, which reads no weight."""
+    ops = set(record.get("aten_ops") or ())
+    generated = record["name"].startswith(("triton_", "cpp_"))
+    return generated and bool(ops) and not ops & MATMUL_OPS
+
+
 def kernel_part(record: dict) -> str:
     """A kernel's part by what it is: its name, its ATen ops, and for a kernel of one op, the
     code that called the op."""
@@ -108,7 +123,7 @@ def kernel_part(record: dict) -> str:
     origins = record.get("origin_lines") or []
     if len(origins) <= 1 and any(line_part(f) == "attention" for f in record["source_lines"]):
         return "attention"
-    if GEMM_RE.search(words):
+    if GEMM_RE.search(words) and not misnamed_matmul(record):
         return "matmuls"
     if NORM_ACT_OPS.search(" ".join(record["aten_ops"]) or record["name"]):
         return "norms_activations"

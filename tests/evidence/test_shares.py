@@ -120,3 +120,21 @@ def test_the_kernels_of_an_activation_module_are_its_part_whatever_their_ops(tmp
     found = shares.shares(records)  # by hand, of 7 ms: matmuls 2 + 2, activations 2 + 1
     assert found["matmuls"] == pytest.approx(4 / 7)
     assert found["norms_activations"] == pytest.approx(3 / 7) and found["other"] == 0
+
+
+def test_a_variance_named_for_the_matmul_beside_it_is_no_matmul(tmp_path):
+    """Inductor names a kernel after every node fused into it: the variance over a residual
+    that holds the o projection's output carries `mm` in its name, but its ops (mean, pow,
+    add) hold no matmul nor the one-row matmul's sum. On a line of no named part it is other;
+    the one-row matmul itself (mul and sum) stays a matmul."""
+    at = _written(
+        tmp_path / "modeling_tiny.py", MODELING + "\ndef layer(h, o):\n    return h + o\n"
+    )
+    residual = at(21)
+    records = [
+        _kernel("triton_red_fused_add_mean_mm_pow_13", ["aten.mean", "aten.pow", "aten.add"],
+                1.0, [residual]),
+        _kernel("triton_red_fused_mm_t_view_6", ["aten.sum", "aten.mul"], 3.0, [residual]),
+    ]  # fmt: skip
+    found = shares.shares(records)
+    assert found["matmuls"] == pytest.approx(3 / 4) and found["other"] == pytest.approx(1 / 4)

@@ -8,6 +8,8 @@ import math
 import re
 import statistics
 
+from compilekit.evidence import shares
+
 
 def weight_bytes(model, batch: int) -> int:
     """Bytes of weights one token's forward reads: every parameter once (shared ones once),
@@ -102,10 +104,6 @@ KERNEL_CLASSES = (
         r"(^|[_:])(add|b)?mm($|[_:])",
     ),
 )
-# Inductor names a kernel after every node fused into it, and writes a one-row matmul as a
-# multiply and a sum: a generated kernel named for a matmul reads a weight only where its ops
-# hold a matmul or that sum; a norm's variance over the matmul's output (mean, pow) does not
-MATMUL_OPS = {"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.sum"}
 # a line that calls the model's attention: transformers' `attention_interface(...)`, SDPA, flex;
 # a kernel launched inside that call (a plugged-in attention's own kernels) is attention's
 ATTENTION_CALL_LINE = re.compile(
@@ -122,10 +120,8 @@ def kernel_class(kernel) -> str:
     for which, pattern in KERNEL_CLASSES:
         if not re.search(pattern, low):
             continue
-        ops = set(record.get("aten_ops") or ())
-        generated = low.startswith(("triton_", "cpp_"))
-        if which == "matmuls" and generated and ops and not ops & MATMUL_OPS:
-            break
+        if which == "matmuls" and shares.misnamed_matmul(record):
+            break  # a norm's variance named for the matmul beside it
         return which
     lines = record.get("source_lines") or ()
     if any(ATTENTION_CALL_LINE.search(line.get("code") or "") for line in lines):
