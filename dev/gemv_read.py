@@ -9,8 +9,10 @@ replayed after a warm-up, timed with events: the time per call is the replay's o
   cublas    F.linear(x, W), eager's GEMV (cuBLAS)
   inductor  x @ W.t() compiled with coordinate_descent_tuning and max_autotune_pointwise,
             the matmul reductions of the decode loop's fastest cell (a Triton reduction)
-  fused     the same with what the loop fuses into it: Llama's RMSNorm before q, k, v and
-            gate, up (recomputed in the reduction), the residual add after o and down
+  fused     the same with what the loop fuses into it (its kernels' names say so): Llama's
+            RMSNorm before q, k, v and gate, up (recomputed in the reduction), the residual
+            add after o, the MLP's SiLU(gate) times up before down (recomputed in down's
+            reduction, once per program)
 Each is checked against a float64 x @ W.t() (the read against W.sum in float64).
 
     python3 dev/gemv_read.py [--copies 16] [--json FILE]
@@ -26,7 +28,9 @@ import sys
 import torch
 from tuned_configs import loaded_modules, tuned_configs
 
-NORMED = ("qkv", "gate_up")  # the loop fuses the RMSNorm before these; a residual after the others
+# what the loop fuses into each projection's reduction (Inductor's kernel names in the tuned
+# Llama-2-7B step: ..._mean_mm_..._rsqrt_..., ..._add_mm_t_transpose_view, ..._mm_mul_silu_...)
+FUSED = {"qkv": "norm", "gate_up": "norm", "o": "residual", "down": "silu"}
 SHAPES = {  # name: (output rows, reduced length)
     "qkv": (3 * 4096, 4096),
     "o": (4096, 4096),
@@ -78,11 +82,18 @@ def measure(name: str, n: int, k: int, copies: int, copy_gbps: float) -> dict:
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
         return (gain * h.to(x.dtype)) @ w.t()
 
-    fused = torch.compile(
-        normed if name in NORMED else (lambda x, w: residual + x @ w.t()),
-        options=options,
-        dynamic=False,
-    )
+    gate_up = torch.randn(1, 2 * k, device="cuda", dtype=torch.bfloat16)
+
+    def activated(x, w):  # LlamaMLP's act_fn(gate) * up, then down
+        gate, up = gate_up.chunk(2, dim=-1)
+        return (torch.nn.functional.silu(gate) * up) @ w.t()
+
+    forms = {
+        "norm": normed,
+        "residual": lambda x, w: residual + x @ w.t(),
+        "silu": activated,
+    }
+    fused = torch.compile(forms[FUSED[name]], options=options, dynamic=False)
     paths = {
         "read": lambda i: weights[i].sum(-1),
         "cublas": lambda i: torch.nn.functional.linear(x, weights[i]),
@@ -90,9 +101,12 @@ def measure(name: str, n: int, k: int, copies: int, copy_gbps: float) -> dict:
         "fused": lambda i: fused(x, weights[i]),
     }
     xd, wd = x.double(), weights[0].double()
-    if name in NORMED:
+    if FUSED[name] == "norm":
         normed_x = gain.double() * xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6)
         fused_ref = normed_x @ wd.t()
+    elif FUSED[name] == "silu":
+        gate, up = gate_up.double().chunk(2, dim=-1)
+        fused_ref = (torch.nn.functional.silu(gate) * up) @ wd.t()
     else:
         fused_ref = residual.double() + xd @ wd.t()
     want = {"read": wd.sum(-1), "mm": xd @ wd.t(), "fused": fused_ref}
