@@ -13,7 +13,8 @@ A site counts only where every tensor it touches is an argument: a kernel launch
 `.run`, a C++ kernel) or an extern call with `out=`. A call that returns a new tensor (a
 fallback op: `buf1 = torch.ops.aten.x(...)`) gets nothing, and a symbolic size (dynamic
 shapes) has no number: those sites get nothing rather than a partial figure. What a fallback
-returns is sized by the op's meta function (_returned), for the sites after it that read it.
+returns is sized by the op's meta function (evidence/returned.py), for the sites after it that
+read it.
 
 A matmul template (max-autotune's Triton or C++ GEMM) takes its operands as kernel arguments,
 not as a matmul call's: its FLOPs come from the matmuls of the post-grad graph that provenance
@@ -33,10 +34,15 @@ import re
 
 import torch
 
+from compilekit.evidence import returned
+
 CODE_BYTES_FROM = (
     "its call in Inductor's output code: each tensor argument moved once (a lower bound)"
 )
 CODE_FLOPS_FROM = "its call in Inductor's output code: 2 x M x N x K of the matmul's arguments"
+# why a call site has no bytes (kernels.json's bytes_unknown; bytes_unknown_at names the tensor)
+UNSIZED = "its call in Inductor's output code takes a tensor the code gives no size"
+RETURNS = "its call in Inductor's output code returns its result, which the code gives no size"
 HANDLE_RE = re.compile(r"#\s*\[Provenance debug handles\]\s*(?P<handles>.+)$")
 # what Inductor names the tensors of its wrapper: one it cannot size leaves a site unknown
 TENSOR_NAME_RE = re.compile(r"^(arg|buf|primals|tangents)\w*\d$")
@@ -174,7 +180,7 @@ def call_site_costs(output_code: str) -> dict[str, dict]:
         tree = ast.parse(output_code)
     except SyntaxError:
         return {}
-    tensors = _tensor_sizes(tree)
+    tensors, why = _tensor_sizes(tree)
     statements = sorted(
         (node for node in ast.walk(tree) if isinstance(node, (ast.Expr, ast.Assign))),
         key=lambda node: node.lineno,
@@ -187,10 +193,12 @@ def call_site_costs(output_code: str) -> dict[str, dict]:
             continue
         later = statements[bisect.bisect_right(linenos, lineno) :]
         for handle in re.split(r"[,\s]+", found["handles"].strip()):
-            call = _call_of(later, handle.rsplit(":", 1)[0]) if handle else None
+            call, assigned = _call_of(later, handle.rsplit(":", 1)[0]) if handle else (None, 0)
+            if assigned:
+                costs[handle] = {"code_unknown": RETURNS}
             if call is None:
                 continue
-            cost = _call_cost(call, tensors)
+            cost = _call_cost(call, tensors, why)
             costs[handle] = {**(cost or {}), "code_args": _tensor_names(call)}
     return costs
 
@@ -214,12 +222,13 @@ def _callee(call: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
-def _tensor_sizes(tree) -> dict[str, tuple[tuple, torch.dtype]]:
-    """{name: (shape, dtype)} for every tensor the wrapper allocates, views or takes as an
-    input, and those an op returns (_returned), in source order (a view follows its base; names
-    are unique in a graph)."""
+def _tensor_sizes(tree) -> tuple[dict[str, tuple[tuple, torch.dtype]], dict[str, str]]:
+    """({name: (shape, dtype)} for every tensor the wrapper allocates, views or takes as an
+    input, and those an op returns (evidence/returned.py), in source order (a view follows its
+    base; names are unique in a graph); {name: why} for those it assigns but cannot size)."""
     sizes: dict[str, tuple[tuple, torch.dtype]] = {}
-    returned: dict[str, object] = {}  # an op's result by its name: a tuple's items are read later
+    why: dict[str, str] = {}
+    results: dict[str, object] = {}  # an op's result by its name: a tuple's items are read later
     # allocations first: the inputs' rand_strided stand after the wrapper that views them
     assigns = sorted(
         (n for n in ast.walk(tree) if isinstance(n, ast.Assign) and len(n.targets) == 1),
@@ -231,60 +240,16 @@ def _tensor_sizes(tree) -> dict[str, tuple[tuple, torch.dtype]]:
             continue
         # buf4 = buf2 (a reuse), a view, or an allocation
         size = _expr_size(value, sizes) or (_allocation(value) if _is_allocation(value) else None)
-        if size is None:
-            size = _returned(value, sizes, returned, target.id)
+        if size is None and _is_allocation(value):
+            why[target.id] = "a symbolic size (dynamic shapes)"
+        elif size is None:
+            sized = lambda node: _expr_size(node, sizes)  # noqa: E731
+            size, reason = returned.size(value, sized, results, target.id)
+            if size is None:
+                why[target.id] = reason
         if size is not None:
             sizes[target.id] = size
-    return sizes
-
-
-def _returned(value, sizes: dict, returned: dict, name: str) -> tuple[tuple, torch.dtype] | None:
-    """The size of what an op the wrapper calls for its result returns (a fallback,
-    `buf3 = torch.ops.aten._scaled_dot_product_flash_attention.default(...)`, or a custom op),
-    or of one item of it (`buf4 = buf3[0]`), from the op's own meta function run on meta
-    tensors of its arguments' sizes. Inductor writes no dtype for such a result, and every
-    buffer that later reuses its memory inherits the gap. None where an argument is unknown or
-    the op has no meta function."""
-    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
-        result = returned.get(value.value.id)
-        index = value.slice.value if isinstance(value.slice, ast.Constant) else None
-        if isinstance(result, (tuple, list)) and isinstance(index, int) and index < len(result):
-            return _meta_size(result[index])
-        return None
-    if not (isinstance(value, ast.Call) and ast.unparse(value.func).startswith("torch.ops.")):
-        return None
-    try:
-        op = torch.ops
-        for part in ast.unparse(value.func).split(".")[2:]:
-            op = getattr(op, part)
-        args = [_meta_arg(a, sizes) for a in value.args]
-        kwargs = {kw.arg: _meta_arg(kw.value, sizes) for kw in value.keywords if kw.arg}
-        result = op(*args, **kwargs)
-    except Exception:  # an unknown argument, no meta function, no such op here: no figure
-        return None
-    returned[name] = result
-    return _meta_size(result)
-
-
-def _meta_size(result) -> tuple[tuple, torch.dtype] | None:
-    if isinstance(result, torch.Tensor):
-        return tuple(result.shape), result.dtype
-    return None
-
-
-def _meta_arg(node, sizes: dict):
-    """An op's argument as its meta function takes it: a tensor of known size as a meta tensor
-    of that size, a literal as itself; ValueError for anything else."""
-    size = _expr_size(node, sizes)
-    if size is not None:
-        return torch.empty(size[0], dtype=size[1], device="meta")
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [_meta_arg(item, sizes) for item in node.elts]
-    if isinstance(node, ast.Attribute) and ast.unparse(node).startswith("torch."):
-        found = getattr(torch, node.attr, None)  # torch.float32, torch.contiguous_format
-        if found is not None:
-            return found
-    return ast.literal_eval(node)
+    return sizes, why
 
 
 def _is_allocation(value) -> bool:
@@ -326,20 +291,21 @@ def _expr_size(node, sizes: dict) -> tuple[tuple, torch.dtype] | None:
     return None
 
 
-def _call_of(statements: list, name: str) -> ast.Call | None:
-    """The call a handle names (`extern_kernels.bmm`, a kernel's `name.run`, a C++ kernel's
-    `name`): the first among these statements; None where its result is assigned (an op that
-    allocates its own output) or none is found."""
+def _call_of(statements: list, name: str) -> tuple[ast.Call | None, bool]:
+    """(the call a handle names: `extern_kernels.bmm`, a kernel's `name.run`, a C++ kernel's
+    `name`; the first among these statements, whether its result is assigned): (None, True)
+    for an op that allocates its own output, (None, False) where none is found."""
     for node in statements:
         call = node.value
         if isinstance(call, ast.Call) and ast.unparse(call.func) in (name, name + ".run"):
-            return call if isinstance(node, ast.Expr) else None
-    return None
+            return (call, False) if isinstance(node, ast.Expr) else (None, True)
+    return None, False
 
 
-def _call_cost(call: ast.Call, sizes: dict) -> dict | None:
-    """{"code_bytes", "code_flops"} of one kernel call, or None if a tensor's size is unknown
-    or a result is returned rather than written into an argument."""
+def _call_cost(call: ast.Call, sizes: dict, why: dict) -> dict | None:
+    """{"code_bytes", "code_flops"} of one kernel call; {"code_unknown", "code_unknown_at"}
+    where a tensor's size is unknown (which one, and why: `why`); None for a matmul that
+    returns its result or a call of no tensor."""
     args = [*call.args, *(kw.value for kw in call.keywords if kw.arg not in ("stream",))]
     if _callee(call) in MATMULS and not any(kw.arg == "out" for kw in call.keywords):
         return None
@@ -347,8 +313,10 @@ def _call_cost(call: ast.Call, sizes: dict) -> dict | None:
     for arg in args:
         size = _expr_size(arg, sizes)
         if size is None:
-            if _tensor_names(ast.Call(func=call.func, args=[arg], keywords=[])):
-                return None  # a tensor it reads or writes (or views) whose size is unknown
+            names = _tensor_names(ast.Call(func=call.func, args=[arg], keywords=[]))
+            if names:  # a tensor it reads or writes (or views) whose size is unknown
+                at = f"{names[0]}: {why.get(names[0], 'an input the output code gives no size')}"
+                return {"code_unknown": UNSIZED, "code_unknown_at": at}
             continue
         key = ast.dump(arg)
         if key not in seen:

@@ -270,6 +270,7 @@ def eager_site(k: dict, eager_lines: dict | None, definitions: dict | None) -> t
 
 
 PROFILER_BYTES_FROM = "the tensors its launching op recorded in the profile"
+NO_SITE = "no call of it in the output code the capture kept"
 
 
 def _costs(k: dict, site: dict, kind: str) -> dict:
@@ -298,6 +299,12 @@ def _costs(k: dict, site: dict, kind: str) -> dict:
             out["bytes"], out["bytes_from"] = site["sdpa_bytes"], codecost.GRAPH_SDPA_FROM
         if out["flops"] is None:
             out["flops"], out["flops_from"] = site["sdpa_flops"], codecost.GRAPH_SDPA_FROM
+    if out["bytes"] is None:  # a kernel off the roofline says why
+        why = site.get("code_unknown") or (NO_SITE if kind == "generated" else None)
+        if why:
+            out["bytes_unknown"] = why
+        if site.get("code_unknown_at"):
+            out["bytes_unknown_at"] = site["code_unknown_at"]
     return out
 
 

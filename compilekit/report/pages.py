@@ -228,12 +228,17 @@ def kernel_views(run_dir: str, kmap: dict) -> list[dict]:
 
 
 def roofline_sources(rec: dict) -> str:
-    """Where a kernel's bytes and FLOPs came from, where not from the profiler (the page's
-    tooltip, as `compilekit kernels` lists them under its table); "" where both did."""
+    """Where a kernel's bytes and FLOPs came from, where not from the profiler, or why it has
+    no bytes (the page's tooltip, as `compilekit kernels` lists them under its table); ""
+    where both came from the profiler."""
     found = [
         (what, rec.get(key)) for what, key in (("bytes", "bytes_from"), ("FLOPs", "flops_from"))
     ]
-    return "; ".join(report.source_note(what, source) for what, source in found if source)
+    notes = [report.source_note(what, source) for what, source in found if source]
+    if rec.get("bytes_unknown"):  # off the roofline: why, and the tensor where one is named
+        at = f" ({rec['bytes_unknown_at']})" if rec.get("bytes_unknown_at") else ""
+        notes.append(f"no bytes: {rec['bytes_unknown']}{at}")
+    return "; ".join(notes)
 
 
 def _roofline_text(roof: dict) -> str:

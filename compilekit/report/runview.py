@@ -7,7 +7,7 @@ import re
 
 from tabulate import tabulate
 
-from compilekit.evidence import roofline
+from compilekit.evidence import codecost, roofline
 from compilekit.model import kernelfile
 from compilekit.model import result as results
 from compilekit.model.errors import UserError
@@ -33,7 +33,7 @@ def _roofline_cells(r: dict, notes: list[str]) -> list[str]:
     roof = r.get("roofline") or {}
     gbps, tflops = roof.get("gbps"), roof.get("tflops")
     return [
-        "-"
+        "-" + _unknown(r.get("bytes_unknown"), notes)
         if gbps is None
         else f"{gbps:,.0f} ({roof['bandwidth_share']:.0%})"
         + _mark(r.get("bytes_from"), "bytes", notes),
@@ -55,6 +55,19 @@ def _mark(source: str | None, what: str, notes: list[str]) -> str:
     if not source:
         return ""
     line = source_note(what, source)
+    if line not in notes:
+        notes.append(line)
+    return f" {_label(notes.index(line))}"
+
+
+def _unknown(why: str | None, notes: list[str]) -> str:
+    """The mark of a kernel that has no bytes, with its reason as the note (kernels.json's
+    bytes_unknown_at names the tensor)."""
+    if not why:
+        return ""
+    line = f"no bytes: {why}"
+    if why == codecost.UNSIZED:
+        line += " (kernels.json's bytes_unknown_at names it and why)"
     if line not in notes:
         notes.append(line)
     return f" {_label(notes.index(line))}"

@@ -102,20 +102,25 @@ def test_each_call_site_gets_the_bytes_of_its_tensors_and_a_matmul_its_flops():
     assert costs["extern_kernels.bmm:3"]["code_flops"] == 2 * 128 * 1024 * 64 * 1024
 
 
-def test_sites_whose_sizes_the_code_does_not_give_get_nothing():
+def test_sites_whose_sizes_the_code_does_not_give_get_nothing_and_say_why():
     costs = codecost.call_site_costs(WRAPPER)
-    assert "torch.ops.aten.cumsum.default:4" not in costs  # returns its output: no call site
-    # a symbolic size: what it takes, but no figure
+    # returns its output: no figure, and why
+    assert costs["torch.ops.aten.cumsum.default:4"] == {"code_unknown": codecost.RETURNS}
     assert costs["triton_poi_fused_add_1:5"]["code_bytes"] == 2 * QKV  # cumsum's output sized
-    assert costs["triton_poi_fused_copy_2:6"] == {"code_args": ["buf6"]}
+    # a symbolic size: what it takes, no figure, and which tensor lacks a size
+    assert costs["triton_poi_fused_copy_2:6"] == {
+        "code_unknown": codecost.UNSIZED,
+        "code_unknown_at": "buf6: a symbolic size (dynamic shapes)",
+        "code_args": ["buf6"],
+    }
     # an op this torch does not know, and a view of what it returned: no figure
     unknown = WRAPPER.replace("torch.ops.aten.cumsum.default", "torch.ops.aten.no_such_op.default")
     unknown = unknown.replace(
         "run(buf5, buf4,", "run(reinterpret_tensor(buf5, (8,), (1,), 0), buf4,"
     )
-    assert codecost.call_site_costs(unknown)["triton_poi_fused_add_1:5"] == {
-        "code_args": ["buf5", "buf4"]
-    }
+    site = codecost.call_site_costs(unknown)["triton_poi_fused_add_1:5"]
+    assert "code_bytes" not in site and site["code_args"] == ["buf5", "buf4"]
+    assert site["code_unknown_at"].startswith("buf5: returned by torch.ops.aten.no_such_op")
     assert codecost.call_site_costs("def call(:\n") == {}
     assert codecost.call_site_costs(WRAPPER.replace("Provenance debug handles", "x")) == {}
 
@@ -263,3 +268,33 @@ def test_a_cpu_runs_fused_kernel_is_placed_from_its_call(run_cell):
     # the matmuls keep the profiler's figures, which need no code
     assert all("bytes_from" not in r for r in records if r["kind"] == "extern")
     assert "not placed" not in result.roofline, result.roofline
+
+
+def test_a_kernel_off_the_roofline_says_why_in_the_map_and_the_table():
+    """A kernel whose call takes a tensor of symbolic size gets no bytes: its record says so
+    and which tensor (bytes_unknown, bytes_unknown_at), and the kernel table marks its GB/s
+    with that reason under the table; a generated kernel with no call in the output code says
+    that instead."""
+    from compilekit.report import runview
+
+    graph = {
+        "output_code": WRAPPER,
+        "node_mappings": {"cppCodeToPost": {"triton_poi_fused_copy_2:6": ["copy"]}},
+    }
+    kernel = lambda name: {"name": name, "launcher": name, "calls_per_forward": 1,  # noqa: E731
+                           "device_ms": 1.0}  # fmt: skip
+    forward = {"forward_device_ms": 2.0,
+               "kernels": [kernel("triton_poi_fused_copy_2"), kernel("triton_poi_fused_gone_9")]}  # fmt: skip
+    records = {r["name"]: r for r in kernelmap.build_map(forward, {"0/0": graph}, {}, "", True)}
+    unsized = records["triton_poi_fused_copy_2"]
+    assert unsized["bytes"] is None and unsized["bytes_unknown"] == codecost.UNSIZED
+    assert unsized["bytes_unknown_at"] == "buf6: a symbolic size (dynamic shapes)"
+    assert records["triton_poi_fused_gone_9"]["bytes_unknown"] == kernelmap.NO_SITE
+    notes: list[str] = []
+    cells = runview._roofline_cells(unsized, notes)
+    assert cells[0] == "- [a]" and notes == [
+        f"no bytes: {codecost.UNSIZED} (kernels.json's bytes_unknown_at names it and why)"
+    ]
+    from compilekit.report import pages
+
+    assert pages.roofline_sources(unsized).endswith("(buf6: a symbolic size (dynamic shapes))")
