@@ -36,7 +36,12 @@
 #      1x32+200 (DECODE_SHAPE)
 #      under DECODE_MODE (default reduce-overhead),
 #      with DECODE_SET (Inductor options, e.g. "coordinate_descent_tuning=true"), within D_S
-#      seconds: the cell's summary, result.json and its ops
+#      seconds: the cell's summary, result.json and its ops; its kernel map's inputs
+#      (provenance.json, the output code) as D_map.tgz
+#   J  the decode loop's lab: each one-row matmul of Llama-2-7B alone, tuned and in the form
+#      the loop fuses, with each kernel's tuned config (dev/gemv_read.py, within J_GEMV_S), then
+#      the loop's base options and each of J_TRIES (NAME:OPTION=VALUE,... each; default PDL)
+#      in one process: tokens/s, each kernel's time and config (dev/decode_pdl.py, within J_S)
 #   T  dev/decode_split_tune.py: triton-flash's split policies at decode shapes against the best
 #      SDPA backend, within T_S seconds; compiled against eager at batch 1 (dev/decode_compiled_look.py)
 #   H  compiled against eager at decode shapes (LOOK_SHAPES), triton-flash beside sdpa
@@ -220,7 +225,16 @@ t=sum(c.values()); print({f: round(v/t,3) for f,v in c.most_common()})" "$MODELS
       python3 -m compilekit ops $decode --top 12 > "$OUT/D_ops.txt" 2>&1
       python3 -m compilekit kernels $decode > "$OUT/D_kernels.txt" 2>&1
       cp $decode/log.txt "$OUT/D_log.txt" 2> /dev/null
+      (cd "$decode" && tar czf "$OUT/D_map.tgz" provenance.json forward.json output_code_graph*.py 2> /dev/null)
       tail -12 "$OUT/D_run.txt" ;;
+    J)
+      timeout "$(within "${J_GEMV_S:-100}")" python3 dev/gemv_read.py --json "$OUT/J_gemv.json" \
+        > "$OUT/J_gemv.txt" 2>&1
+      grep -v "Warning\|^/\|^         " "$OUT/J_gemv.txt"
+      timeout "$(within "${J_S:-420}")" python3 dev/decode_pdl.py --json "$OUT/J_loop.json" \
+        $(for t in ${J_TRIES:-pdl:triton.enable_pdl=true}; do printf -- "--try %s " "$t"; done) \
+        > "$OUT/J_loop.txt" 2>&1
+      grep -v "Warning\|^/" "$OUT/J_loop.txt" | tail -60 ;;
     K)
       timeout "$(within "${K_S:-240}")" python3 dev/decode_varlen_bench.py --check --json "$OUT/K_bench.json" ${K_ARGS:-} \
         > "$OUT/K_bench.txt" 2>&1
