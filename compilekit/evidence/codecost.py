@@ -193,7 +193,7 @@ def call_site_costs(output_code: str) -> dict[str, dict]:
             continue
         later = statements[bisect.bisect_right(linenos, lineno) :]
         for handle in re.split(r"[,\s]+", found["handles"].strip()):
-            call, assigned = _call_of(later, handle.rsplit(":", 1)[0]) if handle else (None, 0)
+            call, assigned = _call_of(later, handle.rsplit(":", 1)[0]) if handle else (None, False)
             if assigned:
                 costs[handle] = {"code_unknown": RETURNS}
             if call is None:

@@ -270,7 +270,7 @@ def eager_site(k: dict, eager_lines: dict | None, definitions: dict | None) -> t
 
 
 PROFILER_BYTES_FROM = "the tensors its launching op recorded in the profile"
-NO_SITE = "no call of it in the output code the capture kept"
+NO_SITE = "no call of it found, by its provenance handle, in the output code the capture kept"
 
 
 def _costs(k: dict, site: dict, kind: str) -> dict:
