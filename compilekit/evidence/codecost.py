@@ -204,16 +204,22 @@ def call_site_costs(output_code: str) -> dict[str, dict]:
 
 
 def _tensor_names(call: ast.Call) -> list[str]:
-    """The wrapper's names of the tensors a call takes (TENSOR_NAME_RE), a view's base for a
-    view."""
+    """The wrapper's names of the tensors a call takes (_tensor_name), each once."""
     names = []
     for arg in [*call.args, *(kw.value for kw in call.keywords)]:
-        while isinstance(arg, ast.Call) and _callee(arg) == "reinterpret_tensor" and arg.args:
-            arg = arg.args[0]
-        is_tensor = isinstance(arg, ast.Name) and TENSOR_NAME_RE.match(arg.id)
-        if is_tensor and arg.id not in names:
-            names.append(arg.id)
+        name = _tensor_name(arg)
+        if name and name not in names:
+            names.append(name)
     return names
+
+
+def _tensor_name(arg) -> str | None:
+    """The wrapper's name of the tensor an argument is (TENSOR_NAME_RE), a view's base for a
+    view; None for anything else."""
+    while isinstance(arg, ast.Call) and _callee(arg) == "reinterpret_tensor" and arg.args:
+        arg = arg.args[0]
+    is_tensor = isinstance(arg, ast.Name) and TENSOR_NAME_RE.match(arg.id)
+    return arg.id if is_tensor else None
 
 
 def _callee(call: ast.Call) -> str:
@@ -313,9 +319,9 @@ def _call_cost(call: ast.Call, sizes: dict, why: dict) -> dict | None:
     for arg in args:
         size = _expr_size(arg, sizes)
         if size is None:
-            names = _tensor_names(ast.Call(func=call.func, args=[arg], keywords=[]))
-            if names:  # a tensor it reads or writes (or views) whose size is unknown
-                at = f"{names[0]}: {why.get(names[0], 'an input the output code gives no size')}"
+            name = _tensor_name(arg)
+            if name:  # a tensor it reads or writes (or views) whose size is unknown
+                at = f"{name}: {why.get(name, 'an input the output code gives no size')}"
                 return {"code_unknown": UNSIZED, "code_unknown_at": at}
             continue
         key = ast.dump(arg)

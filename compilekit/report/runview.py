@@ -52,12 +52,7 @@ def source_note(what: str, source: str) -> str:
 
 
 def _mark(source: str | None, what: str, notes: list[str]) -> str:
-    if not source:
-        return ""
-    line = source_note(what, source)
-    if line not in notes:
-        notes.append(line)
-    return f" {_label(notes.index(line))}"
+    return _noted(source_note(what, source), notes) if source else ""
 
 
 def _unknown(why: str | None, notes: list[str]) -> str:
@@ -68,6 +63,11 @@ def _unknown(why: str | None, notes: list[str]) -> str:
     line = f"no bytes: {why}"
     if why == codecost.UNSIZED:
         line += " (kernels.json's bytes_unknown_at names it and why)"
+    return _noted(line, notes)
+
+
+def _noted(line: str, notes: list[str]) -> str:
+    """The mark of a note under the table (" [a]"), the note added to `notes` on first use."""
     if line not in notes:
         notes.append(line)
     return f" {_label(notes.index(line))}"

@@ -104,11 +104,9 @@ KERNEL_CLASSES = (
         r"(^|[_:])(add|b)?mm($|[_:])",
     ),
 )
-# a line that calls the model's attention: transformers' `attention_interface(...)`, SDPA, flex;
-# a kernel launched inside that call (a plugged-in attention's own kernels) is attention's
-ATTENTION_CALL_LINE = re.compile(
-    r"attention_interface\(|scaled_dot_product_attention|flex_attention|flash_attn_\w*\("
-)
+# transformers' call of the model's attention, beside SDPA's, flex's and flash-attn's
+# (shares.ATTENTION_CALL): a kernel launched inside it (a plugged-in attention's) is attention
+ATTENTION_INTERFACE = "attention_interface("
 
 
 def kernel_class(kernel) -> str:
@@ -124,7 +122,8 @@ def kernel_class(kernel) -> str:
             break  # a norm's variance named for the matmul beside it
         return which
     lines = record.get("source_lines") or ()
-    if any(ATTENTION_CALL_LINE.search(line.get("code") or "") for line in lines):
+    codes = [line.get("code") or "" for line in lines]
+    if any(ATTENTION_INTERFACE in code or shares.ATTENTION_CALL.search(code) for code in codes):
         return "attention"
     return "other_kernels"
 
@@ -141,12 +140,11 @@ def gap(
     the copy speed), in ms per token; the parts add up to token_ms - limit_ms. kernels:
     (name or kernel-map record, device ms per step) of one profiled step (kernel_class). The
     matmuls are charged beyond the time the weights take at the copy speed, attention beyond
-    its cache bytes' time; sampling,
-    CUDA-graph input copies and the other kernels in full; idle_gpu is the token's time with
-    no kernel running (the host's loop, syncs). overlap_ms: the step's time during which two
-    kernels ran at once (programmatic dependent launch: a kernel starts, and waits, while the
-    one before it finishes), counted in both kernels' times and taken back once as
-    overlapped_ms, a negative part."""
+    its cache bytes' time; sampling, CUDA-graph input copies and the other kernels in full;
+    idle_gpu is the token's time with no kernel running (the host's loop, syncs). overlap_ms:
+    the step's time during which two kernels ran at once (programmatic dependent launch: a
+    kernel starts, and waits, while the one before it finishes), counted in both kernels'
+    times and taken back once as overlapped_ms, a negative part."""
     per = {which: 0.0 for which, _ in KERNEL_CLASSES} | {"other_kernels": 0.0}
     for kernel, ms in kernels:
         per[kernel_class(kernel)] += ms
