@@ -4,7 +4,7 @@ An op Inductor falls back to (SDPA, a custom op, `cumsum`) allocates its own out
 `buf17 = torch.ops.aten._scaled_dot_product_flash_attention.default(...)`, then
 `buf18 = buf17[0]`. The code gives no dtype for it, and every buffer that later reuses its
 memory (`buf22 = reinterpret_tensor(buf18, ...)`) inherits the gap, so the kernels after a
-decode step's attention, its matmuls among them, had no bytes. The op's own meta function,
+decode step's attention, its matmuls among them, would have no bytes. The op's own meta function,
 run on meta tensors of its arguments' sizes, says what it returns (codecost._tensor_sizes).
 """
 
